@@ -1,0 +1,119 @@
+"""make_app(settings): routes, middleware and the shared resources of one proxy process."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator
+from typing import Any
+
+import aiohttp
+import structlog
+import yarl
+from aiohttp import web
+
+from .chat import chat_completions
+from .config import Settings
+from .errors import ProxyError
+from .keys import REQUEST_ID, ROUTE, SERVICES, UPSTREAM_SECONDS
+from .metrics import Metrics
+from .middleware import proxy_middleware
+from .services import Services
+from .upstream.client import UpstreamClient
+from .upstream.relay import relay_response, translate_client_error, upstream_request_headers
+
+log = structlog.get_logger(__name__)
+
+EdgeFactory = Any
+
+
+async def passthrough(request: web.Request) -> web.StreamResponse:
+    """Any other method and path: relayed unchanged, both ways."""
+    upstream = request.app[SERVICES].upstream
+    headers = upstream_request_headers(
+        request.headers, api_key=upstream.settings.api_key, request_id=request[REQUEST_ID]
+    )
+    body = await request.read()
+    url = upstream.url(request.raw_path)
+    loop = asyncio.get_running_loop()
+    sent = loop.time()
+    try:
+        async with upstream.session.request(
+            request.method,
+            yarl.URL(url, encoded=True),
+            data=body if body else None,
+            headers=headers,
+            timeout=upstream.stream_timeout,
+            allow_redirects=False,
+        ) as response:
+            request[UPSTREAM_SECONDS] = loop.time() - sent
+            return await relay_response(
+                request, response, extra_headers={"X-Request-ID": request[REQUEST_ID]}
+            )
+    except (TimeoutError, aiohttp.ClientError) as exc:
+        raise translate_client_error(exc, upstream.base_url) from exc
+
+
+async def chat_route(request: web.Request) -> web.StreamResponse:
+    request[ROUTE] = "chat"
+    return await chat_completions(request)
+
+
+async def healthz(request: web.Request) -> web.Response:
+    """The proxy is up; is the upstream reachable? (llama.cpp `/health`, else `/v1/models`)."""
+    upstream = request.app[SERVICES].upstream
+    try:
+        status, _ = await upstream.get_json("/health")
+        if status == 404:
+            status, _ = await upstream.get_json("/v1/models")
+    except ProxyError as error:
+        return web.json_response(
+            {
+                "status": "degraded",
+                "proxy": "ok",
+                "upstream": "unreachable",
+                "detail": error.message,
+            },
+            status=503,
+        )
+    healthy = status < 500
+    return web.json_response(
+        {"status": "ok" if healthy else "degraded", "proxy": "ok", "upstream": status},
+        status=200 if healthy else 503,
+    )
+
+
+async def metrics_route(request: web.Request) -> web.Response:
+    body = request.app[SERVICES].metrics.render()
+    return web.Response(body=body, headers={"Content-Type": "text/plain; version=0.0.4"})
+
+
+def make_app(settings: Settings, **edges: EdgeFactory) -> web.Application:
+    """The proxy as an aiohttp application; `edges` replace the default document edges in tests."""
+    app = web.Application(
+        middlewares=[proxy_middleware],
+        client_max_size=int(settings.server.max_body_mb * 1024 * 1024),
+    )
+    metrics = Metrics()
+
+    async def upstream_session(app: web.Application) -> AsyncIterator[None]:
+        # auto_decompress=False: bytes are relayed as the upstream encoded them, never decoded twice.
+        connector = aiohttp.TCPConnector(limit=0, ttl_dns_cache=300)
+        async with aiohttp.ClientSession(
+            connector=connector, auto_decompress=False, trust_env=False
+        ) as session:
+            app[SERVICES] = Services(
+                settings=settings,
+                upstream=UpstreamClient(settings.upstream, session),
+                metrics=metrics,
+            )
+            yield
+
+    app.cleanup_ctx.append(upstream_session)
+    for name, factory in edges.items():
+        app.cleanup_ctx.append(factory)
+        log.debug("edge installed", edge=name)
+    app.router.add_get("/healthz", healthz)
+    app.router.add_get("/metrics", metrics_route)
+    app.router.add_post("/v1/chat/completions", chat_route)
+    app.router.add_route("*", "/{tail:.*}", passthrough)
+    return app

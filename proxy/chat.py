@@ -1,0 +1,154 @@
+"""POST /v1/chat/completions: read, run the pipeline, forward, relay the answer."""
+
+from __future__ import annotations
+
+import json
+import time
+from typing import Any
+
+import aiohttp
+import structlog
+from aiohttp import web
+
+from .errors import BadRequest, ProxyError
+from .exchange import Exchange
+from .keys import REQUEST_ID, SERVICES, UPSTREAM_SECONDS
+from .pipeline import run_pipeline
+from .response import decorate_json, decorate_stream
+from .services import Services
+from .status import StatusChannel
+from .upstream.relay import (
+    relay_response,
+    sse_error_event,
+    translate_client_error,
+    upstream_request_headers,
+)
+
+log = structlog.get_logger(__name__)
+
+
+def parse_body(raw: bytes) -> dict[str, Any]:
+    if not raw:
+        raise BadRequest("the request body is empty; expected a JSON object", code="invalid_json")
+    try:
+        body = json.loads(raw)
+    except UnicodeDecodeError as exc:
+        raise BadRequest("the request body is not UTF-8 JSON", code="invalid_json") from exc
+    except ValueError as exc:
+        raise BadRequest(f"the request body is not valid JSON: {exc}", code="invalid_json") from exc
+    if not isinstance(body, dict):
+        raise BadRequest("the request body must be a JSON object", code="invalid_json")
+    return body
+
+
+async def prepare_exchange(
+    request: web.Request, services: Services, status: StatusChannel | None = None
+) -> Exchange:
+    """Parse the body and run every stage; what would go upstream is then in `exchange.body`."""
+    exchange = Exchange(
+        request_id=request[REQUEST_ID],
+        body=parse_body(await request.read()),
+        authorization=request.headers.get("Authorization"),
+    )
+    if status is not None:
+        exchange.status = status
+        if exchange.stream:
+            status.begin()
+    try:
+        await run_pipeline(exchange, services)
+    finally:
+        services.metrics.prepare.observe(time.perf_counter() - exchange.started)
+    return exchange
+
+
+async def chat_completions(request: web.Request) -> web.StreamResponse:
+    services = request.app[SERVICES]
+    status = StatusChannel(
+        request,
+        enabled=services.settings.server.status_comments,
+        delay_s=services.settings.server.status_delay_s,
+        request_id=request[REQUEST_ID],
+    )
+    try:
+        exchange = await prepare_exchange(request, services, status)
+    except ProxyError as error:
+        started = await status.finish()
+        if started is None:
+            raise
+        await started.write(sse_error_event(error))
+        await started.write_eof()
+        return started
+    started = await status.finish()
+    services.metrics.strategies.labels(exchange.strategy).inc()
+    return await forward(request, services, exchange, started, status)
+
+
+async def forward(
+    request: web.Request,
+    services: Services,
+    exchange: Exchange,
+    started: web.StreamResponse | None,
+    status: StatusChannel,
+) -> web.StreamResponse:
+    upstream = services.upstream
+    headers = upstream_request_headers(
+        request.headers,
+        api_key=upstream.settings.api_key,
+        request_id=exchange.request_id,
+        # We may rewrite the answer, so ask for it unencoded; the body is new JSON.
+        drop=("accept-encoding", "content-type", "content-encoding"),
+    )
+    headers["Content-Type"] = "application/json"
+    headers["Accept-Encoding"] = "identity"
+    payload = json.dumps(exchange.body, ensure_ascii=False).encode()
+    url = upstream.url(exchange.upstream_path)
+    sent = time.perf_counter()
+    try:
+        async with upstream.session.post(
+            url, data=payload, headers=headers, timeout=upstream.stream_timeout
+        ) as response:
+            request[UPSTREAM_SECONDS] = time.perf_counter() - sent
+            log.debug("upstream answered", status=response.status, url=url)
+            return await relay_chat(request, exchange, response, started, status)
+    except (TimeoutError, aiohttp.ClientError) as exc:
+        error = translate_client_error(exc, upstream.base_url)
+        if started is None:
+            raise error from exc
+        await started.write(sse_error_event(error))
+        await started.write_eof()
+        return started
+
+
+async def relay_chat(
+    request: web.Request,
+    exchange: Exchange,
+    response: aiohttp.ClientResponse,
+    started: web.StreamResponse | None,
+    status: StatusChannel,
+) -> web.StreamResponse:
+    ok = response.status < 400
+    if (
+        ok
+        and not exchange.stream
+        and started is None
+        and "Content-Encoding" not in response.headers
+    ):
+        answer = await response.read()
+        body = decorate_json(answer, exchange)
+        headers = {
+            "Content-Type": response.headers.get("Content-Type", "application/json"),
+            **exchange.response_headers,
+            "X-Request-ID": exchange.request_id,
+        }
+        return web.Response(status=response.status, body=body, headers=headers)
+    transform = None
+    if ok and (exchange.stream or started is not None):
+        preface = status.pending()
+        transform = decorate_stream(exchange, preface)
+    return await relay_response(
+        request,
+        response,
+        extra_headers={**exchange.response_headers, "X-Request-ID": exchange.request_id},
+        already=started,
+        transform=transform,
+    )

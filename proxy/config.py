@@ -1,0 +1,202 @@
+"""Settings: a YAML file, then `PROXY__SECTION__KEY` environment variables, validated by pydantic."""
+
+from __future__ import annotations
+
+import fnmatch
+import os
+from pathlib import Path
+from typing import Any, Literal
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+
+ENV_PREFIX = "PROXY__"
+
+
+class Section(BaseModel):
+    """A config section: unknown keys are typos, and typos are errors."""
+
+    model_config = ConfigDict(extra="forbid")
+
+
+class ServerSettings(Section):
+    host: str = "127.0.0.1"
+    port: int = Field(8000, ge=0, le=65535)
+    api_keys: list[str] = Field(default_factory=list)
+    max_body_mb: float = Field(64, gt=0)
+    workers: int = Field(1, ge=1)
+    log_format: Literal["json", "console"] = "console"
+    log_level: Literal["debug", "info", "warning", "error"] = "info"
+    status_comments: bool = True
+    status_delay_s: float = Field(0.5, ge=0)
+    data_dir: Path = Path("./data")
+    shutdown_grace_s: float = Field(30, ge=0)
+
+
+class SpawnSettings(Section):
+    enabled: bool = False
+    binary: str | None = None
+    model: str | None = None
+    ctx_size: int = Field(4096, ge=256)
+    extra_args: list[str] = Field(default_factory=list)
+    startup_timeout_s: float = Field(300, gt=0)
+
+
+class UpstreamSettings(Section):
+    base_url: str = "http://127.0.0.1:8080"
+    api_key: str | None = None
+    connect_timeout_s: float = Field(10, gt=0)
+    read_timeout_s: float = Field(600, gt=0)
+    tokenizer: Literal["auto", "llamacpp", "vllm", "tiktoken"] = "auto"
+    context_ttl_s: float = Field(300, ge=0)
+    spawn: SpawnSettings = Field(default_factory=SpawnSettings)
+
+    @field_validator("base_url")
+    @classmethod
+    def _http_url(cls, value: str) -> str:
+        if not value.startswith(("http://", "https://")):
+            raise ValueError("must start with http:// or https://")
+        return value.rstrip("/")
+
+
+class DocumentSettings(Section):
+    roots: dict[str, Path] = Field(default_factory=dict)
+    reference_prefix: str = "#file:"
+    max_file_mb: float = Field(50, gt=0)
+    max_pages: int = Field(2000, ge=1)
+    max_chars: int = Field(5_000_000, ge=1)
+    parse_timeout_s: float = Field(60, gt=0)
+    parse_workers: int = Field(2, ge=1)
+
+
+class ModelSettings(Section):
+    context_length: int | None = Field(None, ge=1)
+    adapter: Literal["chat", "text"] = "chat"
+    format: str | None = None
+    tokenizer: Literal["auto", "llamacpp", "vllm", "tiktoken"] | None = None
+
+
+class EmbeddingSettings(Section):
+    backend: Literal["default", "openai"] = "default"
+    base_url: str | None = None
+    model: str = "nomic-embed-text-v1.5"
+    api_key: str | None = None
+    query_prefix: str = ""
+    document_prefix: str = ""
+    batch_size: int = Field(64, ge=1)
+    timeout_s: float = Field(60, gt=0)
+
+
+class VectorStoreSettings(Section):
+    mode: Literal["embedded", "server"] = "embedded"
+    path: Path | None = None
+    host: str = "127.0.0.1"
+    port: int = Field(8001, ge=1, le=65535)
+
+
+class RetrievalSettings(Section):
+    limit: int = Field(3, ge=1, le=10)
+    affinity_threshold: float | None = Field(None, ge=0.0, le=1.0)
+    chunk_tokens: int = Field(200, ge=16)
+    chunk_overlap: int = Field(30, ge=0)
+
+
+class GuardSettings(Section):
+    redact_overrides: bool = False
+
+
+class FormatSettings(Section):
+    presets_dir: Path | None = None
+    custom: dict[str, dict[str, Any]] = Field(default_factory=dict)
+    variables: dict[str, str] = Field(default_factory=dict)
+
+
+class Settings(Section):
+    """Everything the proxy can be told; see config.example.yaml."""
+
+    server: ServerSettings = Field(default_factory=ServerSettings)
+    upstream: UpstreamSettings = Field(default_factory=UpstreamSettings)
+    documents: DocumentSettings = Field(default_factory=DocumentSettings)
+    models: dict[str, ModelSettings] = Field(default_factory=dict)
+    embeddings: EmbeddingSettings = Field(default_factory=EmbeddingSettings)
+    vector_store: VectorStoreSettings = Field(default_factory=VectorStoreSettings)
+    retrieval: RetrievalSettings = Field(default_factory=RetrievalSettings)
+    guard: GuardSettings = Field(default_factory=GuardSettings)
+    formats: FormatSettings = Field(default_factory=FormatSettings)
+
+    def model_settings(self, model: str | None) -> ModelSettings:
+        """The per-model settings for `model`: an exact key first, then the first glob that matches."""
+        if model is not None:
+            if model in self.models:
+                return self.models[model]
+            for pattern, settings in self.models.items():
+                if fnmatch.fnmatchcase(model, pattern):
+                    return settings
+        return ModelSettings()
+
+
+class ConfigError(Exception):
+    """The configuration is invalid; the message names the key."""
+
+
+def _env_overrides(environ: dict[str, str]) -> dict[str, Any]:
+    """`PROXY__UPSTREAM__BASE_URL=...` → `{"upstream": {"base_url": ...}}`; values parse as YAML."""
+    tree: dict[str, Any] = {}
+    for name, raw in environ.items():
+        if not name.startswith(ENV_PREFIX):
+            continue
+        path = [part.lower() for part in name[len(ENV_PREFIX) :].split("__") if part]
+        if not path:
+            continue
+        node = tree
+        for part in path[:-1]:
+            node = node.setdefault(part, {})
+            if not isinstance(node, dict):
+                raise ConfigError(f"environment variable {name} conflicts with another one")
+        try:
+            node[path[-1]] = yaml.safe_load(raw) if raw != "" else ""
+        except yaml.YAMLError:
+            node[path[-1]] = raw
+    return tree
+
+
+def _merge(base: dict[str, Any], override: dict[str, Any]) -> dict[str, Any]:
+    merged = dict(base)
+    for key, value in override.items():
+        if isinstance(value, dict) and isinstance(merged.get(key), dict):
+            merged[key] = _merge(merged[key], value)
+        else:
+            merged[key] = value
+    return merged
+
+
+def load_settings(
+    path: Path | None = None,
+    *,
+    environ: dict[str, str] | None = None,
+    overrides: dict[str, Any] | None = None,
+) -> Settings:
+    """Read the file, apply environment then explicit overrides, and validate the whole."""
+    data: dict[str, Any] = {}
+    if path is not None:
+        try:
+            loaded = yaml.safe_load(path.read_text(encoding="utf-8"))
+        except OSError as exc:
+            raise ConfigError(f"cannot read config file {path}: {exc.strerror}") from exc
+        except yaml.YAMLError as exc:
+            raise ConfigError(f"config file {path} is not valid YAML: {exc}") from exc
+        if loaded is None:
+            loaded = {}
+        if not isinstance(loaded, dict):
+            raise ConfigError(f"config file {path} must hold a mapping of sections")
+        data = loaded
+    data = _merge(data, _env_overrides(dict(os.environ if environ is None else environ)))
+    data = _merge(data, overrides or {})
+    try:
+        return Settings.model_validate(data)
+    except ValidationError as exc:
+        problems = []
+        for error in exc.errors():
+            key = ".".join(str(part) for part in error["loc"]) or "(top level)"
+            problems.append(f"config key {key}: {error['msg']}")
+        raise ConfigError("; ".join(problems)) from exc

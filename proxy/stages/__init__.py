@@ -1,0 +1,1 @@
+"""The stages of the chat request pipeline, one module each."""

@@ -1,0 +1,95 @@
+"""Progress statuses of a streamed request, sent as SSE comment lines while the proxy prepares."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+
+import structlog
+from aiohttp import web
+
+log = structlog.get_logger(__name__)
+
+KEEPALIVE_S = 15.0
+
+
+def comment(line: str) -> bytes:
+    # A comment line must not contain a line break, or the rest would be read as a field.
+    return b": " + " ".join(line.splitlines()).encode() + b"\n\n"
+
+
+class StatusChannel:
+    """Collects status lines; starts the client's stream only once preparing is slow.
+
+    A preparation that finishes within `delay_s` is answered with the upstream's own status and
+    headers (so errors are real 4xx answers and the `X-Enrich-*` headers are present) and its
+    statuses go out as comments ahead of the first event. Past `delay_s` the stream starts here,
+    so a client waiting on a big document sees progress and does not time out.
+    """
+
+    def __init__(
+        self, request: web.Request, *, enabled: bool, delay_s: float, request_id: str
+    ) -> None:
+        self.request = request
+        self.enabled = enabled
+        self.delay_s = delay_s
+        self.request_id = request_id
+        self.lines: list[str] = []
+        self.sent = 0
+        self.response: web.StreamResponse | None = None
+        self._wake = asyncio.Event()
+        self._task: asyncio.Task[None] | None = None
+
+    def __call__(self, line: str) -> None:
+        log.info("status", line=line)
+        if self.enabled:
+            self.lines.append(line)
+            self._wake.set()
+
+    def begin(self) -> None:
+        if self.enabled and self._task is None:
+            self._task = asyncio.create_task(self._run())
+
+    async def _run(self) -> None:
+        await asyncio.sleep(self.delay_s)
+        response = web.StreamResponse(
+            status=200,
+            headers={
+                "Content-Type": "text/event-stream",
+                "Cache-Control": "no-cache",
+                "X-Request-ID": self.request_id,
+            },
+        )
+        self.response = response
+        await response.prepare(self.request)
+        while True:
+            await self._flush()
+            self._wake.clear()
+            with contextlib.suppress(asyncio.TimeoutError):
+                await asyncio.wait_for(self._wake.wait(), KEEPALIVE_S)
+            if not self._wake.is_set():
+                await response.write(b": keep-alive\n\n")
+
+    async def _flush(self) -> None:
+        assert self.response is not None
+        while self.sent < len(self.lines):
+            line = self.lines[self.sent]
+            self.sent += 1
+            await self.response.write(comment(line))
+
+    async def finish(self) -> web.StreamResponse | None:
+        """Stop the background writer; the started response, if the stream had to start early."""
+        if self._task is not None:
+            self._task.cancel()
+            with contextlib.suppress(asyncio.CancelledError, ConnectionError):
+                await self._task
+            self._task = None
+        if self.response is not None:
+            await self._flush()
+        return self.response
+
+    def pending(self) -> bytes:
+        """Status comments not yet sent, for the start of a stream this channel did not start."""
+        unsent = b"".join(comment(line) for line in self.lines[self.sent :])
+        self.sent = len(self.lines)
+        return unsent

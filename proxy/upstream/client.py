@@ -1,0 +1,87 @@
+"""The one shared connection to the upstream model server, and small JSON calls to it."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import aiohttp
+
+from ..config import UpstreamSettings
+from ..errors import ProxyError
+from .relay import translate_client_error
+
+
+class UpstreamClient:
+    """One `ClientSession` for all requests; knows the upstream's URL, key and timeouts."""
+
+    def __init__(self, settings: UpstreamSettings, session: aiohttp.ClientSession) -> None:
+        self.settings = settings
+        self.session = session
+        # No total cap: a long generation is not a hung one. sock_read catches a silent upstream.
+        self.stream_timeout = aiohttp.ClientTimeout(
+            total=None, sock_connect=settings.connect_timeout_s, sock_read=settings.read_timeout_s
+        )
+        self.probe_timeout = aiohttp.ClientTimeout(
+            total=max(settings.connect_timeout_s, 30.0), sock_connect=settings.connect_timeout_s
+        )
+
+    @property
+    def base_url(self) -> str:
+        return self.settings.base_url
+
+    def url(self, path_qs: str) -> str:
+        return self.settings.base_url + path_qs
+
+    def auth_headers(self, incoming_authorization: str | None) -> dict[str, str]:
+        if self.settings.api_key:
+            return {"Authorization": f"Bearer {self.settings.api_key}"}
+        if incoming_authorization:
+            return {"Authorization": incoming_authorization}
+        return {}
+
+    async def get_json(self, path: str, *, authorization: str | None = None) -> tuple[int, Any]:
+        """GET a small JSON document; (status, parsed body or None)."""
+        return await self._json("GET", path, None, authorization)
+
+    async def post_json(
+        self, path: str, payload: Any, *, authorization: str | None = None
+    ) -> tuple[int, Any]:
+        """POST JSON and read a small JSON answer; (status, parsed body or None)."""
+        return await self._json("POST", path, payload, authorization)
+
+    async def _json(
+        self, method: str, path: str, payload: Any, authorization: str | None
+    ) -> tuple[int, Any]:
+        url = self.url(path)
+        data = None if payload is None else json.dumps(payload).encode()
+        headers = self.auth_headers(authorization)
+        if data is not None:
+            headers["Content-Type"] = "application/json"
+        headers["Accept-Encoding"] = "identity"
+        try:
+            async with self.session.request(
+                method, url, data=data, headers=headers, timeout=self.probe_timeout
+            ) as response:
+                body = await response.read()
+        except (TimeoutError, aiohttp.ClientError) as exc:
+            raise translate_client_error(exc, self.base_url) from exc
+        try:
+            return response.status, json.loads(body) if body else None
+        except ValueError:
+            return response.status, None
+
+
+def upstream_failure(status: int, body: Any, what: str) -> ProxyError:
+    """An upstream's error answer to one of our own calls, relayed with its status."""
+    message = None
+    if isinstance(body, dict):
+        error = body.get("error")
+        if isinstance(error, dict):
+            message = error.get("message")
+        message = message or body.get("message")
+    return ProxyError(
+        f"upstream {what} failed with status {status}: {message or 'no message'}",
+        status=status if 400 <= status < 600 else 502,
+        type="upstream_error",
+    )

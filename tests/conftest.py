@@ -1,0 +1,59 @@
+"""Shared fixtures: the shared corpus and a temporary data directory."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+CORPUS = ROOT.parent / "shared" / "corpus"
+
+
+@pytest.fixture
+def corpus_dir() -> Path:
+    """The shared corpus of real documents; tests using it skip when it is absent."""
+    if not (CORPUS / "MANIFEST.tsv").exists():
+        pytest.skip("../shared/corpus is absent")
+    return CORPUS
+
+
+# -- running the proxy in front of a fake upstream ---------------------------------------------
+from collections.abc import Callable, Iterator  # noqa: E402
+from typing import Any  # noqa: E402
+
+from proxy.app import make_app  # noqa: E402
+from proxy.config import load_settings  # noqa: E402
+from tests.fakes.servers import ServerThread  # noqa: E402
+from tests.fakes.upstream import FakeUpstream  # noqa: E402
+
+
+@pytest.fixture
+def servers() -> Iterator[ServerThread]:
+    thread = ServerThread()
+    yield thread
+    thread.close()
+
+
+@pytest.fixture
+def upstream(servers: ServerThread) -> FakeUpstream:
+    fake = FakeUpstream()
+    fake.base_url = servers.serve(fake.app())  # type: ignore[attr-defined]
+    return fake
+
+
+@pytest.fixture
+def make_proxy(servers: ServerThread, upstream: FakeUpstream, tmp_path: Path) -> Callable[..., str]:
+    """Start a proxy in front of the fake upstream; keyword sections override settings."""
+
+    def start(**sections: Any) -> str:
+        overrides: dict[str, Any] = {
+            "upstream": {"base_url": upstream.base_url},  # type: ignore[attr-defined]
+            "server": {"data_dir": str(tmp_path / "data"), "status_delay_s": 0.0},
+        }
+        for key, value in sections.items():
+            overrides[key] = {**overrides.get(key, {}), **value}
+        settings = load_settings(None, environ={}, overrides=overrides)
+        return servers.serve(make_app(settings))
+
+    return start

@@ -1,0 +1,268 @@
+"""A fake OpenAI-compatible upstream speaking llama.cpp's or vLLM's dialect, recording requests."""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import gzip
+import json
+import threading
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+from aiohttp import web
+
+ANSWER = ["Hello", " from", " the", " fake", " upstream", "."]
+
+
+def fake_tokens(text: str) -> list[int]:
+    """One token per whitespace-separated word: predictable counts for boundary tests."""
+    return [len(word) for word in text.split()]
+
+
+def chatml(messages: list[dict[str, Any]]) -> str:
+    """What /apply-template answers: ChatML with the generation prompt."""
+    out = []
+    for message in messages:
+        content = message.get("content")
+        if isinstance(content, list):
+            content = "".join(p.get("text", "") for p in content if isinstance(p, dict))
+        out.append(f"<|im_start|>{message.get('role')}\n{content or ''}<|im_end|>\n")
+    return "".join(out) + "<|im_start|>assistant\n"
+
+
+@dataclass
+class Recorded:
+    method: str
+    path: str
+    query: str
+    headers: dict[str, str]
+    body: bytes
+
+    @property
+    def json(self) -> Any:
+        return json.loads(self.body)
+
+
+@dataclass
+class FakeUpstream:
+    """Behaviour is set by attributes; tests change them between requests."""
+
+    kind: str = "llamacpp"  # llamacpp | vllm | plain
+    n_ctx: int | None = 4096
+    chat_mode: str = "auto"  # auto | json | stream | error | hang | die | raw
+    error_status: int = 500
+    error_body: dict[str, Any] = field(
+        default_factory=lambda: {"error": {"code": 500, "message": "boom", "type": "server_error"}}
+    )
+    raw_chunks: list[bytes] = field(default_factory=list)
+    chunk_delay: float = 0.0
+    requests: list[Recorded] = field(default_factory=list)
+    disconnected: threading.Event = field(default_factory=threading.Event)
+    tokenize_calls: int = 0
+
+    def app(self) -> web.Application:
+        app = web.Application(client_max_size=256 * 1024 * 1024)
+        app.router.add_post("/v1/chat/completions", self.chat)
+        app.router.add_post("/v1/completions", self.completions)
+        app.router.add_get("/health", self.health)
+        app.router.add_get("/props", self.props)
+        app.router.add_get("/v1/models", self.models)
+        app.router.add_post("/tokenize", self.tokenize)
+        app.router.add_post("/apply-template", self.apply_template)
+        app.router.add_get("/gzip", self.gzipped)
+        app.router.add_get("/long-sse", self.long_sse)
+        app.router.add_route("*", "/{tail:.*}", self.echo)
+        return app
+
+    async def record(self, request: web.Request) -> Recorded:
+        entry = Recorded(
+            request.method,
+            request.path,
+            request.raw_path.partition("?")[2],
+            dict(request.headers),
+            await request.read(),
+        )
+        self.requests.append(entry)
+        return entry
+
+    @property
+    def last(self) -> Recorded:
+        return self.requests[-1]
+
+    def last_to(self, path: str) -> Recorded:
+        return [r for r in self.requests if r.path == path][-1]
+
+    # -- chat -----------------------------------------------------------------------------
+    async def chat(self, request: web.Request) -> web.StreamResponse:
+        entry = await self.record(request)
+        body = entry.json
+        mode = self.chat_mode
+        if mode == "auto":
+            mode = "stream" if body.get("stream") else "json"
+        if mode == "error":
+            return web.json_response(self.error_body, status=self.error_status)
+        if mode == "hang":
+            try:
+                await asyncio.sleep(3600)
+            finally:
+                self.disconnected.set()
+        if mode == "json":
+            return web.json_response(completion(body))
+        response = web.StreamResponse(headers={"Content-Type": "text/event-stream"})
+        await response.prepare(request)
+        chunks = self.raw_chunks if mode == "raw" else stream_chunks(body)
+        try:
+            for index, chunk in enumerate(chunks):
+                if mode == "die" and index == 2:
+                    assert request.transport is not None
+                    request.transport.close()
+                    return response
+                await response.write(chunk)
+                if self.chunk_delay:
+                    await asyncio.sleep(self.chunk_delay)
+        except (asyncio.CancelledError, ConnectionResetError):
+            self.disconnected.set()
+            raise
+        await response.write_eof()
+        return response
+
+    async def completions(self, request: web.Request) -> web.StreamResponse:
+        entry = await self.record(request)
+        body = entry.json
+        text = "Hi there<|im_end|>" if "<|im_end|>" in (body.get("stop") or []) else "Hi there"
+        return web.json_response(
+            {
+                "id": "cmpl-1",
+                "object": "text_completion",
+                "created": 1,
+                "model": body.get("model", "fake"),
+                "choices": [{"index": 0, "text": text, "finish_reason": "stop", "logprobs": None}],
+                "usage": {"prompt_tokens": 5, "completion_tokens": 2, "total_tokens": 7},
+            }
+        )
+
+    # -- llama.cpp / vLLM introspection ----------------------------------------------------
+    async def health(self, request: web.Request) -> web.Response:
+        if self.kind == "plain":
+            raise web.HTTPNotFound()
+        return web.json_response({"status": "ok"})
+
+    async def props(self, request: web.Request) -> web.Response:
+        if self.kind != "llamacpp":
+            raise web.HTTPNotFound()
+        return web.json_response(
+            {
+                "default_generation_settings": {"n_ctx": self.n_ctx},
+                "total_slots": 1,
+                "model_path": "/models/fake.gguf",
+                "chat_template": "chatml",
+            }
+        )
+
+    async def models(self, request: web.Request) -> web.Response:
+        await self.record(request)
+        card: dict[str, Any] = {"id": "fake-model", "object": "model", "owned_by": "fake"}
+        if self.kind == "llamacpp":
+            card["meta"] = {"n_ctx": self.n_ctx, "n_ctx_train": 32768}
+        if self.kind == "vllm":
+            card["max_model_len"] = self.n_ctx
+        return web.json_response({"object": "list", "data": [card]})
+
+    async def tokenize(self, request: web.Request) -> web.Response:
+        if self.kind == "plain":
+            raise web.HTTPNotFound()
+        self.tokenize_calls += 1
+        body = await request.json()
+        if self.kind == "vllm":
+            text = chatml(body["messages"]) if "messages" in body else body.get("prompt", "")
+            tokens = fake_tokens(text)
+            return web.json_response(
+                {"count": len(tokens), "max_model_len": self.n_ctx, "tokens": tokens}
+            )
+        if "content" not in body:
+            return web.json_response({"error": {"message": "content missing"}}, status=400)
+        return web.json_response({"tokens": fake_tokens(body["content"])})
+
+    async def apply_template(self, request: web.Request) -> web.Response:
+        if self.kind != "llamacpp":
+            raise web.HTTPNotFound()
+        body = await request.json()
+        return web.json_response({"prompt": chatml(body["messages"])})
+
+    # -- passthrough helpers ----------------------------------------------------------------
+    async def gzipped(self, request: web.Request) -> web.Response:
+        body = gzip.compress(json.dumps({"compressed": True}).encode())
+        return web.Response(
+            body=body, headers={"Content-Encoding": "gzip", "Content-Type": "application/json"}
+        )
+
+    async def long_sse(self, request: web.Request) -> web.StreamResponse:
+        response = web.StreamResponse(headers={"Content-Type": "text/event-stream"})
+        await response.prepare(request)
+        line = b"data: " + json.dumps({"blob": "x" * 300_000}).encode() + b"\n\n"
+        for start in range(0, len(line), 7000):
+            await response.write(line[start : start + 7000])
+        await response.write(b"data: [DONE]\n\n")
+        await response.write_eof()
+        return response
+
+    async def echo(self, request: web.Request) -> web.Response:
+        entry = await self.record(request)
+        status = int(request.headers.get("X-Want-Status", "200"))
+        return web.json_response(
+            {
+                "method": entry.method,
+                "path": entry.path,
+                "query": entry.query,
+                "headers": entry.headers,
+                "body_b64": base64.b64encode(entry.body).decode(),
+            },
+            status=status,
+            headers={"X-Upstream-Header": "kept"},
+        )
+
+
+def completion(body: dict[str, Any]) -> dict[str, Any]:
+    return {
+        "id": "chatcmpl-fake",
+        "object": "chat.completion",
+        "created": int(time.time()),
+        "model": body.get("model", "fake-model"),
+        "choices": [
+            {
+                "index": 0,
+                "message": {"role": "assistant", "content": "".join(ANSWER)},
+                "finish_reason": "stop",
+            }
+        ],
+        "usage": {"prompt_tokens": 10, "completion_tokens": 6, "total_tokens": 16},
+    }
+
+
+def stream_chunks(body: dict[str, Any]) -> list[bytes]:
+    model = body.get("model", "fake-model")
+    chunks = []
+    for index, piece in enumerate(ANSWER):
+        delta: dict[str, Any] = {"content": piece}
+        if index == 0:
+            delta["role"] = "assistant"
+        payload = {
+            "id": "chatcmpl-fake",
+            "object": "chat.completion.chunk",
+            "created": 1,
+            "model": model,
+            "choices": [{"index": 0, "delta": delta, "finish_reason": None}],
+        }
+        chunks.append(b"data: " + json.dumps(payload).encode() + b"\n\n")
+    final = {
+        "id": "chatcmpl-fake",
+        "object": "chat.completion.chunk",
+        "created": 1,
+        "model": model,
+        "choices": [{"index": 0, "delta": {}, "finish_reason": "stop"}],
+    }
+    chunks.append(b"data: " + json.dumps(final).encode() + b"\n\n")
+    chunks.append(b"data: [DONE]\n\n")
+    return chunks

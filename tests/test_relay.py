@@ -1,0 +1,301 @@
+"""The transparent proxy: the real openai SDK through the proxy to a fake upstream."""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import gzip
+import json
+import time
+from collections.abc import Callable
+
+import httpx
+import openai
+import pytest
+
+from tests.fakes.upstream import ANSWER, FakeUpstream, stream_chunks
+
+MESSAGES = [{"role": "user", "content": "Hi"}]
+
+
+def client(base: str, **kwargs: object) -> openai.OpenAI:
+    return openai.OpenAI(base_url=base + "/v1", api_key="sk-client", max_retries=0, **kwargs)  # type: ignore[arg-type]
+
+
+def test_non_streamed_completion(make_proxy: Callable[..., str], upstream: FakeUpstream) -> None:
+    base = make_proxy()
+    answer = client(base).chat.completions.create(model="m", messages=MESSAGES)  # type: ignore[arg-type]
+    assert answer.choices[0].message.content == "".join(ANSWER)
+    assert upstream.last.json["messages"] == MESSAGES
+    assert upstream.last.headers["Authorization"] == "Bearer sk-client"
+
+
+def test_streamed_completion(make_proxy: Callable[..., str]) -> None:
+    base = make_proxy()
+    stream = client(base).chat.completions.create(model="m", messages=MESSAGES, stream=True)  # type: ignore[arg-type]
+    text = "".join(chunk.choices[0].delta.content or "" for chunk in stream if chunk.choices)
+    assert text == "".join(ANSWER)
+
+
+async def test_async_sdk_streamed(make_proxy: Callable[..., str]) -> None:
+    base = make_proxy()
+    sdk = openai.AsyncOpenAI(base_url=base + "/v1", api_key="k", max_retries=0)
+    stream = await sdk.chat.completions.create(model="m", messages=MESSAGES, stream=True)  # type: ignore[arg-type]
+    pieces = [chunk.choices[0].delta.content async for chunk in stream if chunk.choices]
+    assert "".join(p or "" for p in pieces) == "".join(ANSWER)
+    await sdk.close()
+
+
+def test_stream_relayed_byte_for_byte(
+    make_proxy: Callable[..., str], upstream: FakeUpstream
+) -> None:
+    # Odd splits, CRLF, comments and a custom event: whatever the upstream sends arrives unchanged.
+    upstream.chat_mode = "raw"
+    upstream.raw_chunks = [
+        b": ping\r\n\r\n",
+        b'event: custom\ndata: {"a"',
+        b": 1}\n\n",
+        *stream_chunks({"model": "m"}),
+    ]
+    base = make_proxy()
+    with httpx.stream(
+        "POST", base + "/v1/chat/completions", json={"messages": MESSAGES, "stream": True}
+    ) as response:
+        received = b"".join(response.iter_raw())
+    assert received == b"".join(upstream.raw_chunks)
+
+
+def test_stream_is_not_buffered(make_proxy: Callable[..., str], upstream: FakeUpstream) -> None:
+    upstream.chunk_delay = 0.3
+    base = make_proxy()
+    arrivals = []
+    with httpx.stream(
+        "POST", base + "/v1/chat/completions", json={"messages": MESSAGES, "stream": True}
+    ) as response:
+        for _ in response.iter_raw():
+            arrivals.append(time.monotonic())
+    # Chunks arrive spread over the upstream's pacing, not all at the end.
+    assert len(arrivals) >= 4
+    assert arrivals[-1] - arrivals[0] > 0.9
+
+
+def test_unknown_fields_preserved(make_proxy: Callable[..., str], upstream: FakeUpstream) -> None:
+    base = make_proxy()
+    client(base).chat.completions.create(
+        model="m",
+        messages=MESSAGES,  # type: ignore[arg-type]
+        extra_body={"cache_prompt": False, "n_probs": 3, "top_k": 40, "nested": {"x": [1, 2]}},
+        temperature=0.2,
+    )
+    sent = upstream.last.json
+    assert sent["cache_prompt"] is False
+    assert sent["n_probs"] == 3
+    assert sent["top_k"] == 40
+    assert sent["nested"] == {"x": [1, 2]}
+    assert sent["temperature"] == 0.2
+
+
+@pytest.mark.parametrize("method", ["GET", "POST", "PUT", "DELETE", "PATCH"])
+def test_passthrough_any_method_and_path(
+    make_proxy: Callable[..., str], upstream: FakeUpstream, method: str
+) -> None:
+    base = make_proxy()
+    body = b"\x00\x01binary" if method in {"POST", "PUT", "PATCH"} else b""
+    response = httpx.request(
+        method,
+        base + "/some/odd/path?x=1&y=%20z",
+        content=body,
+        headers={"X-Custom": "yes", "Connection": "keep-alive, X-Hop", "X-Hop": "drop-me"},
+    )
+    assert response.status_code == 200
+    echoed = response.json()
+    assert echoed["method"] == method
+    assert echoed["path"] == "/some/odd/path"
+    assert echoed["query"] == "x=1&y=%20z"
+    assert base64.b64decode(echoed["body_b64"]) == body
+    assert echoed["headers"]["X-Custom"] == "yes"
+    assert "X-Hop" not in echoed["headers"]
+    assert response.headers["X-Upstream-Header"] == "kept"
+
+
+def test_passthrough_status_and_models(
+    make_proxy: Callable[..., str], upstream: FakeUpstream
+) -> None:
+    base = make_proxy()
+    assert httpx.get(base + "/anything", headers={"X-Want-Status": "418"}).status_code == 418
+    models = client(base).models.list()
+    assert models.data[0].id == "fake-model"
+
+
+def test_gzip_relayed_once(make_proxy: Callable[..., str]) -> None:
+    base = make_proxy()
+    raw = httpx.get(base + "/gzip", headers={"Accept-Encoding": "gzip"})
+    assert raw.headers["Content-Encoding"] == "gzip"
+    assert raw.json() == {"compressed": True}  # httpx decodes once: the bytes were not decoded
+    assert int(raw.headers["Content-Length"]) == len(gzip.compress(b'{"compressed": true}'))
+
+
+def test_long_sse_line(make_proxy: Callable[..., str]) -> None:
+    base = make_proxy()
+    with httpx.stream("GET", base + "/long-sse") as response:
+        body = b"".join(response.iter_raw())
+    first = body.split(b"\n\n")[0]
+    assert len(json.loads(first[len(b"data: ") :])["blob"]) == 300_000
+
+
+def test_request_id_propagates(make_proxy: Callable[..., str], upstream: FakeUpstream) -> None:
+    base = make_proxy()
+    response = httpx.post(
+        base + "/v1/chat/completions",
+        json={"messages": MESSAGES},
+        headers={"X-Request-ID": "abc-1"},
+    )
+    assert response.headers["X-Request-ID"] == "abc-1"
+    assert upstream.last.headers["X-Request-ID"] == "abc-1"
+    generated = httpx.post(base + "/v1/chat/completions", json={"messages": MESSAGES})
+    assert len(generated.headers["X-Request-ID"]) == 32
+    assert upstream.last.headers["X-Request-ID"] == generated.headers["X-Request-ID"]
+
+
+def test_upstream_api_key_replaces_client_key(
+    make_proxy: Callable[..., str], upstream: FakeUpstream
+) -> None:
+    base = make_proxy(upstream={"api_key": "sk-upstream"})
+    client(base).chat.completions.create(model="m", messages=MESSAGES)  # type: ignore[arg-type]
+    assert upstream.last.headers["Authorization"] == "Bearer sk-upstream"
+
+
+def test_proxy_keys(make_proxy: Callable[..., str], upstream: FakeUpstream) -> None:
+    base = make_proxy(server={"api_keys": ["proxy-key"]})
+    with pytest.raises(openai.AuthenticationError) as caught:
+        client(base).chat.completions.create(model="m", messages=MESSAGES)  # type: ignore[arg-type]
+    assert caught.value.status_code == 401
+    assert caught.value.body["type"] == "authentication_error"  # type: ignore[index]
+    ok = openai.OpenAI(base_url=base + "/v1", api_key="proxy-key", max_retries=0)
+    ok.chat.completions.create(model="m", messages=MESSAGES)  # type: ignore[arg-type]
+    assert httpx.get(base + "/v1/models").status_code == 401
+    assert httpx.get(base + "/healthz").status_code == 200
+
+
+def test_upstream_unreachable_is_502(make_proxy: Callable[..., str]) -> None:
+    base = make_proxy(upstream={"base_url": "http://127.0.0.1:9"})
+    with pytest.raises(openai.APIStatusError) as caught:
+        client(base).chat.completions.create(model="m", messages=MESSAGES)  # type: ignore[arg-type]
+    assert caught.value.status_code == 502
+    assert "unreachable" in caught.value.message
+    response = httpx.get(base + "/v1/models")
+    assert response.status_code == 502
+    assert set(response.json()["error"]) == {"message", "type", "param", "code"}
+
+
+def test_upstream_timeout_is_504(make_proxy: Callable[..., str], upstream: FakeUpstream) -> None:
+    upstream.chat_mode = "hang"
+    base = make_proxy(upstream={"read_timeout_s": 0.5})
+    response = httpx.post(base + "/v1/chat/completions", json={"messages": MESSAGES}, timeout=10)
+    assert response.status_code == 504
+    assert response.json()["error"]["code"] == "upstream_timeout"
+
+
+def test_body_over_limit_is_413(make_proxy: Callable[..., str], upstream: FakeUpstream) -> None:
+    base = make_proxy(server={"max_body_mb": 0.01})
+    response = httpx.post(
+        base + "/v1/chat/completions",
+        json={"messages": [{"role": "user", "content": "x" * 20_000}]},
+    )
+    assert response.status_code == 413
+    assert response.json()["error"]["code"] == "request_too_large"
+    assert not upstream.requests
+
+
+@pytest.mark.parametrize(
+    ("body", "fragment"),
+    [
+        (b"{not json", "not valid JSON"),
+        (b"[1, 2]", "must be a JSON object"),
+        (b"", "empty"),
+        (b'{"model": "m"}', "'messages'"),
+        (b'{"messages": [1]}', "messages[0]"),
+    ],
+)
+def test_malformed_chat_is_400(
+    make_proxy: Callable[..., str], upstream: FakeUpstream, body: bytes, fragment: str
+) -> None:
+    base = make_proxy()
+    response = httpx.post(
+        base + "/v1/chat/completions", content=body, headers={"Content-Type": "application/json"}
+    )
+    assert response.status_code == 400
+    assert fragment in response.json()["error"]["message"]
+    assert not upstream.requests
+
+
+def test_upstream_error_relayed(make_proxy: Callable[..., str], upstream: FakeUpstream) -> None:
+    upstream.chat_mode = "error"
+    upstream.error_status = 400
+    upstream.error_body = {
+        "error": {"code": 400, "message": "too long", "type": "exceed_context_size_error"}
+    }
+    base = make_proxy()
+    response = httpx.post(base + "/v1/chat/completions", json={"messages": MESSAGES})
+    assert response.status_code == 400
+    assert response.json() == upstream.error_body
+
+
+def test_upstream_dies_mid_stream(make_proxy: Callable[..., str], upstream: FakeUpstream) -> None:
+    upstream.chat_mode = "die"
+    base = make_proxy()
+    with httpx.stream(
+        "POST",
+        base + "/v1/chat/completions",
+        json={"messages": MESSAGES, "stream": True},
+        timeout=10,
+    ) as response:
+        body = b"".join(response.iter_raw())
+    events = [e for e in body.split(b"\n\n") if e]
+    assert events[-1] == b"data: [DONE]"
+    assert b'"error"' in events[-2]
+    with pytest.raises(openai.APIError):
+        stream = client(base).chat.completions.create(model="m", messages=MESSAGES, stream=True)  # type: ignore[arg-type]
+        for _ in stream:
+            pass
+
+
+async def test_client_disconnect_cancels_upstream(
+    make_proxy: Callable[..., str], upstream: FakeUpstream
+) -> None:
+    upstream.chunk_delay = 0.2
+    upstream.raw_chunks = [b"data: {}\n\n"] * 200
+    upstream.chat_mode = "raw"
+    base = make_proxy()
+    async with (
+        httpx.AsyncClient() as http,
+        http.stream(
+            "POST", base + "/v1/chat/completions", json={"messages": MESSAGES, "stream": True}
+        ) as response,
+    ):
+        async for _ in response.aiter_raw():
+            break
+    for _ in range(50):
+        if upstream.disconnected.is_set():
+            break
+        await asyncio.sleep(0.1)
+    assert upstream.disconnected.is_set()
+
+
+def test_healthz_and_metrics(make_proxy: Callable[..., str], upstream: FakeUpstream) -> None:
+    base = make_proxy()
+    health = httpx.get(base + "/healthz")
+    assert health.status_code == 200
+    assert health.json()["proxy"] == "ok"
+    httpx.post(base + "/v1/chat/completions", json={"messages": MESSAGES})
+    metrics = httpx.get(base + "/metrics").text
+    assert 'proxy_requests_total{method="POST",route="chat",status="200"} 1.0' in metrics
+    assert "proxy_upstream_latency_seconds_bucket" in metrics
+    assert "proxy_requests_in_flight" in metrics
+
+
+def test_healthz_reports_unreachable_upstream(make_proxy: Callable[..., str]) -> None:
+    base = make_proxy(upstream={"base_url": "http://127.0.0.1:9"})
+    health = httpx.get(base + "/healthz")
+    assert health.status_code == 503
+    assert health.json()["upstream"] == "unreachable"
