@@ -1,0 +1,1 @@
+"""Talking to upstream model servers."""
