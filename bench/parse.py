@@ -1,0 +1,135 @@
+"""Pages/second of DocumentParser (cold cache) against raw PyMuPDF, and cached-parse latency."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+import pymupdf
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from proxy.documents import DocumentParser
+from proxy.documents.cache import DocumentCache
+
+CORPUS = Path(__file__).resolve().parents[2] / "shared" / "corpus" / "pdf"
+FILES = ("GeoTopo-komprimiert.pdf", "freeculture.pdf")
+RUNS = 5
+_mupdf: Any = pymupdf
+
+
+def cpu_seconds(pids: list[int]) -> float:
+    """CPU time of this process plus `pids`: unlike wall time, other load does not inflate it."""
+    ticks = 0
+    for pid in pids:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+        ticks += int(fields[11]) + int(fields[12])
+    return time.process_time() + ticks / os.sysconf("SC_CLK_TCK")
+
+
+def raw_seconds(data: bytes) -> tuple[float, float]:
+    """Wall and CPU seconds of plain `page.get_text()` over every page, in this process."""
+    cpu, started = time.process_time(), time.perf_counter()
+    with _mupdf.open(stream=data, filetype="pdf") as document:
+        for page in document:
+            page.get_text()
+    return time.perf_counter() - started, time.process_time() - cpu
+
+
+async def ours_seconds(
+    parser: DocumentParser, name: str, data: bytes, cache: Path
+) -> tuple[float, float]:
+    """A full parse (size check, detect, sha256, worker, cache write) with an empty cache."""
+    parser.cache = DocumentCache(cache)
+    pids = parser.pool.pids()
+    cpu, started = cpu_seconds(pids), time.perf_counter()
+    await parser.parse(name, data)
+    return time.perf_counter() - started, cpu_seconds(pids) - cpu
+
+
+async def memory_hit_ms(parser: DocumentParser, data: bytes) -> float:
+    timings = []
+    for n in range(20):
+        started = time.perf_counter()
+        await parser.parse(f"renamed-{n}.pdf", data)
+        timings.append((time.perf_counter() - started) * 1000)
+    return statistics.median(timings)
+
+
+async def disk_hit_ms(cache: Path, data: bytes) -> list[float]:
+    """A fresh parser per call, so only the on-disk entry can answer (no worker is started)."""
+    timings = []
+    for _ in range(10):
+        parser = DocumentParser(cache, workers=1)
+        started = time.perf_counter()
+        await parser.parse("from-disk.pdf", data)
+        timings.append((time.perf_counter() - started) * 1000)
+        assert parser.pool.jobs == 0
+        await parser.close()
+    return timings
+
+
+def _line(label: str, pages: int, walls: list[float], cpus: list[float], raw: float) -> str:
+    best = min(walls)
+    return (
+        f"  {label:<26}{pages / best:6.0f} pages/s  best {best:.3f} s"
+        f"  median {statistics.median(walls):.3f} s  CPU {min(cpus):.3f} s"
+        f"  ratio to raw {raw / best:.2f}x"
+    )
+
+
+async def main() -> None:
+    present = [CORPUS / file for file in FILES if (CORPUS / file).exists()]
+    if not present:
+        print(f"skipped: none of {', '.join(FILES)} under {CORPUS}")
+        return
+    with tempfile.TemporaryDirectory() as scratch_dir:
+        scratch = Path(scratch_dir)
+        label = "DocumentParser.parse()"
+        parsers = {label: DocumentParser(scratch / "ours", workers=2)}
+        started = time.perf_counter()
+        await parsers[label].start()
+        print(f"worker pool start-up (2 workers, ready): {time.perf_counter() - started:.2f} s")
+        print(
+            f"best of {RUNS} interleaved runs, cold cache for ours; CPU = this process + workers"
+            f" (load average now {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores)"
+        )
+        for path in present:
+            data = path.read_bytes()
+            with _mupdf.open(stream=data, filetype="pdf") as document:
+                pages = document.page_count
+            walls: dict[str, list[float]] = {"raw": []}
+            cpus: dict[str, list[float]] = {"raw": []}
+            for run in range(RUNS):
+                wall, cpu = raw_seconds(data)
+                walls["raw"].append(wall)
+                cpus["raw"].append(cpu)
+                for name, parser in parsers.items():
+                    cache = scratch / f"{path.name}-{len(name)}-{run}"
+                    wall, cpu = await ours_seconds(parser, path.name, data, cache)
+                    walls.setdefault(name, []).append(wall)
+                    cpus.setdefault(name, []).append(cpu)
+            raw = min(walls["raw"])
+            print(f"{path.name}: {pages} pages")
+            for name in walls:
+                shown = "raw pymupdf get_text()" if name == "raw" else name
+                print(_line(shown, pages, walls[name], cpus[name], raw))
+            memory = await memory_hit_ms(parsers[label], data)
+            disk = await disk_hit_ms(scratch / f"{path.name}-{len(label)}-0", data)
+            print(
+                f"  cached, in-memory LRU     {memory:.2f} ms (median of 20)\n"
+                f"  cached, disk entry        {statistics.median(disk):.2f} ms"
+                f" (median of 10 fresh parsers; first {disk[0]:.2f} ms)"
+            )
+        for parser in parsers.values():
+            await parser.close()
+
+
+if __name__ == "__main__":
+    asyncio.run(main())

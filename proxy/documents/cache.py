@@ -1,0 +1,90 @@
+"""Parsed text cached by the sha256 of the bytes: a small in-memory LRU over JSON files."""
+
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+from collections import OrderedDict
+from pathlib import Path
+
+import structlog
+
+from proxy.documents.model import Page, ParsedDocument
+
+log = structlog.get_logger(__name__)
+
+FORMAT_VERSION = 1
+
+
+class DocumentCache:
+    """Entries are keyed by sha256 and kind; the name stored is whatever the first caller used."""
+
+    def __init__(self, directory: Path, memory_entries: int = 32) -> None:
+        self._directory = directory
+        self._memory: OrderedDict[tuple[str, str], ParsedDocument] = OrderedDict()
+        self._memory_entries = memory_entries
+
+    def recall(self, sha256: str, kind: str) -> ParsedDocument | None:
+        """The in-memory entry, if any (event loop thread)."""
+        key = (sha256, kind)
+        document = self._memory.get(key)
+        if document is not None:
+            self._memory.move_to_end(key)
+        return document
+
+    def get(self, sha256: str, kind: str) -> ParsedDocument | None:
+        """Memory, then disk; a disk hit is remembered."""
+        document = self.recall(sha256, kind) or self.load(sha256, kind)
+        if document is not None:
+            self.remember(document)
+        return document
+
+    def remember(self, document: ParsedDocument) -> None:
+        """Keep in memory (event loop thread); `store` writes the file (any thread)."""
+        self._memory[(document.sha256, document.kind)] = document
+        self._memory.move_to_end((document.sha256, document.kind))
+        while len(self._memory) > self._memory_entries:
+            self._memory.popitem(last=False)
+
+    def _path(self, sha256: str, kind: str) -> Path:
+        return self._directory / sha256[:2] / f"{sha256}.{kind}.json"
+
+    def load(self, sha256: str, kind: str) -> ParsedDocument | None:
+        """The on-disk entry, if valid (any thread: touches no shared state)."""
+        path = self._path(sha256, kind)
+        try:
+            entry = json.loads(path.read_bytes())
+            if entry["v"] != FORMAT_VERSION or entry["sha256"] != sha256 or entry["kind"] != kind:
+                raise ValueError("entry does not match its key")
+            pages = tuple(Page(int(number), str(text)) for number, text in entry["pages"])
+            return ParsedDocument(entry["name"], sha256, kind, str(entry["library"]), pages)
+        except FileNotFoundError:
+            return None
+        except (OSError, ValueError, KeyError, TypeError) as exc:
+            # A torn or tampered entry is only a cache miss: the document is parsed again.
+            log.warning("ignoring corrupt cache entry", path=str(path), error=repr(exc))
+            return None
+
+    def store(self, document: ParsedDocument) -> None:
+        path = self._path(document.sha256, document.kind)
+        entry = {
+            "v": FORMAT_VERSION,
+            "sha256": document.sha256,
+            "kind": document.kind,
+            "library": document.library,
+            "name": document.name,
+            "pages": [[page.number, page.text] for page in document.pages],
+        }
+        try:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            fd, temp = tempfile.mkstemp(dir=path.parent, prefix=".tmp-", suffix=".json")
+            try:
+                with os.fdopen(fd, "wb") as handle:
+                    handle.write(json.dumps(entry, ensure_ascii=False).encode("utf-8"))
+                os.replace(temp, path)
+            except BaseException:
+                os.unlink(temp)
+                raise
+        except OSError as exc:
+            log.warning("could not write cache entry", path=str(path), error=repr(exc))

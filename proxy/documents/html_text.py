@@ -1,0 +1,98 @@
+"""HTML to readable text with selectolax: headings and paragraphs kept, page chrome dropped."""
+
+from __future__ import annotations
+
+import re
+
+from selectolax.lexbor import LexborHTMLParser, LexborNode
+
+from proxy.documents.text import decode_text, tidy
+
+
+def _tags(names: str) -> frozenset[str]:
+    return frozenset(names.split())
+
+
+_DROP = _tags(
+    "script style noscript template svg canvas iframe object embed nav aside form button"
+    " select textarea head footer"
+)
+_CHROME = (
+    '[role="navigation"], [role="banner"], [role="contentinfo"], [role="search"],'
+    ' [aria-hidden="true"], [hidden], .navbox, .mw-jump, .mw-jump-link, .mw-editsection,'
+    " #jump-to-nav, #mw-navigation, #mw-panel, #footer"
+)
+_BLOCK = _tags(
+    "p div section article main header h1 h2 h3 h4 h5 h6 ul ol dl dt dd li table tr pre"
+    " blockquote figure figcaption address hr details summary body"
+)
+_PARAGRAPH = _tags("p h1 h2 h3 h4 h5 h6 pre blockquote table ul ol dl figure")
+_CELL = frozenset({"td", "th"})
+_META_CHARSET = re.compile(rb"""<meta[^>]+charset\s*=\s*["']?([A-Za-z0-9_.:-]+)""", re.IGNORECASE)
+_SPACES = re.compile(r"\s+")
+
+
+def html_to_text(data: bytes) -> str:
+    """Readable text of an HTML page: the main content if marked, else the body."""
+    declared = _META_CHARSET.search(data[:4096])
+    html = decode_text(data, declared.group(1).decode("ascii") if declared else None)
+    tree = LexborHTMLParser(html)
+    for node in tree.css(_CHROME):
+        node.decompose()
+    root = tree.css_first('main, [role="main"], article') or tree.body or tree.root
+    title = tree.css_first("title")
+    text = _render(root) if root is not None else ""
+    if title is not None and title.text().strip() and title.text().strip() not in text[:500]:
+        text = f"# {title.text().strip()}\n\n{text}"
+    return tidy(text)
+
+
+def _render(root: LexborNode) -> str:
+    # An explicit stack, not recursion: hostile pages nest thousands of levels deep.
+    out: list[str] = []
+    stack: list[tuple[LexborNode, bool, bool]] = [(root, False, False)]
+    while stack:
+        node, closing, in_pre = stack.pop()
+        tag = node.tag or ""
+        if closing:
+            out.append(_after(tag))
+            continue
+        if node.is_text_node:
+            value = node.text_content or ""
+            if not in_pre:
+                value = _SPACES.sub(" ", value)
+                if not out or out[-1].endswith("\n"):
+                    value = value.lstrip()
+            if value:
+                out.append(value)
+            continue
+        if not node.is_element_node or tag in _DROP:
+            continue
+        out.append(_before(tag))
+        stack.append((node, True, in_pre))
+        children = list(node.iter(include_text=True))
+        inner_pre = in_pre or tag == "pre"
+        stack.extend((child, False, inner_pre) for child in reversed(children))
+    return "".join(out)
+
+
+def _before(tag: str) -> str:
+    if tag in ("h1", "h2", "h3", "h4", "h5", "h6"):
+        return "\n\n" + "#" * int(tag[1]) + " "
+    if tag == "li":
+        return "\n- "
+    if tag == "tr":
+        return "\n"
+    if tag == "br":
+        return "\n"
+    return "\n" if tag in _BLOCK else ""
+
+
+def _after(tag: str) -> str:
+    if tag in ("li", "tr"):
+        return ""
+    if tag in _PARAGRAPH:
+        return "\n\n"
+    if tag in _CELL:
+        return "\t"
+    return "\n" if tag in _BLOCK else ""

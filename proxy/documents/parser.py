@@ -1,0 +1,183 @@
+"""DocumentParser: detect, parse out of process, cache; the one entry point for documents."""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import time
+from collections.abc import Sequence
+from dataclasses import replace
+from pathlib import Path
+
+import structlog
+
+from proxy.documents.cache import DocumentCache
+from proxy.documents.collect import PageCollector
+from proxy.documents.detect import LIBRARY, Kind, detect
+from proxy.documents.failure import ExtractError
+from proxy.documents.limits import ParseLimits
+from proxy.documents.model import Page, ParsedDocument, StatusSink
+from proxy.documents.pool import (
+    WorkerCrashed,
+    WorkerPool,
+    WorkerTimeout,
+    WorkerUnavailable,
+)
+from proxy.documents.text import decode_text, split_pages, tidy
+from proxy.errors import DocumentError, PayloadTooLarge, ProxyError
+
+log = structlog.get_logger(__name__)
+
+_INLINE_BYTES = 4 * 1024 * 1024
+_SCANNABLE = frozenset({Kind.PDF, Kind.XPS, Kind.CBZ})
+
+
+def _quiet(_: str) -> None:
+    pass
+
+
+class DocumentParser:
+    """Turns document bytes into pages of text; one instance per event loop."""
+
+    def __init__(
+        self,
+        cache_dir: Path,
+        limits: ParseLimits | None = None,
+        workers: int = 2,
+        *,
+        worker_argv: Sequence[str] | None = None,
+    ) -> None:
+        self.limits = limits or ParseLimits()
+        self.cache = DocumentCache(cache_dir)
+        self.pool = WorkerPool(workers, argv=worker_argv)
+
+    async def start(self) -> None:
+        """Optional warm-up: spawn the worker processes before the first parse."""
+        await self.pool.start()
+
+    async def close(self) -> None:
+        await self.pool.close()
+
+    async def parse(
+        self, name: str, data: bytes, status: StatusSink | None = None
+    ) -> ParsedDocument:
+        """Parse `data` (named `name` for messages); raise DocumentError or PayloadTooLarge."""
+        emit = status or _quiet
+        limit = self.limits.max_file_bytes
+        if len(data) > limit:
+            raise PayloadTooLarge(
+                f"{name}: is {len(data)} bytes, over the limit of {limit} bytes per document",
+                code="document_too_large",
+            )
+        kind = detect(name, data)
+        cached = await self._cached(data, kind)
+        if isinstance(cached, ParsedDocument):
+            self._check_size(name, cached)
+            return cached if cached.name == name else replace(cached, name=name)
+        sha256 = cached
+        started = time.perf_counter()
+        library = LIBRARY[kind]
+        emit(f"Loading parser for {name}...")
+        if kind == Kind.TEXT:
+            pages = await self._parse_text(name, data, emit)
+        else:
+            pages = await self._parse_in_worker(name, kind, data, emit)
+        document = ParsedDocument(name, sha256, kind, library, tuple(pages))
+        self._check_size(name, document)
+        if not any(page.text.strip() for page in document.pages):
+            hint = (
+                "; it may be a scanned document without a text layer" if kind in _SCANNABLE else ""
+            )
+            raise DocumentError(name, f"has no extractable text{hint}", code="no_text")
+        self.cache.remember(document)
+        await asyncio.to_thread(self.cache.store, document)
+        log.info(
+            "document parsed",
+            file=name,
+            kind=str(kind),
+            pages=len(document.pages),
+            chars=document.char_count,
+            seconds=round(time.perf_counter() - started, 3),
+        )
+        return document
+
+    async def _cached(self, data: bytes, kind: Kind) -> ParsedDocument | str:
+        """The cached document, or the sha256 to file a new one under."""
+        if len(data) < _INLINE_BYTES:
+            sha256 = hashlib.sha256(data).hexdigest()
+        else:
+            # hashlib releases the GIL: big inputs are hashed without holding up the loop.
+            sha256 = (await asyncio.to_thread(hashlib.sha256, data)).hexdigest()
+        document = self.cache.recall(sha256, kind)
+        if document is None:
+            # Reading and decoding an entry of up to max_chars is kept off the loop too.
+            document = await asyncio.to_thread(self.cache.load, sha256, kind)
+            if document is not None:
+                self.cache.remember(document)
+        return document or sha256
+
+    def _check_size(self, name: str, document: ParsedDocument) -> None:
+        # Also applies to cache hits: the limits may be lower than when the entry was made.
+        if len(document.pages) > self.limits.max_pages:
+            raise DocumentError(
+                name,
+                f"has {len(document.pages)} pages, more than the limit of"
+                f" {self.limits.max_pages} pages",
+                code="too_many_pages",
+            )
+        if document.char_count > self.limits.max_chars:
+            raise DocumentError(
+                name,
+                f"has more than {self.limits.max_chars} characters of text, over the limit",
+                code="too_much_text",
+            )
+
+    async def _parse_text(self, name: str, data: bytes, emit: StatusSink) -> list[Page]:
+        # Decoding text runs no native parser that could hang or crash, and is linear in
+        # the (already size-limited) input: a thread is safe and skips the pool hop.
+        emit(f"{LIBRARY[Kind.TEXT]} loaded for {name}...")
+        emit(f"Parsing file {name}... (0%)")
+        try:
+            texts = await asyncio.wait_for(
+                asyncio.to_thread(lambda: split_pages(tidy(decode_text(data)))),
+                self.limits.timeout_s,
+            )
+        except ExtractError as exc:
+            raise DocumentError(name, exc.reason, code=exc.code) from None
+        except TimeoutError:
+            raise self._timeout(name) from None
+        emit(f"Parsing file {name}... (100%)")
+        return [Page(number, text) for number, text in enumerate(texts, start=1)]
+
+    async def _parse_in_worker(
+        self, name: str, kind: Kind, data: bytes, emit: StatusSink
+    ) -> list[Page]:
+        collector = PageCollector(name, LIBRARY[kind], self.limits.max_chars, emit)
+        job = {
+            "kind": str(kind),
+            "max_pages": self.limits.max_pages,
+            "max_chars": self.limits.max_chars,
+        }
+        try:
+            await self.pool.run(job, data, self.limits.timeout_s, collector.on_message)
+        except WorkerTimeout:
+            raise self._timeout(name) from None
+        except WorkerUnavailable as exc:
+            log.error("document parser unavailable", file=name, error=str(exc))
+            raise ProxyError(
+                "the document parser is unavailable", status=503, type="server_error"
+            ) from None
+        except WorkerCrashed as exc:
+            raise DocumentError(
+                name,
+                f"crashed the parser (exit code {exc.returncode}); the file may be corrupt",
+                code="parser_crashed",
+            ) from None
+        return collector.finish()
+
+    def _timeout(self, name: str) -> DocumentError:
+        return DocumentError(
+            name,
+            f"took longer than the limit of {self.limits.timeout_s:g} seconds to parse",
+            code="parse_timeout",
+        )

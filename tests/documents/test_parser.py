@@ -1,0 +1,177 @@
+"""DocumentParser on generated documents: page numbers, progress, cache, limits."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import AsyncIterator, Callable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+import pytest
+import pytest_asyncio
+
+from proxy.documents import DocumentParser, ParseLimits
+from proxy.errors import DocumentError, PayloadTooLarge
+
+pytestmark = pytest.mark.asyncio(loop_scope="module")
+PdfMaker = Callable[[list[str]], bytes]
+
+
+@pytest.fixture(scope="module")
+def cache_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return tmp_path_factory.mktemp("cache")
+
+
+@pytest_asyncio.fixture(loop_scope="module", scope="module")
+async def parser(cache_dir: Path) -> AsyncIterator[DocumentParser]:
+    parser = DocumentParser(cache_dir, ParseLimits(), workers=2)
+    yield parser
+    await parser.close()
+
+
+@contextmanager
+def _limits(parser: DocumentParser, limits: ParseLimits) -> Iterator[None]:
+    """Lower the shared parser's limits for one test, sparing a pool start-up per test."""
+    saved, parser.limits = parser.limits, limits
+    try:
+        yield
+    finally:
+        parser.limits = saved
+
+
+async def test_pdf_pages_keep_their_numbers(
+    parser: DocumentParser, make_pdf: PdfMaker, page_texts: list[str]
+) -> None:
+    document = await parser.parse("seven.pdf", make_pdf(page_texts))
+    assert document.kind == "pdf"
+    assert document.library == "PyMuPDF"
+    assert [page.number for page in document.pages] == list(range(1, 8))
+    assert [page.text for page in document.pages] == page_texts
+    assert document.text == "\n\n".join(page_texts)
+
+
+async def test_progress_statuses_in_order(parser: DocumentParser, make_pdf: PdfMaker) -> None:
+    data = make_pdf([f"progress page {n}" for n in range(300)])
+    statuses: list[str] = []
+    await parser.parse("long.pdf", data, statuses.append)
+    assert statuses[:3] == [
+        "Loading parser for long.pdf...",
+        "PyMuPDF loaded for long.pdf...",
+        "Parsing file long.pdf... (0%)",
+    ]
+    percents = [
+        int(s.removeprefix("Parsing file long.pdf... (").rstrip("%)")) for s in statuses[2:]
+    ]
+    assert percents == sorted(set(percents))
+    assert percents[-1] == 100
+    assert all(0 <= p <= 100 for p in percents)
+
+
+async def test_text_statuses(parser: DocumentParser) -> None:
+    statuses: list[str] = []
+    await parser.parse("notes.md", b"# Notes\n\nSome text.", statuses.append)
+    assert statuses == [
+        "Loading parser for notes.md...",
+        "text loaded for notes.md...",
+        "Parsing file notes.md... (0%)",
+        "Parsing file notes.md... (100%)",
+    ]
+
+
+async def test_cache_hit_skips_the_pool_and_keeps_the_callers_name(
+    parser: DocumentParser, make_pdf: PdfMaker
+) -> None:
+    data = make_pdf(["cached once", "and only once"])
+    first = await parser.parse("first.pdf", data)
+    jobs = parser.pool.jobs
+    statuses: list[str] = []
+    second = await parser.parse("second name.pdf", data, statuses.append)
+    assert parser.pool.jobs == jobs
+    assert second.name == "second name.pdf"
+    assert second.pages == first.pages
+    assert second.sha256 == first.sha256
+
+
+async def test_disk_cache_serves_a_new_parser(
+    parser: DocumentParser, cache_dir: Path, make_pdf: PdfMaker
+) -> None:
+    data = make_pdf(["on disk"])
+    original = await parser.parse("a.pdf", data)
+    reader = DocumentParser(cache_dir, workers=1)
+    try:
+        cached = await reader.parse("b.pdf", data)
+        assert reader.pool.jobs == 0
+        assert reader.pool.pids() == []
+        assert cached.pages == original.pages
+        assert cached.name == "b.pdf"
+    finally:
+        await reader.close()
+
+
+async def test_corrupt_cache_entry_is_reparsed(tmp_path: Path) -> None:
+    data = b"some text worth caching"
+    first = DocumentParser(tmp_path, workers=1)
+    document = await first.parse("a.txt", data)
+    entries = list(tmp_path.rglob("*.json"))
+    assert len(entries) == 1
+    entries[0].write_text('{"v": 1, "pages": [[1, "tampe', encoding="utf-8")
+    second = DocumentParser(tmp_path, workers=1)
+    assert (await second.parse("a.txt", data)).pages == document.pages
+    assert json.loads(entries[0].read_text(encoding="utf-8"))["pages"] == [[1, data.decode()]]
+    await first.close()
+    await second.close()
+
+
+async def test_long_text_is_cut_into_pages(parser: DocumentParser) -> None:
+    text = "\n\n".join(f"Paragraph {n}. " + "lorem ipsum " * 40 for n in range(200))
+    document = await parser.parse("long.txt", text.encode())
+    assert len(document.pages) > 10
+    assert [page.number for page in document.pages] == list(range(1, len(document.pages) + 1))
+    assert "Paragraph 199." in document.pages[-1].text
+
+
+async def test_html_and_docx_go_through_workers(parser: DocumentParser) -> None:
+    document = await parser.parse("p.html", b"<h1>Title</h1><p>Body text.</p>")
+    assert document.library == "selectolax"
+    assert document.text == "# Title\n\nBody text."
+
+
+async def test_file_size_limit(tmp_path: Path) -> None:
+    small = DocumentParser(tmp_path, ParseLimits(max_file_bytes=100), workers=1)
+    with pytest.raises(PayloadTooLarge, match=r"big\.txt: .*over the limit of 100 bytes"):
+        await small.parse("big.txt", b"x" * 101)
+    await small.close()
+
+
+async def test_page_limit(parser: DocumentParser, make_pdf: PdfMaker) -> None:
+    with _limits(parser, ParseLimits(max_pages=3)):
+        with pytest.raises(
+            DocumentError, match=r"many\.pdf: has 4 pages, more than the limit of 3"
+        ):
+            await parser.parse("many.pdf", make_pdf(["a", "b", "c", "d"]))
+        with pytest.raises(DocumentError, match="limit of 3 pages"):
+            await parser.parse("many.txt", ("word " * 5000).encode())
+
+
+async def test_char_limit(parser: DocumentParser, make_pdf: PdfMaker) -> None:
+    with _limits(parser, ParseLimits(max_chars=50)):
+        with pytest.raises(DocumentError, match="more than 50 characters") as caught:
+            await parser.parse("wordy.pdf", make_pdf(["x" * 40, "y" * 40]))
+        assert caught.value.code == "too_much_text"
+        with pytest.raises(DocumentError, match="more than 50 characters"):
+            await parser.parse("wordy.txt", b"z" * 60)
+
+
+async def test_limits_apply_to_cache_hits(parser: DocumentParser, make_pdf: PdfMaker) -> None:
+    data = make_pdf(["one", "two", "three"])
+    await parser.parse("a.pdf", data)
+    with (
+        _limits(parser, ParseLimits(max_pages=2)),
+        pytest.raises(DocumentError, match="of 2 pages"),
+    ):
+        await parser.parse("a.pdf", data)
+
+
+async def test_blank_pdf_says_it_may_be_scanned(parser: DocumentParser, make_pdf: PdfMaker) -> None:
+    with pytest.raises(DocumentError, match="scanned document without a text layer"):
+        await parser.parse("scan.pdf", make_pdf(["", ""]))
