@@ -29,7 +29,7 @@ def serve_parser() -> argparse.ArgumentParser:
             "Every config key can also be set as PROXY__SECTION__KEY in the environment, "
             "e.g. PROXY__UPSTREAM__BASE_URL=http://127.0.0.1:8080."
         ),
-        epilog="Other commands: 'python -m proxy preview --help', 'python -m proxy formats --help'.",
+        epilog="More: 'python -m proxy preview --help', 'python -m proxy formats --help'.",
     )
     _common(parser)
     parser.add_argument("--host", help="address to listen on, overrides server.host")

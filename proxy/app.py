@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import AsyncIterator
-from typing import Any
 
 import aiohttp
 import structlog
@@ -13,17 +12,21 @@ from aiohttp import web
 
 from .chat import chat_completions
 from .config import Settings
+from .edges import make_files, make_formats, make_parser, make_retriever
 from .errors import ProxyError
+from .files_api import add_routes as add_file_routes
+from .guarding import GuardedTexts
 from .keys import REQUEST_ID, ROUTE, SERVICES, UPSTREAM_SECONDS
 from .metrics import Metrics
 from .middleware import proxy_middleware
+from .preview import preview_route
 from .services import Services
+from .stages.decide import TokenCache
+from .tokens import ModelIntrospection
 from .upstream.client import UpstreamClient
 from .upstream.relay import relay_response, translate_client_error, upstream_request_headers
 
 log = structlog.get_logger(__name__)
-
-EdgeFactory = Any
 
 
 async def passthrough(request: web.Request) -> web.StreamResponse:
@@ -87,33 +90,46 @@ async def metrics_route(request: web.Request) -> web.Response:
     return web.Response(body=body, headers={"Content-Type": "text/plain; version=0.0.4"})
 
 
-def make_app(settings: Settings, **edges: EdgeFactory) -> web.Application:
-    """The proxy as an aiohttp application; `edges` replace the default document edges in tests."""
+def make_app(settings: Settings) -> web.Application:
+    """The proxy as an aiohttp application; its edges start and stop with it."""
     app = web.Application(
         middlewares=[proxy_middleware],
         client_max_size=int(settings.server.max_body_mb * 1024 * 1024),
     )
     metrics = Metrics()
 
-    async def upstream_session(app: web.Application) -> AsyncIterator[None]:
-        # auto_decompress=False: bytes are relayed as the upstream encoded them, never decoded twice.
+    async def edges(app: web.Application) -> AsyncIterator[None]:
+        # auto_decompress=False: bytes go back as the upstream encoded them, never decoded twice.
         connector = aiohttp.TCPConnector(limit=0, ttl_dns_cache=300)
-        async with aiohttp.ClientSession(
-            connector=connector, auto_decompress=False, trust_env=False
-        ) as session:
-            app[SERVICES] = Services(
-                settings=settings,
-                upstream=UpstreamClient(settings.upstream, session),
-                metrics=metrics,
-            )
+        session = aiohttp.ClientSession(connector=connector, auto_decompress=False, trust_env=False)
+        upstream = UpstreamClient(settings.upstream, session)
+        parser = make_parser(settings)
+        services = Services(
+            settings=settings,
+            upstream=upstream,
+            metrics=metrics,
+            files=make_files(settings),
+            parser=parser,
+            tokens=ModelIntrospection(settings, upstream),
+            guarded=GuardedTexts(redact_overrides=settings.guard.redact_overrides),
+            token_cache=TokenCache(),
+            formats=make_formats(settings),
+            retriever_factory=lambda: make_retriever(settings),
+        )
+        app[SERVICES] = services
+        try:
             yield
+        finally:
+            await parser.close()
+            if services._retriever is not None:
+                await services._retriever.close()
+            await session.close()
 
-    app.cleanup_ctx.append(upstream_session)
-    for name, factory in edges.items():
-        app.cleanup_ctx.append(factory)
-        log.debug("edge installed", edge=name)
+    app.cleanup_ctx.append(edges)
     app.router.add_get("/healthz", healthz)
     app.router.add_get("/metrics", metrics_route)
     app.router.add_post("/v1/chat/completions", chat_route)
+    app.router.add_post("/v1/enrich/preview", preview_route)
+    add_file_routes(app)
     app.router.add_route("*", "/{tail:.*}", passthrough)
     return app

@@ -1,4 +1,4 @@
-"""Settings: a YAML file, then `PROXY__SECTION__KEY` environment variables, validated by pydantic."""
+"""Settings: a YAML file, then `PROXY__SECTION__KEY` environment variables, validated."""
 
 from __future__ import annotations
 
@@ -81,8 +81,9 @@ class EmbeddingSettings(Section):
     base_url: str | None = None
     model: str = "nomic-embed-text-v1.5"
     api_key: str | None = None
-    query_prefix: str = ""
-    document_prefix: str = ""
+    # None: the prefixes the model is known to want (nomic: "search_query: "), else none.
+    query_prefix: str | None = None
+    document_prefix: str | None = None
     batch_size: int = Field(64, ge=1)
     timeout_s: float = Field(60, gt=0)
 
@@ -125,7 +126,7 @@ class Settings(Section):
     formats: FormatSettings = Field(default_factory=FormatSettings)
 
     def model_settings(self, model: str | None) -> ModelSettings:
-        """The per-model settings for `model`: an exact key first, then the first glob that matches."""
+        """The settings for `model`: an exact key first, then the first matching glob."""
         if model is not None:
             if model in self.models:
                 return self.models[model]

@@ -7,13 +7,25 @@ from collections.abc import Awaitable, Callable
 
 from .exchange import Exchange
 from .services import Services
+from .stages.adapt import adapt
+from .stages.decide import decide
+from .stages.documents import parse_new_documents
+from .stages.inject import inject
+from .stages.options import read_options
+from .stages.references import extract_references
 from .stages.validate import validate_request
 
 Stage = Callable[[Exchange, Services], Awaitable[None]]
 
 # Read this list to know what the proxy does to a chat request, in order.
 STAGES: list[tuple[str, Stage]] = [
-    ("validate", validate_request),
+    ("validate", validate_request),  # a JSON object with messages we can work on
+    ("options", read_options),  # the body's `enrich` object, removed before forwarding
+    ("references", extract_references),  # file parts, file ids, #file: paths → bytes
+    ("documents", parse_new_documents),  # new documents → pages of text (cached by sha256)
+    ("decide", decide),  # token counts + context window → strategy (SPEC §1)
+    ("inject", inject),  # full content, or retrieval + passage budget + citations (§1, §2)
+    ("adapt", adapt),  # context shifting; text-completion upstreams get a rendered prompt
 ]
 
 

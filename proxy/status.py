@@ -38,6 +38,7 @@ class StatusChannel:
         self.sent = 0
         self.response: web.StreamResponse | None = None
         self._wake = asyncio.Event()
+        self._stop = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
 
     def __call__(self, line: str) -> None:
@@ -51,7 +52,10 @@ class StatusChannel:
             self._task = asyncio.create_task(self._run())
 
     async def _run(self) -> None:
-        await asyncio.sleep(self.delay_s)
+        with contextlib.suppress(asyncio.TimeoutError):
+            await asyncio.wait_for(self._stop.wait(), self.delay_s)
+        if self._stop.is_set():
+            return  # prepared in time: the upstream's own response carries everything
         response = web.StreamResponse(
             status=200,
             headers={
@@ -62,13 +66,14 @@ class StatusChannel:
         )
         self.response = response
         await response.prepare(self.request)
-        while True:
+        while not self._stop.is_set():
             await self._flush()
             self._wake.clear()
-            with contextlib.suppress(asyncio.TimeoutError):
+            try:
                 await asyncio.wait_for(self._wake.wait(), KEEPALIVE_S)
-            if not self._wake.is_set():
+            except TimeoutError:
                 await response.write(b": keep-alive\n\n")
+        await self._flush()
 
     async def _flush(self) -> None:
         assert self.response is not None
@@ -80,8 +85,10 @@ class StatusChannel:
     async def finish(self) -> web.StreamResponse | None:
         """Stop the background writer; the started response, if the stream had to start early."""
         if self._task is not None:
-            self._task.cancel()
-            with contextlib.suppress(asyncio.CancelledError, ConnectionError):
+            # Stopped by a flag, not cancelled: a write is never cut off halfway.
+            self._stop.set()
+            self._wake.set()
+            with contextlib.suppress(ConnectionError):
                 await self._task
             self._task = None
         if self.response is not None:

@@ -2,9 +2,14 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import pytest
+
+# Offline machines: tiktoken reads cl100k_base from here (put there by
+# ../shared/models/install-offline-caches.sh, or downloaded on first use elsewhere).
+os.environ.setdefault("TIKTOKEN_CACHE_DIR", str(Path.home() / ".cache" / "tiktoken"))
 
 ROOT = Path(__file__).resolve().parent.parent
 CORPUS = ROOT.parent / "shared" / "corpus"
@@ -24,6 +29,7 @@ from typing import Any  # noqa: E402
 
 from proxy.app import make_app  # noqa: E402
 from proxy.config import load_settings  # noqa: E402
+from tests.fakes.embeddings import FakeEmbeddings  # noqa: E402
 from tests.fakes.servers import ServerThread  # noqa: E402
 from tests.fakes.upstream import FakeUpstream  # noqa: E402
 
@@ -43,13 +49,24 @@ def upstream(servers: ServerThread) -> FakeUpstream:
 
 
 @pytest.fixture
-def make_proxy(servers: ServerThread, upstream: FakeUpstream, tmp_path: Path) -> Callable[..., str]:
+def embeddings(servers: ServerThread) -> FakeEmbeddings:
+    fake = FakeEmbeddings()
+    fake.base_url = servers.serve(fake.app()) + "/v1"  # type: ignore[attr-defined]
+    return fake
+
+
+@pytest.fixture
+def make_proxy(
+    servers: ServerThread, upstream: FakeUpstream, embeddings: FakeEmbeddings, tmp_path: Path
+) -> Callable[..., str]:
     """Start a proxy in front of the fake upstream; keyword sections override settings."""
 
     def start(**sections: Any) -> str:
         overrides: dict[str, Any] = {
             "upstream": {"base_url": upstream.base_url},  # type: ignore[attr-defined]
             "server": {"data_dir": str(tmp_path / "data"), "status_delay_s": 0.0},
+            # A fake embedding server keeps these tests fast; tests/retrieval runs the real model.
+            "embeddings": {"backend": "openai", "base_url": embeddings.base_url, "model": "fake"},  # type: ignore[attr-defined]
         }
         for key, value in sections.items():
             overrides[key] = {**overrides.get(key, {}), **value}

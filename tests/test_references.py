@@ -1,0 +1,131 @@
+"""Finding file references in messages, and resolving paths only inside document roots."""
+
+from __future__ import annotations
+
+import base64
+import os
+from pathlib import Path
+
+import pytest
+
+from proxy.errors import BadRequest, DocumentError, PayloadTooLarge
+from proxy.references import find_references
+from proxy.stages.references import decode_file_data, resolve_document_path
+
+
+def file_part(name: str, data: bytes = b"hello") -> dict[str, object]:
+    encoded = base64.b64encode(data).decode()
+    return {
+        "type": "file",
+        "file": {"filename": name, "file_data": f"data:text/plain;base64,{encoded}"},
+    }
+
+
+def test_new_and_old_files_in_order() -> None:
+    messages = [
+        {"role": "system", "content": "sys"},
+        {"role": "user", "content": [{"type": "text", "text": "first"}, file_part("old.txt")]},
+        {"role": "assistant", "content": "ok"},
+        {
+            "role": "user",
+            "content": [
+                file_part("a.txt"),
+                {"type": "text", "text": "compare"},
+                {"type": "image_url", "image_url": {"url": "data:image/png;base64,AAAA"}},
+                {"type": "input_file", "filename": "b.pdf", "file_id": "file-" + "0" * 24},
+                {"type": "file", "file": {"file_name": "c.txt", "file_data": "aGk="}},
+            ],
+        },
+    ]
+    found = find_references(messages, path_prefix=None)
+    assert [(r.name, r.kind, r.new) for r in found.refs] == [
+        ("old.txt", "file_data", False),
+        ("a.txt", "file_data", True),
+        ("b.pdf", "file_id", True),
+        ("c.txt", "file_data", True),
+    ]
+    assert found.query == "compare"
+    # Earlier file parts become markers; the last message keeps text and images only.
+    assert found.messages[1]["content"] == [
+        {"type": "text", "text": "first"},
+        {"type": "text", "text": "[attached: old.txt]"},
+    ]
+    assert [p["type"] for p in found.messages[3]["content"]] == ["text", "image_url"]
+    assert found.messages[0] == messages[0]
+
+
+def test_path_references_in_text() -> None:
+    messages = [{"role": "user", "content": "summarise #file:docs/report.pdf please"}]
+    found = find_references(messages, path_prefix="#file:")
+    assert [(r.name, r.kind, r.value) for r in found.refs] == [
+        ("report.pdf", "path", "docs/report.pdf")
+    ]
+    assert found.query == "summarise docs/report.pdf please"
+    off = find_references(messages, path_prefix=None)
+    assert off.refs == []
+
+
+def test_file_url_refused_and_empty_part_refused() -> None:
+    with pytest.raises(BadRequest, match="file_url"):
+        find_references(
+            [{"role": "user", "content": [{"type": "input_file", "file_url": "http://x/a.pdf"}]}],
+            path_prefix=None,
+        )
+    with pytest.raises(BadRequest, match="file_data or file_id"):
+        find_references(
+            [{"role": "user", "content": [{"type": "file", "file": {}}]}], path_prefix=None
+        )
+
+
+def test_decode_file_data() -> None:
+    assert decode_file_data("a", "data:application/pdf;base64,aGVsbG8=", 100) == b"hello"
+    assert decode_file_data("a", "aGVs\nbG8=", 100) == b"hello"
+    with pytest.raises(DocumentError, match="a: file_data is not valid base64"):
+        decode_file_data("a", "data:application/pdf;base64,@@@", 100)
+    with pytest.raises(DocumentError, match="base64 data URL"):
+        decode_file_data("a", "data:text/plain,hello", 100)
+    with pytest.raises(DocumentError, match="empty"):
+        decode_file_data("a", "data:text/plain;base64,", 100)
+    with pytest.raises(PayloadTooLarge):
+        decode_file_data("a", base64.b64encode(b"x" * 1000).decode(), 100)
+
+
+@pytest.fixture
+def roots(tmp_path: Path) -> dict[str, Path]:
+    root = tmp_path / "root"
+    (root / "sub").mkdir(parents=True)
+    (root / "sub" / "a.txt").write_text("inside")
+    (tmp_path / "secret.txt").write_text("outside")
+    os.symlink(tmp_path / "secret.txt", root / "escape.txt")
+    os.symlink(root / "sub" / "a.txt", root / "inner-link.txt")
+    return {"docs": root}
+
+
+def test_path_inside_root(roots: dict[str, Path]) -> None:
+    assert resolve_document_path(roots, "docs/sub/a.txt").read_text() == "inside"
+    assert resolve_document_path(roots, "docs/inner-link.txt").read_text() == "inside"
+
+
+@pytest.mark.parametrize(
+    ("reference", "reason"),
+    [
+        ("docs/../secret.txt", "without '..'"),
+        ("docs/sub/../../secret.txt", "without '..'"),
+        ("docs//etc/passwd", "relative to the root"),
+        ("docs/escape.txt", "outside its document root"),
+        ("other/a.txt", "unknown document root"),
+        ("docs/%2e%2e/secret.txt", "no such file"),
+        ("docs/sub/a.txt\x00.pdf", "forbidden characters"),
+        ("docs/sub", "not a regular file"),
+        ("docs/missing.txt", "no such file"),
+        ("docs\\..\\secret.txt", "forbidden characters"),
+    ],
+)
+def test_path_refused(roots: dict[str, Path], reference: str, reason: str) -> None:
+    with pytest.raises(DocumentError, match=reason):
+        resolve_document_path(roots, reference)
+
+
+def test_no_roots_means_off() -> None:
+    with pytest.raises(DocumentError, match="off"):
+        resolve_document_path({}, "docs/a.txt")
