@@ -131,7 +131,27 @@ class FakeUpstream:
     async def completions(self, request: web.Request) -> web.StreamResponse:
         entry = await self.record(request)
         body = entry.json
-        text = "Hi there<|im_end|>" if "<|im_end|>" in (body.get("stop") or []) else "Hi there"
+        leak = "<|im_end|>" in (body.get("stop") or [])  # a server that lets the stop through
+        text = "Hi there<|im_end|>" if leak else "Hi there"
+        if body.get("stream"):
+            response = web.StreamResponse(headers={"Content-Type": "text/event-stream"})
+            await response.prepare(request)
+            pieces = ["Hi", " the", "re<|im", "_end|>"] if leak else ["Hi", " there"]
+            for index, piece in enumerate(pieces):
+                last = index == len(pieces) - 1
+                event = {
+                    "id": "cmpl-1",
+                    "object": "text_completion",
+                    "created": 1,
+                    "model": body.get("model", "fake"),
+                    "choices": [
+                        {"index": 0, "text": piece, "finish_reason": "stop" if last else None}
+                    ],
+                }
+                await response.write(b"data: " + json.dumps(event).encode() + b"\n\n")
+            await response.write(b"data: [DONE]\n\n")
+            await response.write_eof()
+            return response
         return web.json_response(
             {
                 "id": "cmpl-1",

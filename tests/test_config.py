@@ -1,0 +1,94 @@
+"""Settings from file, environment and command line; invalid config names the key, exit 2."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from proxy.__main__ import main
+from proxy.config import ConfigError, load_settings
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def test_example_config_is_valid_and_complete() -> None:
+    settings = load_settings(ROOT / "config.example.yaml", environ={})
+    assert settings.upstream.base_url == "http://127.0.0.1:8080"
+    text = (ROOT / "config.example.yaml").read_text()
+    # Every key of every section is shown (and explained) in the example.
+    for section, model in settings:
+        if section == "models":
+            continue
+        for key in type(model).model_fields:
+            assert f"{key}:" in text, f"{section}.{key} missing from config.example.yaml"
+
+
+def test_environment_overrides_file(tmp_path: Path) -> None:
+    path = tmp_path / "c.yaml"
+    path.write_text("upstream:\n  base_url: http://a:1\nserver:\n  port: 9000\n")
+    settings = load_settings(
+        path,
+        environ={
+            "PROXY__UPSTREAM__BASE_URL": "http://b:2/",
+            "PROXY__SERVER__API_KEYS": "[k1, k2]",
+            "PROXY__RETRIEVAL__LIMIT": "5",
+            "PROXY__MODELS__MY-MODEL__CONTEXT_LENGTH": "8192",
+        },
+    )
+    assert settings.upstream.base_url == "http://b:2"
+    assert settings.server.port == 9000
+    assert settings.server.api_keys == ["k1", "k2"]
+    assert settings.retrieval.limit == 5
+    assert settings.model_settings("my-model").context_length == 8192
+
+
+def test_model_globs() -> None:
+    settings = load_settings(
+        None, environ={}, overrides={"models": {"base-*": {"adapter": "text", "format": "alpaca"}}}
+    )
+    assert settings.model_settings("base-7b").adapter == "text"
+    assert settings.model_settings("chat-7b").adapter == "chat"
+
+
+@pytest.mark.parametrize(
+    ("yaml_text", "key"),
+    [
+        ("upstream:\n  base_url: ftp://x\n", "upstream.base_url"),
+        ("server:\n  port: -1\n", "server.port"),
+        ("retrieval:\n  limit: 11\n", "retrieval.limit"),
+        ("server:\n  colour: red\n", "server.colour"),
+        ("vector_store:\n  mode: cloud\n", "vector_store.mode"),
+    ],
+)
+def test_invalid_config_names_the_key(tmp_path: Path, yaml_text: str, key: str) -> None:
+    path = tmp_path / "c.yaml"
+    path.write_text(yaml_text)
+    with pytest.raises(ConfigError, match=f"config key {key}"):
+        load_settings(path, environ={})
+
+
+def test_cli_exit_code_2_on_invalid_config(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    path = tmp_path / "c.yaml"
+    path.write_text("server:\n  port: nope\n")
+    assert main(["--config", str(path)]) == 2
+    assert "config key server.port" in capsys.readouterr().err
+    assert main(["--config", str(tmp_path / "missing.yaml")]) == 2
+
+
+def test_several_workers_refuse_an_embedded_store(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["--workers", "2"]) == 2
+    assert "vector_store.mode: server" in capsys.readouterr().err
+
+
+def test_help_explains_everything() -> None:
+    result = subprocess.run(
+        [sys.executable, "-m", "proxy", "--help"], capture_output=True, text=True, timeout=60
+    )
+    assert result.returncode == 0
+    for flag in ("--config", "--host", "--port", "--upstream", "--workers", "PROXY__"):
+        assert flag in result.stdout

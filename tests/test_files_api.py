@@ -1,0 +1,102 @@
+"""The Files API with the real openai SDK, and chat requests that use the returned ids."""
+
+from __future__ import annotations
+
+import io
+from collections.abc import Callable
+from pathlib import Path
+
+import httpx
+import openai
+import pytest
+
+from proxy.errors import PayloadTooLarge
+from proxy.files import FileNotFound, FileStore
+from tests.fakes.upstream import FakeUpstream
+
+
+def sdk(base: str) -> openai.OpenAI:
+    return openai.OpenAI(base_url=base + "/v1", api_key="k", max_retries=0)
+
+
+def test_create_list_retrieve_content_delete(
+    make_proxy: Callable[..., str], tmp_path: Path
+) -> None:
+    client = sdk(make_proxy())
+    created = client.files.create(file=("notes.txt", b"Remember the milk."), purpose="user_data")
+    assert created.id.startswith("file-")
+    assert created.filename == "notes.txt"
+    assert created.bytes == len(b"Remember the milk.")
+    assert [f.id for f in client.files.list().data] == [created.id]
+    assert client.files.retrieve(created.id).filename == "notes.txt"
+    assert client.files.content(created.id).read() == b"Remember the milk."
+    deleted = client.files.delete(created.id)
+    assert deleted.deleted is True
+    with pytest.raises(openai.NotFoundError):
+        client.files.retrieve(created.id)
+
+
+def test_chat_with_a_file_id(make_proxy: Callable[..., str], upstream: FakeUpstream) -> None:
+    client = sdk(make_proxy())
+    created = client.files.create(
+        file=("facts.txt", io.BytesIO(b"The sky is green.")), purpose="user_data"
+    )
+    client.chat.completions.create(
+        model="m",
+        messages=[
+            {
+                "role": "user",
+                "content": [
+                    {"type": "text", "text": "What colour is the sky?"},
+                    {"type": "file", "file": {"file_id": created.id}},
+                ],
+            }
+        ],
+    )
+    sent = upstream.last_to("/v1/chat/completions").json["messages"][-1]["content"][0]["text"]
+    assert "** facts.txt full content **\n\nThe sky is green." in sent
+
+
+def test_same_bytes_stored_once_and_survive_restart(tmp_path: Path) -> None:
+    store = FileStore(tmp_path, max_bytes=1000)
+    first = store.begin_upload()
+    first.write(b"same")
+    a = first.commit("a.txt", "user_data")
+    second = store.begin_upload()
+    second.write(b"same")
+    b = second.commit("b.txt", "user_data")
+    assert a.id != b.id and a.sha256 == b.sha256
+    assert len(list((tmp_path / "blobs").iterdir())) == 1
+    reopened = FileStore(tmp_path, max_bytes=1000)
+    assert {f.id for f in reopened.list()} == {a.id, b.id}
+    reopened.delete(a.id)
+    assert reopened.read(b.id)[1] == b"same"  # the blob stays while another upload uses it
+    reopened.delete(b.id)
+    assert not list((tmp_path / "blobs").iterdir())
+    with pytest.raises(FileNotFound):
+        reopened.get(b.id)
+
+
+def test_oversized_upload_leaves_nothing(tmp_path: Path) -> None:
+    store = FileStore(tmp_path, max_bytes=10)
+    upload = store.begin_upload()
+    with pytest.raises(PayloadTooLarge):
+        upload.write(b"x" * 11)
+    upload.abort()
+    assert not list((tmp_path / "blobs").iterdir())
+    assert not list((tmp_path / "meta").iterdir())
+
+
+def test_bad_uploads(make_proxy: Callable[..., str]) -> None:
+    base = make_proxy(documents={"max_file_mb": 0.001})
+    too_big = httpx.post(
+        base + "/v1/files", files={"file": ("a.txt", b"x" * 5000)}, data={"purpose": "user_data"}
+    )
+    assert too_big.status_code == 413
+    no_purpose = httpx.post(base + "/v1/files", files={"file": ("a.txt", b"x")})
+    assert no_purpose.status_code == 400
+    assert no_purpose.json()["error"]["param"] == "purpose"
+    not_multipart = httpx.post(base + "/v1/files", json={"file": "x"})
+    assert not_multipart.status_code == 400
+    assert httpx.get(base + "/v1/files").json()["data"] == []
+    assert httpx.get(base + "/v1/files/file-nope").status_code == 404

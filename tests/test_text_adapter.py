@@ -1,0 +1,124 @@
+"""Text-completion upstreams and context shifting, through the proxy."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import httpx
+import openai
+
+from proxy.formats import FormatRegistry, render_prompt
+from tests.fakes.upstream import FakeUpstream
+
+CONVERSATION = [
+    {"role": "system", "content": "You are {{char}}."},
+    {"role": "user", "content": "Hello, I am {{user}}. {{ 7*7 }}"},
+]
+
+
+def test_chat_becomes_a_completion_and_back(
+    make_proxy: Callable[..., str], upstream: FakeUpstream
+) -> None:
+    base = make_proxy(
+        models={"base-*": {"adapter": "text", "format": "chatml"}},
+        formats={"variables": {"user": "Ann", "char": "Aria"}},
+    )
+    client = openai.OpenAI(base_url=base + "/v1", api_key="k", max_retries=0)
+    answer = client.chat.completions.create(
+        model="base-7b",
+        messages=CONVERSATION,
+        stop=["###"],
+        max_tokens=5,
+        extra_body={"top_k": 3},  # type: ignore[arg-type]
+    )
+    assert answer.object == "chat.completion"
+    assert answer.choices[0].message.content == "Hi there"  # the leaked stop string is cut
+    assert answer.usage is not None and answer.usage.total_tokens == 7
+    sent = upstream.last_to("/v1/completions").json
+    expected = render_prompt(
+        FormatRegistry().get("chatml"),
+        [
+            {"role": "system", "content": "You are Aria."},
+            {"role": "user", "content": "Hello, I am Ann. {{ 7*7 }}"},
+        ],
+    )
+    assert sent["prompt"] == expected
+    assert "{{ 7*7 }}" in sent["prompt"]  # user text is data, never a template
+    assert sent["stop"] == ["<|im_end|>", "###"] or set(sent["stop"]) >= {"<|im_end|>", "###"}
+    assert sent["max_tokens"] == 5 and sent["top_k"] == 3
+    assert "messages" not in sent
+
+
+def test_streamed_text_completion_converted(
+    make_proxy: Callable[..., str], upstream: FakeUpstream
+) -> None:
+    base = make_proxy(models={"base-*": {"adapter": "text", "format": "chatml"}})
+    client = openai.OpenAI(base_url=base + "/v1", api_key="k", max_retries=0)
+    stream = client.chat.completions.create(model="base-7b", messages=CONVERSATION, stream=True)  # type: ignore[arg-type]
+    chunks = list(stream)
+    assert all(chunk.object == "chat.completion.chunk" for chunk in chunks)
+    text = "".join(c.choices[0].delta.content or "" for c in chunks if c.choices)
+    assert text == "Hi there"
+    assert chunks[-1].choices[0].finish_reason == "stop"
+
+
+def test_chat_models_are_not_adapted(
+    make_proxy: Callable[..., str], upstream: FakeUpstream
+) -> None:
+    base = make_proxy(models={"base-*": {"adapter": "text"}})
+    httpx.post(base + "/v1/chat/completions", json={"model": "chat-7b", "messages": CONVERSATION})
+    assert upstream.last.path == "/v1/chat/completions"
+
+
+def long_conversation(turns: int) -> list[dict[str, str]]:
+    messages = [{"role": "system", "content": "sys"}]
+    for n in range(turns):
+        messages.append({"role": "user", "content": f"question {n} " + "word " * 40})
+        messages.append({"role": "assistant", "content": f"answer {n} " + "word " * 40})
+    messages.append({"role": "user", "content": "last question"})
+    return messages
+
+
+def test_context_shifting_drops_oldest_turns(
+    make_proxy: Callable[..., str], upstream: FakeUpstream
+) -> None:
+    upstream.n_ctx = 400
+    base = make_proxy()
+    response = httpx.post(
+        base + "/v1/chat/completions",
+        json={"model": "m", "messages": long_conversation(10), "max_tokens": 50},
+    )
+    assert response.status_code == 200
+    dropped = int(response.headers["X-Enrich-Dropped-Messages"])
+    sent = upstream.last_to("/v1/chat/completions").json["messages"]
+    assert dropped > 0 and len(sent) == 22 - dropped
+    assert sent[0]["content"] == "sys"
+    assert sent[-1]["content"] == "last question"
+    assert sent[1]["content"].startswith("question ")  # whole turns: still user, assistant, ...
+
+
+def test_short_conversations_are_not_counted(
+    make_proxy: Callable[..., str], upstream: FakeUpstream
+) -> None:
+    base = make_proxy()
+    upstream.tokenize_calls = 0
+    response = httpx.post(
+        base + "/v1/chat/completions", json={"messages": [{"role": "user", "content": "hi"}]}
+    )
+    assert response.status_code == 200
+    assert "X-Enrich-Dropped-Messages" not in response.headers
+    assert upstream.tokenize_calls == 0
+
+
+def test_even_the_minimum_does_not_fit(
+    make_proxy: Callable[..., str], upstream: FakeUpstream
+) -> None:
+    upstream.n_ctx = 30
+    base = make_proxy()
+    messages = [{"role": "user", "content": "word " * 200}]
+    response = httpx.post(base + "/v1/chat/completions", json={"messages": messages})
+    assert response.status_code == 400
+    error = response.json()["error"]
+    assert error["code"] == "context_length_exceeded"
+    assert "30" in error["message"]
+    assert not [r for r in upstream.requests if r.path == "/v1/chat/completions"]
