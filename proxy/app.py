@@ -12,7 +12,7 @@ from aiohttp import web
 
 from .chat import chat_completions
 from .config import Settings
-from .edges import make_files, make_formats, make_parser, make_retriever
+from .edges import data_dir, make_files, make_formats, make_parser, make_retriever
 from .errors import ProxyError
 from .files_api import add_routes as add_file_routes
 from .guarding import GuardedTexts
@@ -24,6 +24,7 @@ from .services import Services
 from .stages.decide import TokenCache
 from .tokens import ModelIntrospection
 from .upstream.client import UpstreamClient
+from .upstream.spawn import LlamaServer
 from .upstream.relay import relay_response, translate_client_error, upstream_request_headers
 
 log = structlog.get_logger(__name__)
@@ -90,6 +91,25 @@ async def metrics_route(request: web.Request) -> web.Response:
     return web.Response(body=body, headers={"Content-Type": "text/plain; version=0.0.4"})
 
 
+async def start_local_upstream(settings: Settings) -> LlamaServer | None:
+    """`upstream.spawn`: a llama-server of our own, healthy before the first request."""
+    spawn = settings.upstream.spawn
+    if not spawn.enabled:
+        return None
+    server = LlamaServer(
+        binary=spawn.binary,
+        model=spawn.model,
+        ctx_size=spawn.ctx_size,
+        extra_args=spawn.extra_args,
+        log_path=data_dir(settings) / "llama-server.log",
+        startup_timeout=spawn.startup_timeout_s,
+    )
+    log.info("starting llama-server", argv=server.argv, log=str(server.log_path))
+    await server.start()
+    log.info("llama-server ready", base_url=server.base_url)
+    return server
+
+
 def make_app(settings: Settings) -> web.Application:
     """The proxy as an aiohttp application; its edges start and stop with it."""
     app = web.Application(
@@ -102,7 +122,11 @@ def make_app(settings: Settings) -> web.Application:
         # auto_decompress=False: bytes go back as the upstream encoded them, never decoded twice.
         connector = aiohttp.TCPConnector(limit=0, ttl_dns_cache=300)
         session = aiohttp.ClientSession(connector=connector, auto_decompress=False, trust_env=False)
-        upstream = UpstreamClient(settings.upstream, session)
+        local = await start_local_upstream(settings)
+        upstream_settings = settings.upstream
+        if local is not None:
+            upstream_settings = upstream_settings.model_copy(update={"base_url": local.base_url})
+        upstream = UpstreamClient(upstream_settings, session)
         parser = make_parser(settings)
         services = Services(
             settings=settings,
@@ -124,6 +148,8 @@ def make_app(settings: Settings) -> web.Application:
             if services._retriever is not None:
                 await services._retriever.close()
             await session.close()
+            if local is not None:
+                await local.stop()
 
     app.cleanup_ctx.append(edges)
     app.router.add_get("/healthz", healthz)
