@@ -4,8 +4,6 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import tiktoken
-
 from .config import Settings
 from .documents import DocumentParser, ParseLimits
 from .files import FileStore
@@ -13,6 +11,7 @@ from .formats import FormatRegistry
 from .retrieval.embeddings import Embedder, make_embedder
 from .retrieval.index import VectorIndex
 from .retrieval.retriever import Retriever
+from .tokens import load_encoding
 
 
 def data_dir(settings: Settings) -> Path:
@@ -63,13 +62,14 @@ def make_embedder_from(settings: Settings) -> Embedder:
 
 
 def make_retriever(settings: Settings) -> Retriever:
+    # Everything that can fail comes before the index, which locks its directory.
+    encoding = load_encoding("cl100k_base")
     embedder = make_embedder_from(settings)
     store = settings.vector_store
     if store.mode == "server":
         index = VectorIndex.server(store.host, store.port, embedder)
     else:
         index = VectorIndex.embedded(store.path or data_dir(settings) / "chroma", embedder)
-    encoding = tiktoken.get_encoding("cl100k_base")
     return Retriever(
         index=index,
         embedder=embedder,

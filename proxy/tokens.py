@@ -22,6 +22,20 @@ log = structlog.get_logger(__name__)
 OFF_LOOP_CHARS = 20_000
 
 
+def load_encoding(name: str) -> tiktoken.Encoding:
+    """A tiktoken encoding, or a clear 503 when its file can be neither found nor downloaded."""
+    try:
+        return tiktoken.get_encoding(name)
+    except Exception as exc:  # tiktoken raises whatever its HTTP client raises
+        raise ProxyError(
+            f"the tiktoken encoding {name} is not available ({exc.__class__.__name__}); "
+            "on a machine without internet access put its file in TIKTOKEN_CACHE_DIR",
+            status=503,
+            type="server_error",
+            code="tokenizer_unavailable",
+        ) from exc
+
+
 class TokenCounter(Protocol):
     kind: str
     exact: bool
@@ -56,7 +70,7 @@ class TiktokenCounter:
 
     def __init__(self, encoding: str = "cl100k_base") -> None:
         self.kind = f"tiktoken:{encoding}"
-        self.encoding = tiktoken.get_encoding(encoding)
+        self.encoding = load_encoding(encoding)
 
     def _count(self, text: str) -> int:
         # encode_ordinary: document text may contain "<|endoftext|>"; it is text, not a token.
