@@ -25,9 +25,9 @@ from aiohttp import web
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from proxy.app import make_app  # noqa: E402
-from proxy.config import load_settings  # noqa: E402
-from tests.fakes.upstream import FakeUpstream  # noqa: E402
+from proxy.app import make_app
+from proxy.config import load_settings
+from tests.fakes.upstream import FakeUpstream
 
 
 def make_pdf(pages: int) -> bytes:
@@ -127,7 +127,7 @@ async def main(pages: int, rounds: int) -> None:
     plain_p50 = statistics.median(plain_times)
     cached_p50 = statistics.median(cached_times)
     print(
-        f"{pages}-page PDF ({len(pdf) // 1024} KiB), {rounds} rounds; the upstream is a fake llama.cpp"
+    print(f"{pages}-page PDF ({len(pdf) // 1024} KiB), {rounds} rounds, fake llama.cpp upstream")
     )
     print(f"{'case':<34}{'request → forward (ms)':>24}{'tokenize calls':>16}")
     print(f"{'plain relay (no document), p50':<34}{plain_p50:>24.2f}{0:>16}")

@@ -24,8 +24,8 @@ from .services import Services
 from .stages.decide import TokenCache
 from .tokens import ModelIntrospection
 from .upstream.client import UpstreamClient
-from .upstream.spawn import LlamaServer
 from .upstream.relay import relay_response, translate_client_error, upstream_request_headers
+from .upstream.spawn import LlamaServer
 
 log = structlog.get_logger(__name__)
 

@@ -25,7 +25,7 @@ def parse_options(raw: Any, *, default_limit: int, default_threshold: float | No
             param="enrich",
         )
     strategy = raw.get("strategy", "auto")
-    if strategy not in STRATEGIES | {"auto"}:
+    if not isinstance(strategy, str) or strategy not in STRATEGIES | {"auto"}:
         raise BadRequest(
             "enrich.strategy must be one of auto, inject-full-content, retrieval, none",
             param="enrich.strategy",

