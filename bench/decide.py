@@ -126,9 +126,7 @@ async def main(pages: int, rounds: int) -> None:
     await upstream_runner.cleanup()
     plain_p50 = statistics.median(plain_times)
     cached_p50 = statistics.median(cached_times)
-    print(
     print(f"{pages}-page PDF ({len(pdf) // 1024} KiB), {rounds} rounds, fake llama.cpp upstream")
-    )
     print(f"{'case':<34}{'request → forward (ms)':>24}{'tokenize calls':>16}")
     print(f"{'plain relay (no document), p50':<34}{plain_p50:>24.2f}{0:>16}")
     print(f"{'PDF, first time (parse + count)':<34}{first:>24.2f}{first_calls:>16}")
