@@ -41,12 +41,11 @@ async def passthrough(request: web.Request) -> web.StreamResponse:
     loop = asyncio.get_running_loop()
     sent = loop.time()
     try:
-        async with upstream.session.request(
+        async with upstream.open(
             request.method,
             yarl.URL(url, encoded=True),
             data=body if body else None,
             headers=headers,
-            timeout=upstream.stream_timeout,
             allow_redirects=False,
         ) as response:
             request[UPSTREAM_SECONDS] = loop.time() - sent

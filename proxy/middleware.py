@@ -96,10 +96,7 @@ async def proxy_middleware(request: web.Request, handler: Handler) -> web.Stream
         duration = time.perf_counter() - started
         route = request.get(ROUTE, "passthrough")
         upstream_seconds = request.get(UPSTREAM_SECONDS)
-        metrics.requests.labels(route, request.method, str(status)).inc()
-        metrics.duration.labels(route).observe(duration)
-        if upstream_seconds is not None:
-            metrics.upstream_latency.labels(route).observe(upstream_seconds)
+        metrics.observe_request(route, request.method, status, duration, upstream_seconds)
         if request.path not in OPEN_PATHS:
             log.info(
                 "request",

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import multiprocessing
 import os
 import signal
@@ -33,6 +34,16 @@ def check_workers(settings: Settings) -> None:
         )
 
 
+def _event_loop() -> asyncio.AbstractEventLoop:
+    """uvloop where it is installed: measured 2-18% less proxy CPU per request (bench/overhead.py)."""
+    try:
+        import uvloop
+    except ImportError:
+        return asyncio.new_event_loop()
+    loop: asyncio.AbstractEventLoop = uvloop.new_event_loop()
+    return loop
+
+
 def _run(settings: Settings, sock: socket.socket | None) -> None:
     configure_logging(settings.server.log_format, settings.server.log_level)
     app = make_app(settings)
@@ -47,6 +58,7 @@ def _run(settings: Settings, sock: socket.socket | None) -> None:
         shutdown_timeout=settings.server.shutdown_grace_s,
         access_log=None,
         print=lambda message: log.info("listening", detail=str(message).strip()),
+        loop=_event_loop(),
     )
 
 

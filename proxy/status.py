@@ -40,22 +40,29 @@ class StatusChannel:
         self._wake = asyncio.Event()
         self._stop = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
+        self._timer: asyncio.TimerHandle | None = None
+        self._armed = False
 
     def __call__(self, line: str) -> None:
         log.info("status", line=line)
-        if self.enabled:
-            self.lines.append(line)
-            self._wake.set()
+        if not self.enabled:
+            return
+        self.lines.append(line)
+        self._wake.set()
+        if self._armed and self._timer is None and self._task is None:
+            # Requests without documents never get here: no timer, no task, no cost.
+            self._timer = asyncio.get_running_loop().call_later(self.delay_s, self._fire)
 
     def begin(self) -> None:
-        if self.enabled and self._task is None:
+        """A streamed request: statuses may start the stream once preparing turns out slow."""
+        self._armed = self.enabled
+
+    def _fire(self) -> None:
+        self._timer = None
+        if not self._stop.is_set():
             self._task = asyncio.create_task(self._run())
 
     async def _run(self) -> None:
-        with contextlib.suppress(asyncio.TimeoutError):
-            await asyncio.wait_for(self._stop.wait(), self.delay_s)
-        if self._stop.is_set():
-            return  # prepared in time: the upstream's own response carries everything
         response = web.StreamResponse(
             status=200,
             headers={
@@ -84,9 +91,12 @@ class StatusChannel:
 
     async def finish(self) -> web.StreamResponse | None:
         """Stop the background writer; the started response, if the stream had to start early."""
+        if self._timer is not None:
+            self._timer.cancel()  # prepared in time: the upstream's response carries everything
+            self._timer = None
+        self._stop.set()
         if self._task is not None:
             # Stopped by a flag, not cancelled: a write is never cut off halfway.
-            self._stop.set()
             self._wake.set()
             with contextlib.suppress(ConnectionError):
                 await self._task

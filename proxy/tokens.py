@@ -174,6 +174,7 @@ class ModelIntrospection:
         self._probe_lock = asyncio.Lock()
         self._windows: OrderedDict[str, tuple[float, ContextWindow]] = OrderedDict()
         self._tiktoken: dict[str, TiktokenCounter] = {}
+        self._learning: dict[str, asyncio.Future[ContextWindow]] = {}
 
     async def flavour(self) -> str:
         """`llamacpp`, `vllm` or `other`: asked of the upstream once, then remembered."""
@@ -231,11 +232,21 @@ class ModelIntrospection:
         cached = self._windows.get(key)
         if cached and time.monotonic() - cached[0] < self.settings.upstream.context_ttl_s:
             return cached[1]
-        window = await self._learn_window(model)
-        self._windows[key] = (time.monotonic(), window)
-        while len(self._windows) > 256:
-            self._windows.popitem(last=False)
-        return window
+        # One lookup per model at a time: when the entry expires under load, the requests in
+        # flight wait for a single /props call instead of each sending their own.
+        pending = self._learning.get(key)
+        if pending is None:
+            pending = asyncio.ensure_future(self._learn_window(model))
+            self._learning[key] = pending
+            try:
+                window = await asyncio.shield(pending)
+            finally:
+                self._learning.pop(key, None)
+            self._windows[key] = (time.monotonic(), window)
+            while len(self._windows) > 256:
+                self._windows.popitem(last=False)
+            return window
+        return await asyncio.shield(pending)
 
     async def _learn_window(self, model: str | None) -> ContextWindow:
         if await self.flavour() == "llamacpp":

@@ -15,7 +15,7 @@ from proxy.errors import UpstreamError
 
 # Calibrated on corpus documents (tests/retrieval/test_calibration.py): passages answering
 # 16 questions scored 0.23–0.78 with MiniLM (median 0.6), the best passage for unrelated
-# questions 0.00–0.32 (median 0.14). A dropped answer costs more than a stray citation
+# questions 0.00–0.32 (median 0.13). A dropped answer costs more than a stray citation
 # (the prompt says "only if they are relevant"), so the threshold sits below every answer.
 MINILM_THRESHOLD = 0.2
 # The seed's value for nomic-embed-text-v1.5; not measured here (no nomic server offline).
@@ -23,6 +23,7 @@ OPENAI_THRESHOLD = 0.5
 
 # nomic-embed-text is trained with task prefixes; without them its scores drift.
 _KNOWN_PREFIXES = {"nomic-embed-text": ("search_query: ", "search_document: ")}
+_DEFAULT_SETTINGS = {"batch_size", "default_threshold"}
 _UNSAFE_NAME = re.compile(r"[^A-Za-z0-9._-]+")
 
 
@@ -175,10 +176,12 @@ class OpenAIEmbedder:
 
 def make_embedder(backend: str, **settings: Any) -> Embedder:
     """The embedder for `embeddings.backend` (`default` or `openai`) and its settings."""
+    given = {key: value for key, value in settings.items() if value is not None}
     if backend == "default":
-        return DefaultEmbedder(**settings)
+        # The server settings (base_url, model, ...) may be configured and stay unused here.
+        return DefaultEmbedder(**{k: v for k, v in given.items() if k in _DEFAULT_SETTINGS})
     if backend == "openai":
-        return OpenAIEmbedder(**settings)
+        return OpenAIEmbedder(**given)
     raise ValueError(f"unknown embeddings backend {backend!r} (expected 'default' or 'openai')")
 
 

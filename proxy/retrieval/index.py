@@ -68,7 +68,9 @@ class VectorIndex:
         self._key_users: Counter[str] = Counter()
 
     @classmethod
-    def embedded(cls, path: Path, embedder: Embedder) -> VectorIndex:
+    def embedded(
+        cls, path: Path, embedder: Embedder, *, cache_bytes: int = CACHE_BYTES
+    ) -> VectorIndex:
         """A store in `path`, served by this process alone (locked against other processes)."""
         path.mkdir(parents=True, exist_ok=True)
         lock_fd = lock_exclusively(path)
@@ -78,16 +80,20 @@ class VectorIndex:
             embedder,
             path=path,
             lock_fd=lock_fd,
+            cache_bytes=cache_bytes,
         )
 
     @classmethod
-    def server(cls, host: str, port: int, embedder: Embedder) -> VectorIndex:
+    def server(
+        cls, host: str, port: int, embedder: Embedder, *, cache_bytes: int = CACHE_BYTES
+    ) -> VectorIndex:
         """A `chroma run` server, shared by any number of proxy processes."""
         settings = Settings(anonymized_telemetry=False)
         return cls(
             lambda: chromadb.HttpClient(host=host, port=port, settings=settings),
             embedder,
             server_url=f"http://{host}:{port}",
+            cache_bytes=cache_bytes,
         )
 
     async def is_indexed(self, doc_sha256: str) -> bool:
@@ -188,7 +194,7 @@ class VectorIndex:
                 del self._key_locks[key]
 
     async def _run(self, call: Callable[[], T]) -> T:
-        """Run a Chroma call off the event loop; a failing server becomes an UpstreamError."""
+        """Run a Chroma call off the event loop; failures become OpenAI-shaped errors."""
         try:
             return await asyncio.to_thread(call)
         except ProxyError:

@@ -2,14 +2,20 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
+from collections.abc import AsyncIterator
 from typing import Any
 
 import aiohttp
+import yarl
 
 from ..config import UpstreamSettings
 from ..errors import ProxyError
 from .relay import translate_client_error
+
+# Failures of a reused connection before the request reached the server.
+STALE_CONNECTION = (aiohttp.ServerDisconnectedError, aiohttp.ClientOSError)
 
 
 class UpstreamClient:
@@ -40,6 +46,29 @@ class UpstreamClient:
             return {"Authorization": incoming_authorization}
         return {}
 
+    @contextlib.asynccontextmanager
+    async def open(
+        self, method: str, url: str | yarl.URL, **kwargs: Any
+    ) -> AsyncIterator[aiohttp.ClientResponse]:
+        """A request to the upstream, sent again once if a pooled connection turns out dead.
+
+        llama-server may close a keep-alive connection after a stream; the next request on it
+        then fails before any byte of it was processed. One retry on a fresh connection is safe.
+        """
+        kwargs.setdefault("timeout", self.stream_timeout)
+        for attempt in (1, 2):
+            try:
+                response = await self.session.request(method, url, **kwargs)
+            except STALE_CONNECTION:
+                if attempt == 2:
+                    raise
+                continue
+            try:
+                yield response
+            finally:
+                response.release()
+            return
+
     async def get_json(self, path: str, *, authorization: str | None = None) -> tuple[int, Any]:
         """GET a small JSON document; (status, parsed body or None)."""
         return await self._json("GET", path, None, authorization)
@@ -60,7 +89,7 @@ class UpstreamClient:
             headers["Content-Type"] = "application/json"
         headers["Accept-Encoding"] = "identity"
         try:
-            async with self.session.request(
+            async with self.open(
                 method, url, data=data, headers=headers, timeout=self.probe_timeout
             ) as response:
                 body = await response.read()

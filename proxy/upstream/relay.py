@@ -188,7 +188,7 @@ async def _pump(
         async for chunk in source:
             if chunk:
                 await response.write(chunk)
-                tail = (tail + chunk)[-2:]
+                tail = (tail + chunk[-2:])[-2:]
     except (TimeoutError, aiohttp.ClientError) as exc:
         if not sse:
             # A plain body cut short: closing without write_eof tells the client it is truncated.
