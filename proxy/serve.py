@@ -35,7 +35,7 @@ def check_workers(settings: Settings) -> None:
 
 
 def _event_loop() -> asyncio.AbstractEventLoop:
-    """uvloop where it is installed: measured 2-18% less proxy CPU per request (bench/overhead.py)."""
+    """uvloop where installed: 2-18% less proxy CPU per request (bench/overhead.py)."""
     try:
         import uvloop
     except ImportError:
