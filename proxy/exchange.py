@@ -53,6 +53,7 @@ class Exchange:
     adapter: str = "chat"
     format_name: str | None = None
     response_converter: Any = None
+    control_tokens: tuple[str, ...] = ()  # declared by the upstream model, for the guard
     timings: dict[str, float] = field(default_factory=dict)
     status: Callable[[str], None] = field(default=lambda line: None, repr=False)
     started: float = field(default_factory=time.perf_counter)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import re
 import time
 from collections import OrderedDict
 from dataclasses import dataclass
@@ -17,6 +18,9 @@ from .formats.render import message_text
 from .upstream.client import UpstreamClient, upstream_failure
 
 log = structlog.get_logger(__name__)
+
+# Special tokens as chat templates spell them: <|im_start|>, <start_of_turn>, [INST], <s>.
+TEMPLATE_TOKEN = re.compile(r"<\|?[A-Za-z0-9_\-/▁｜]{1,40}\|?>|\[/?[A-Z][A-Z_]{1,30}\]")
 
 # Texts longer than this are tokenized in a thread, not on the event loop.
 OFF_LOOP_CHARS = 20_000
@@ -175,6 +179,7 @@ class ModelIntrospection:
         self._windows: OrderedDict[str, tuple[float, ContextWindow]] = OrderedDict()
         self._tiktoken: dict[str, TiktokenCounter] = {}
         self._learning: dict[str, asyncio.Future[ContextWindow]] = {}
+        self._declared: tuple[str, ...] | None = None
 
     async def flavour(self) -> str:
         """`llamacpp`, `vllm` or `other`: asked of the upstream once, then remembered."""
@@ -200,6 +205,30 @@ class ModelIntrospection:
             log.warning("upstream probe failed", error=error.message)
             raise
         return "other"
+
+    async def declared_tokens(self) -> tuple[str, ...]:
+        """Control tokens the upstream model declares (llama.cpp `/props`), for the guard.
+
+        BOS/EOS and the special tokens spelled out in its chat template; asked once.
+        """
+        if self._declared is not None:
+            return self._declared
+        found: set[str] = set()
+        try:
+            if await self.flavour() == "llamacpp":
+                status, props = await self.upstream.get_json("/props")
+                if status == 200 and isinstance(props, dict):
+                    for key in ("bos_token", "eos_token"):
+                        if isinstance(props.get(key), str):
+                            found.add(props[key])
+                    template = props.get("chat_template")
+                    if isinstance(template, str):
+                        found.update(TEMPLATE_TOKEN.findall(template))
+        except ProxyError as error:
+            log.warning("could not learn the upstream's control tokens", error=error.message)
+            return ()
+        self._declared = tuple(sorted(token for token in found if token.strip()))
+        return self._declared
 
     def _tiktoken_for(self, model: str | None) -> TiktokenCounter:
         name = (

@@ -24,8 +24,10 @@ from proxy.retrieval.embeddings import Embedder
 from proxy.retrieval.vectors import (
     DocumentVectors,
     VectorCache,
+    chunk_id,
     hit_from,
     lock_exclusively,
+    manifest_position,
     release,
 )
 from proxy.retrieval.vectors import Hit as Hit
@@ -112,12 +114,16 @@ class VectorIndex:
             if [chunk.index for chunk in items] != list(range(len(items))):
                 raise ValueError("chunk indexes must be 0, 1, 2, ... in order")
             stored = await self._run(lambda: self._stored_texts(doc.sha256))
-            wanted = {_chunk_id(chunk) for chunk in items}
+            wanted = {chunk_id(chunk.doc_sha256, chunk.index) for chunk in items}
             stale = [chunk_id for chunk_id in stored if chunk_id not in wanted]
             if stale:
                 await self._run(lambda: self._collections()[0].delete(ids=stale))
             # Resuming after an interruption: chunks already stored with the same text stay.
-            todo = [chunk for chunk in items if stored.get(_chunk_id(chunk)) != chunk.text]
+            todo = [
+                chunk
+                for chunk in items
+                if stored.get(chunk_id(chunk.doc_sha256, chunk.index)) != chunk.text
+            ]
             embedded: list[list[float]] = []
             for start in range(0, len(todo), WRITE_BATCH):
                 batch = todo[start : start + WRITE_BATCH]
@@ -127,7 +133,7 @@ class VectorIndex:
             # Written last, so a crash at any earlier point leaves the document incomplete.
             await self._run(lambda: self._mark_complete(doc, len(items)))
             if items and len(todo) == len(items):  # the usual next step is a search
-                ids = [_chunk_id(chunk) for chunk in items]
+                ids = [chunk_id(chunk.doc_sha256, chunk.index) for chunk in items]
                 self._cache.put(doc.sha256, DocumentVectors.build(ids, embedded))
             return True
 
@@ -238,7 +244,7 @@ class VectorIndex:
         if not record["ids"] or not record["metadatas"]:
             return None
         count = int(str(record["metadatas"][0]["chunks"]))
-        ids = [f"{doc_sha256}:{i}" for i in range(count)]
+        ids = [chunk_id(doc_sha256, i) for i in range(count)]
         if not ids:
             return DocumentVectors([], np.zeros((0, 0), dtype=np.float32))
         found = chunks.get(ids=ids, include=["embeddings"])
@@ -279,7 +285,7 @@ class VectorIndex:
             for chunk in batch
         ]
         self._collections()[0].upsert(
-            ids=[_chunk_id(chunk) for chunk in batch],
+            ids=[chunk_id(chunk.doc_sha256, chunk.index) for chunk in batch],
             embeddings=np.asarray(vectors, dtype=np.float32),
             documents=[chunk.text for chunk in batch],
             metadatas=metadatas,
@@ -289,15 +295,6 @@ class VectorIndex:
         # The manifest needs a vector per record but is only ever read by id.
         self._collections()[1].upsert(
             ids=[doc.sha256],
-            embeddings=np.array([[_position(doc.sha256)]], dtype=np.float32),
+            embeddings=np.array([[manifest_position(doc.sha256)]], dtype=np.float32),
             metadatas=[{"sha256": doc.sha256, "filename": doc.name, "chunks": count}],
         )
-
-
-def _chunk_id(chunk: Chunk) -> str:
-    return f"{chunk.doc_sha256}:{chunk.index}"
-
-
-def _position(doc_sha256: str) -> float:
-    # Spread the manifest's dummy 1-d vectors: identical vectors make HNSW inserts slow.
-    return int.from_bytes(doc_sha256.encode()[:8], "big") / 2**64

@@ -39,6 +39,15 @@ def hit_from(text: str, meta: Mapping[str, Any], similarity: float) -> Hit:
     )
 
 
+def chunk_id(doc_sha256: str, index: int) -> str:
+    return f"{doc_sha256}:{index}"
+
+
+def manifest_position(doc_sha256: str) -> float:
+    """A 1-d stand-in vector for a manifest record, spread out: identical vectors slow HNSW."""
+    return int.from_bytes(doc_sha256.encode()[:8], "big") / 2**64
+
+
 class IndexLockedError(RuntimeError):
     """Another process already holds the embedded vector store."""
 

@@ -75,7 +75,7 @@ async def _choose(exchange: Exchange, services: Services) -> None:
     file_tokens = 0
     per_file: dict[str, int | None] = {}
     for document in exchange.new_documents:
-        guarded = await services.guarded.document(document)
+        guarded = await services.guarded.document(document, exchange.control_tokens)
         if remaining is not None and file_tokens > remaining:
             per_file[document.name] = None  # not counted: already past what remains
             continue

@@ -18,3 +18,4 @@ async def parse_new_documents(exchange: Exchange, services: Services) -> None:
         return
     exchange.status("Deciding how to handle the document(s)...")
     exchange.new_documents = await parse_refs(exchange.new_refs, exchange, services)
+    exchange.control_tokens = await services.tokens.declared_tokens()

@@ -23,7 +23,7 @@ async def inject_full_content(exchange: Exchange, services: Services) -> None:
     files = []
     reports: dict[str, GuardReport] = {}
     for document in exchange.new_documents:
-        guarded = await services.guarded.document(document)
+        guarded = await services.guarded.document(document, exchange.control_tokens)
         files.append((document.name, guarded.text))
         reports[document.name] = guarded.report
     prompt = full_content_prompt(files, exchange.query)

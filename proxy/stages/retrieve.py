@@ -48,7 +48,7 @@ async def retrieve(exchange: Exchange, services: Services) -> None:
         passages = []
         scores.append([round(hit.score, 4) for hit in hits])
         for rank, hit in enumerate(h for h in hits if h.score > threshold):
-            guarded = services.guarded.guard(hit.text)
+            guarded = services.guarded.guard(hit.text, exchange.control_tokens)
             reports[document.name] = reports.get(document.name, GuardReport()) + guarded.report
             meta = {
                 "filename": document.name,
@@ -62,7 +62,9 @@ async def retrieve(exchange: Exchange, services: Services) -> None:
     counter = await services.tokens.counter(exchange.model)
     window = await services.tokens.context_window(exchange.model)
     budget = PassageBudget.for_window(window.tokens, counter.count_text)
-    selection = await budget.select(by_source, guard=lambda text: services.guarded.guard(text).text)
+    selection = await budget.select(
+        by_source, guard=lambda text: services.guarded.guard(text, exchange.control_tokens).text
+    )
     texts = [passage.text for passage in selection.passages]
     prompt = (
         citations_prompt(texts, exchange.query) if texts else no_citations_prompt(exchange.query)

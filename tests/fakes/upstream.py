@@ -63,6 +63,7 @@ class FakeUpstream:
     requests: list[Recorded] = field(default_factory=list)
     disconnected: threading.Event = field(default_factory=threading.Event)
     tokenize_calls: int = 0
+    chat_template: str = "chatml"
 
     def app(self) -> web.Application:
         app = web.Application(client_max_size=256 * 1024 * 1024)
@@ -182,7 +183,9 @@ class FakeUpstream:
                 "default_generation_settings": {"n_ctx": self.n_ctx},
                 "total_slots": 1,
                 "model_path": "/models/fake.gguf",
-                "chat_template": "chatml",
+                "chat_template": self.chat_template,
+                "bos_token": "<s>",
+                "eos_token": "</s>",
             }
         )
 
