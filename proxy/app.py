@@ -34,7 +34,10 @@ async def passthrough(request: web.Request) -> web.StreamResponse:
     """Any other method and path: relayed unchanged, both ways."""
     upstream = request.app[SERVICES].upstream
     headers = upstream_request_headers(
-        request.headers, api_key=upstream.settings.api_key, request_id=request[REQUEST_ID]
+        request.headers,
+        api_key=upstream.settings.api_key,
+        request_id=request[REQUEST_ID],
+        proxy_keys=bool(request.app[SERVICES].settings.server.api_keys),
     )
     body = await request.read()
     url = upstream.url(request.raw_path)

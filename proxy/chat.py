@@ -95,6 +95,7 @@ async def forward(
         request.headers,
         api_key=upstream.settings.api_key,
         request_id=exchange.request_id,
+        proxy_keys=bool(services.settings.server.api_keys),
         # We may rewrite the answer, so ask for it unencoded; the body is new JSON.
         drop=("accept-encoding", "content-type", "content-encoding"),
     )

@@ -82,6 +82,26 @@ def _text_of(parts: list[Any]) -> str:
     )
 
 
+def _without_file_parts(message: dict[str, Any]) -> dict[str, Any]:
+    """A non-user message with any file part replaced by a marker: upstreams reject them, and
+    only users attach documents."""
+    content = message.get("content")
+    if not isinstance(content, list) or not any(
+        isinstance(part, dict) and part.get("type") in FILE_PART_TYPES for part in content
+    ):
+        return message
+    parts = []
+    for part in content:
+        if isinstance(part, dict) and part.get("type") in FILE_PART_TYPES:
+            inner = part.get("file")
+            fields: dict[str, Any] = inner if isinstance(inner, dict) else part
+            name = fields.get("filename") or fields.get("file_name") or "file"
+            parts.append({"type": "text", "text": f"[attached: {name}]"})
+        else:
+            parts.append(part)
+    return {**message, "content": parts}
+
+
 def find_references(messages: list[dict[str, Any]], *, path_prefix: str | None) -> Found:
     """File parts and `#file:` references of user messages; the last user message's are new.
 
@@ -96,7 +116,7 @@ def find_references(messages: list[dict[str, Any]], *, path_prefix: str | None) 
     query = ""
     for index, message in enumerate(messages):
         if message.get("role") != "user":
-            cleaned.append(message)
+            cleaned.append(_without_file_parts(message))
             continue
         new = index == last
         content = message.get("content")

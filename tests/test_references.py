@@ -129,3 +129,16 @@ def test_path_refused(roots: dict[str, Path], reference: str, reason: str) -> No
 def test_no_roots_means_off() -> None:
     with pytest.raises(DocumentError, match="off"):
         resolve_document_path({}, "docs/a.txt")
+
+
+def test_file_parts_outside_user_messages_become_markers() -> None:
+    messages = [
+        {"role": "assistant", "content": [{"type": "text", "text": "here"}, file_part("gen.txt")]},
+        {"role": "user", "content": "thanks"},
+    ]
+    found = find_references(messages, path_prefix=None)
+    assert found.refs == []
+    assert found.messages[0]["content"] == [
+        {"type": "text", "text": "here"},
+        {"type": "text", "text": "[attached: gen.txt]"},
+    ]

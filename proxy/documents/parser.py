@@ -118,6 +118,9 @@ class DocumentParser:
 
     def _check_size(self, name: str, document: ParsedDocument) -> None:
         # Also applies to cache hits: the limits may be lower than when the entry was made.
+        # Characters first: text formats have pages only because the parser cuts them.
+        if document.char_count > self.limits.max_chars:
+            raise self._too_much_text(name)
         if len(document.pages) > self.limits.max_pages:
             raise DocumentError(
                 name,
@@ -125,16 +128,20 @@ class DocumentParser:
                 f" {self.limits.max_pages} pages",
                 code="too_many_pages",
             )
-        if document.char_count > self.limits.max_chars:
-            raise DocumentError(
-                name,
-                f"has more than {self.limits.max_chars} characters of text, over the limit",
-                code="too_much_text",
-            )
+
+    def _too_much_text(self, name: str) -> DocumentError:
+        return DocumentError(
+            name,
+            f"has more than {self.limits.max_chars} characters of text, over the limit",
+            code="too_much_text",
+        )
 
     async def _parse_text(self, name: str, data: bytes, emit: StatusSink) -> list[Page]:
         # Decoding text runs no native parser that could hang or crash, and is linear in
         # the (already size-limited) input: a thread is safe and skips the pool hop.
+        # No encoding spends more than 4 bytes on a character: refuse before decoding.
+        if len(data) > 4 * self.limits.max_chars:
+            raise self._too_much_text(name)
         emit(f"{LIBRARY[Kind.TEXT]} loaded for {name}...")
         emit(f"Parsing file {name}... (0%)")
         try:

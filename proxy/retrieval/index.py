@@ -223,8 +223,7 @@ class VectorIndex:
             if self._closed:
                 raise RuntimeError("the vector index is closed")
             if self._chunks is None or self._manifest is None:
-                client = self._client or self._connect()
-                self._client = client
+                self._client = client = self._client or self._connect()
                 name = self.embedder.name
                 self._chunks = client.get_or_create_collection(
                     name,

@@ -36,10 +36,20 @@ SMALL_BODY = 1 << 20
 
 
 def upstream_request_headers(
-    incoming: Mapping[str, str], *, api_key: str | None, request_id: str, drop: Iterable[str] = ()
+    incoming: Mapping[str, str],
+    *,
+    api_key: str | None,
+    request_id: str,
+    proxy_keys: bool = False,
+    drop: Iterable[str] = (),
 ) -> CIMultiDict[str]:
-    """The client's headers minus hop-by-hop ones, with the upstream key and request id set."""
+    """The client's headers minus hop-by-hop ones, with the upstream key and request id set.
+
+    With `proxy_keys`, the client's credentials are the proxy's own and never go upstream.
+    """
     dropped = HOP_BY_HOP | {name.lower() for name in drop}
+    if proxy_keys:
+        dropped |= {"authorization", "x-api-key"}
     connection_listed = {
         token.strip().lower() for token in incoming.get("Connection", "").split(",") if token
     }
