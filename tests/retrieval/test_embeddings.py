@@ -1,0 +1,152 @@
+"""Embedding backends: the OpenAI-compatible one against a real fake server, and MiniLM."""
+
+from __future__ import annotations
+
+import math
+import socket
+from collections.abc import AsyncIterator
+
+import pytest
+import pytest_asyncio
+
+from proxy.errors import UpstreamError
+from proxy.retrieval.embeddings import (
+    DefaultEmbedder,
+    OpenAIEmbedder,
+    close_embedder,
+    make_embedder,
+)
+from tests.retrieval.support import FakeEmbeddingServer, hashed_vector
+
+
+@pytest_asyncio.fixture
+async def server() -> AsyncIterator[FakeEmbeddingServer]:
+    fake = FakeEmbeddingServer()
+    await fake.start()
+    yield fake
+    await fake.stop()
+
+
+def nomic(base_url: str, **settings: object) -> OpenAIEmbedder:
+    embedder = make_embedder(
+        "openai", base_url=base_url, model="nomic-embed-text-v1.5", max_retries=0, **settings
+    )
+    assert isinstance(embedder, OpenAIEmbedder)
+    return embedder
+
+
+async def test_documents_are_batched_and_prefixed(server: FakeEmbeddingServer) -> None:
+    embedder = nomic(server.base_url, batch_size=3)
+    texts = [f"passage number {i}" for i in range(7)]
+    vectors = await embedder.embed_documents(texts)
+    await close_embedder(embedder)
+    assert [len(request["input"]) for request in server.requests] == [3, 3, 1]
+    sent = [text for request in server.requests for text in request["input"]]
+    assert sent == [f"search_document: {text}" for text in texts]
+    assert {request["model"] for request in server.requests} == {"nomic-embed-text-v1.5"}
+    assert {request["encoding_format"] for request in server.requests} == {"float"}
+    # In input order although the server answered in reverse.
+    assert vectors == [hashed_vector(f"search_document: {text}", 8) for text in texts]
+
+
+async def test_queries_get_the_query_prefix(server: FakeEmbeddingServer) -> None:
+    embedder = nomic(server.base_url)
+    vector = await embedder.embed_query("what is a trace tree?")
+    await close_embedder(embedder)
+    assert server.requests[0]["input"] == ["search_query: what is a trace tree?"]
+    assert vector == hashed_vector("search_query: what is a trace tree?", 8)
+
+
+async def test_prefixes_can_be_set_or_switched_off(server: FakeEmbeddingServer) -> None:
+    plain = nomic(server.base_url, query_prefix="", document_prefix="")
+    await plain.embed_documents(["a"])
+    await plain.embed_query("b")
+    custom = make_embedder(
+        "openai", base_url=server.base_url, model="bge-m3", query_prefix="Q: ", max_retries=0
+    )
+    await custom.embed_documents(["c"])
+    await custom.embed_query("d")
+    for embedder in (plain, custom):
+        await close_embedder(embedder)
+    assert [request["input"] for request in server.requests] == [["a"], ["b"], ["c"], ["Q: d"]]
+
+
+def test_collection_names_are_safe_and_name_the_model() -> None:
+    assert nomic("http://127.0.0.1:9/v1").name == "openai-nomic-embed-text-v1.5"
+    hub = OpenAIEmbedder("http://127.0.0.1:9/v1", "nomic-ai/nomic-embed-text-v1.5")
+    assert hub.name == "openai-nomic-ai-nomic-embed-text-v1.5"
+    assert hub.document_prefix == "search_document: "
+    assert DefaultEmbedder().name == "default-all-MiniLM-L6-v2"
+
+
+async def test_server_error_names_the_server_and_the_status(server: FakeEmbeddingServer) -> None:
+    server.mode = "fail"
+    embedder = nomic(server.base_url)
+    with pytest.raises(UpstreamError) as caught:
+        await embedder.embed_documents(["x"])
+    await close_embedder(embedder)
+    assert caught.value.status == 502
+    assert server.base_url in caught.value.message and "HTTP 500" in caught.value.message
+
+
+async def test_a_missing_vector_is_an_upstream_error(server: FakeEmbeddingServer) -> None:
+    server.mode = "short"
+    embedder = nomic(server.base_url)
+    with pytest.raises(UpstreamError, match="2 vectors for 3 inputs"):
+        await embedder.embed_documents(["x", "y", "z"])
+    await close_embedder(embedder)
+
+
+async def test_a_slow_server_times_out(server: FakeEmbeddingServer) -> None:
+    server.mode = "slow"
+    embedder = nomic(server.base_url, timeout=0.3)
+    with pytest.raises(UpstreamError, match=r"no answer within 0\.3 s"):
+        await embedder.embed_query("x")
+    await close_embedder(embedder)
+
+
+async def test_refused_connection_names_the_server() -> None:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    base_url = f"http://127.0.0.1:{port}/v1"
+    embedder = nomic(base_url)
+    with pytest.raises(UpstreamError) as caught:
+        await embedder.embed_query("x")
+    await close_embedder(embedder)
+    assert f"embedding server {base_url}: unreachable" in caught.value.message
+
+
+def test_the_default_backend_ignores_server_settings() -> None:
+    embedder = make_embedder("default", base_url="http://x/v1", model="m", api_key=None)
+    assert isinstance(embedder, DefaultEmbedder)
+    unset = make_embedder("openai", base_url="http://x/v1", model="m", query_prefix=None)
+    assert isinstance(unset, OpenAIEmbedder) and unset.query_prefix == ""
+
+
+def test_unknown_backend_is_refused() -> None:
+    with pytest.raises(ValueError, match="unknown embeddings backend"):
+        make_embedder("word2vec")
+
+
+async def test_default_embedder_gives_unit_vectors_without_prefixes() -> None:
+    embedder = make_embedder("default", batch_size=2)
+    texts = ["The moon was buried in the bog.", "JavaScript traces", "npm install"]
+    vectors = await embedder.embed_documents(texts)
+    query = await embedder.embed_query(texts[0])
+    assert [len(vector) for vector in vectors] == [384, 384, 384]
+    assert all(math.isclose(sum(x * x for x in v), 1.0, rel_tol=1e-4) for v in vectors)
+    assert math.isclose(
+        sum(a * b for a, b in zip(query, vectors[0], strict=True)), 1.0, rel_tol=1e-4
+    )
+    await close_embedder(embedder)
+
+
+async def test_default_embedder_matches_chromas_own_function() -> None:
+    from chromadb.utils.embedding_functions import ONNXMiniLM_L6_V2
+
+    texts = ["short query?", "a much longer passage " * 30, "", "middle length text " * 5]
+    ours = await DefaultEmbedder(batch_size=3).embed_documents(texts)
+    chromas = ONNXMiniLM_L6_V2()(texts)
+    for mine, theirs in zip(ours, chromas, strict=True):
+        assert max(abs(a - float(b)) for a, b in zip(mine, theirs, strict=True)) < 1e-5

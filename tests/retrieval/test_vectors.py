@@ -1,0 +1,31 @@
+"""In-memory document vectors: exact cosine ranking and a cache bounded in bytes."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from proxy.retrieval.vectors import DocumentVectors, VectorCache
+
+
+def test_top_ranks_by_cosine_and_stops_at_the_limit() -> None:
+    vectors = DocumentVectors.build(["a", "b", "c"], [[1.0, 0.0], [0.0, 2.0], [1.0, 1.0]])
+    assert [i for i, _ in vectors.top([3.0, 0.1], 2)] == ["a", "c"]
+    ranked = vectors.top([0.0, 1.0], 10)
+    assert [i for i, _ in ranked] == ["b", "c", "a"]
+    assert [round(score, 4) for _, score in ranked] == [1.0, 0.7071, 0.0]
+    assert DocumentVectors([], np.zeros((0, 0), dtype=np.float32)).top([1.0], 3) == []
+
+
+def test_the_cache_drops_the_least_recently_used_beyond_its_size() -> None:
+    def entry() -> DocumentVectors:
+        return DocumentVectors.build(["x"], [[0.5] * 256])  # 1 KiB
+
+    cache = VectorCache(max_bytes=2048)
+    cache.put("one", entry())
+    cache.put("two", entry())
+    assert cache.get("one") is not None  # now the most recently used
+    cache.put("three", entry())
+    assert cache.get("two") is None
+    assert cache.get("one") is not None and cache.get("three") is not None
+    cache.put("huge", DocumentVectors.build(["y"], [[0.5] * 1024]))
+    assert cache.get("huge") is None and cache.get("one") is not None
