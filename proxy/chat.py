@@ -18,6 +18,7 @@ from .response import decorate_json, decorate_stream
 from .services import Services
 from .status import StatusChannel
 from .upstream.relay import (
+    client_response_headers,
     relay_response,
     sse_error_event,
     translate_client_error,
@@ -134,11 +135,10 @@ async def relay_chat(
     ):
         answer = await response.read()
         body = decorate_json(answer, exchange)
-        headers = {
-            "Content-Type": response.headers.get("Content-Type", "application/json"),
-            **exchange.response_headers,
-            "X-Request-ID": exchange.request_id,
-        }
+        # The upstream's own headers go back too; the length is that of the body we send.
+        headers = client_response_headers(response.headers)
+        headers.update(exchange.response_headers)
+        headers["X-Request-ID"] = exchange.request_id
         return web.Response(status=response.status, body=body, headers=headers)
     transform = None
     if ok and (exchange.stream or started is not None):
