@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 import time
 from typing import Any
@@ -28,11 +29,20 @@ from .upstream.relay import (
 log = structlog.get_logger(__name__)
 
 
-def parse_body(raw: bytes) -> dict[str, Any]:
+# Bodies (and rewritten bodies) above this size are (de)serialised in a thread: a 60 MB base64
+# PDF takes long enough to stall every other request on the event loop.
+OFF_LOOP_BYTES = 1 << 20
+
+
+async def parse_body(raw: bytes) -> dict[str, Any]:
     if not raw:
         raise BadRequest("the request body is empty; expected a JSON object", code="invalid_json")
     try:
-        body = json.loads(raw)
+        body = (
+            await asyncio.to_thread(json.loads, raw)
+            if len(raw) > OFF_LOOP_BYTES
+            else json.loads(raw)
+        )
     except UnicodeDecodeError as exc:
         raise BadRequest("the request body is not UTF-8 JSON", code="invalid_json") from exc
     except ValueError as exc:
@@ -42,13 +52,38 @@ def parse_body(raw: bytes) -> dict[str, Any]:
     return body
 
 
+async def serialise(body: dict[str, Any]) -> bytes:
+    def dump() -> bytes:
+        return json.dumps(body, ensure_ascii=False).encode()
+
+    return await asyncio.to_thread(dump) if text_size(body) > OFF_LOOP_BYTES else dump()
+
+
+def text_size(body: dict[str, Any]) -> int:
+    """Characters of text, prompt and image data: big when the body carries a document."""
+    size = len(body["prompt"]) if isinstance(body.get("prompt"), str) else 0
+    messages = body.get("messages")
+    for message in messages if isinstance(messages, list) else ():
+        content = message.get("content") if isinstance(message, dict) else None
+        if isinstance(content, str):
+            size += len(content)
+        elif isinstance(content, list):
+            for part in content:
+                if not isinstance(part, dict):
+                    continue
+                image = part.get("image_url")
+                text = image.get("url") if isinstance(image, dict) else part.get("text")
+                size += len(text) if isinstance(text, str) else 0
+    return size
+
+
 async def prepare_exchange(
     request: web.Request, services: Services, status: StatusChannel | None = None
 ) -> Exchange:
     """Parse the body and run every stage; what would go upstream is then in `exchange.body`."""
     exchange = Exchange(
         request_id=request[REQUEST_ID],
-        body=parse_body(await request.read()),
+        body=await parse_body(await request.read()),
         authorization=request.headers.get("Authorization"),
     )
     if status is not None:
@@ -102,7 +137,7 @@ async def forward(
     )
     headers["Content-Type"] = "application/json"
     headers["Accept-Encoding"] = "identity"
-    payload = json.dumps(exchange.body, ensure_ascii=False).encode()
+    payload = await serialise(exchange.body)
     url = upstream.url(exchange.upstream_path)
     sent = time.perf_counter()
     try:
