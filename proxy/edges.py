@@ -3,15 +3,17 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from .config import Settings
 from .documents import DocumentParser, ParseLimits
 from .files import FileStore
 from .formats import FormatRegistry
-from .retrieval.embeddings import Embedder, make_embedder
-from .retrieval.index import VectorIndex
-from .retrieval.retriever import Retriever
 from .tokens import load_encoding
+
+if TYPE_CHECKING:
+    from .retrieval.embeddings import Embedder
+    from .retrieval.retriever import Retriever
 
 
 def data_dir(settings: Settings) -> Path:
@@ -42,6 +44,9 @@ def make_formats(settings: Settings) -> FormatRegistry:
 
 
 def make_embedder_from(settings: Settings) -> Embedder:
+    # Imported here: chromadb and openai take ~2 s to import, and only retrieval needs them.
+    from .retrieval.embeddings import make_embedder
+
     embeddings = settings.embeddings
     if embeddings.backend == "default":
         return make_embedder("default", batch_size=embeddings.batch_size)
@@ -63,6 +68,9 @@ def make_embedder_from(settings: Settings) -> Embedder:
 
 def make_retriever(settings: Settings) -> Retriever:
     # Everything that can fail comes before the index, which locks its directory.
+    from .retrieval.index import VectorIndex
+    from .retrieval.retriever import Retriever
+
     encoding = load_encoding("cl100k_base")
     embedder = make_embedder_from(settings)
     store = settings.vector_store

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import asyncio
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
@@ -32,13 +34,19 @@ class Services:
     guarded: GuardedTexts
     token_cache: TokenCache
     formats: FormatRegistry
-    retriever_factory: object = field(repr=False, default=None)
+    retriever_factory: Callable[[], Retriever] | None = field(repr=False, default=None)
     _retriever: Retriever | None = field(default=None, repr=False)
+    _opening: asyncio.Lock = field(default_factory=asyncio.Lock, repr=False)
 
-    @property
-    def retriever(self) -> Retriever:
-        """The vector index, opened on first use: requests that never retrieve never load it."""
+    async def retriever(self) -> Retriever:
+        """The vector index, opened on first use: requests that never retrieve never load it.
+
+        Opening imports chromadb (seconds) and may load a model: done in a thread, once.
+        """
         if self._retriever is None:
-            assert callable(self.retriever_factory)
-            self._retriever = self.retriever_factory()
-        return self._retriever
+            async with self._opening:
+                if self._retriever is None:
+                    assert self.retriever_factory is not None
+                    self._retriever = await asyncio.to_thread(self.retriever_factory)
+        opened: Retriever = self._retriever
+        return opened

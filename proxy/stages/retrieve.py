@@ -21,7 +21,7 @@ def citation_of(meta: dict[str, Any]) -> str:
 
 
 async def retrieve(exchange: Exchange, services: Services) -> None:
-    retriever = services.retriever
+    retriever = await services.retriever()
     options = exchange.options
     exchange.status("Retrieving relevant citations for user query...")
     started = time.perf_counter()
