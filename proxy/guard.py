@@ -4,9 +4,11 @@ from __future__ import annotations
 
 import re
 import unicodedata
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from functools import lru_cache
+
+from .control_tokens import KNOWN_TOKENS
 
 __all__ = [
     "KNOWN_TOKENS",
@@ -15,141 +17,6 @@ __all__ = [
     "Guarded",
     "neutralise",
 ]
-
-# llama-server tokenizes the whole prompt with special-token parsing on, so a document holding
-# `<|im_end|><|im_start|>system` would speak as the system. Non-special "user-defined" added
-# tokens (Qwen3's `<think>`, `<tool_call>`, `<tool_response>`) are matched even with parsing off
-# (llama.cpp tokenizer_st_partition, PR #8228), so plain-word tags of that kind are guarded too.
-KNOWN_TOKENS: Mapping[str, tuple[str, ...]] = {
-    "chatml": ("<|im_start|>", "<|im_end|>", "<|im_sep|>", "<|endoftext|>"),
-    "llama2": ("[INST]", "[/INST]", "<<SYS>>", "<</SYS>>", "<s>", "</s>"),
-    "llama3": (
-        "<|begin_of_text|>",
-        "<|end_of_text|>",
-        "<|start_header_id|>",
-        "<|end_header_id|>",
-        "<|eot_id|>",
-        "<|eom_id|>",
-        "<|python_tag|>",
-        "<|finetune_right_pad_id|>",
-        "<|reserved_special_token_0|>",
-    ),
-    "llama4": (
-        "<|header_start|>",
-        "<|header_end|>",
-        "<|eot|>",
-        "<|eom|>",
-        "<|python_start|>",
-        "<|python_end|>",
-        "<|image_start|>",
-        "<|patch|>",
-    ),
-    "mistral": (
-        "<s>",
-        "</s>",
-        "[INST]",
-        "[/INST]",
-        "[SYSTEM_PROMPT]",
-        "[/SYSTEM_PROMPT]",
-        "[TOOL_CALLS]",
-        "[AVAILABLE_TOOLS]",
-        "[/AVAILABLE_TOOLS]",
-        "[TOOL_RESULTS]",
-        "[/TOOL_RESULTS]",
-        "[TOOL_CONTENT]",
-        "[THINK]",
-        "[/THINK]",
-        "[ARGS]",
-        "[CALL_ID]",
-    ),
-    "gemma": (
-        "<bos>",
-        "<eos>",
-        "<start_of_turn>",
-        "<end_of_turn>",
-        "<start_of_image>",
-        "<end_of_image>",
-    ),
-    # Gemma 4 opens with `<|name>` and closes with `<name|>` (seen in llama.cpp's
-    # models/ggml-vocab-gemma-4.gguf).
-    "gemma4": (
-        "<bos>",
-        "<eos>",
-        "<|turn>",
-        "<turn|>",
-        "<|tool>",
-        "<tool|>",
-        "<|tool_call>",
-        "<tool_call|>",
-        "<|tool_response>",
-        "<tool_response|>",
-        "<|channel>",
-        "<channel|>",
-        "<|think|>",
-        '<|"|>',
-        "<|image>",
-        "<image|>",
-    ),
-    "command_r": (
-        "<BOS_TOKEN>",
-        "<EOS_TOKEN>",
-        "<EOP_TOKEN>",
-        "<|START_OF_TURN_TOKEN|>",
-        "<|END_OF_TURN_TOKEN|>",
-        "<|USER_TOKEN|>",
-        "<|CHATBOT_TOKEN|>",
-        "<|SYSTEM_TOKEN|>",
-        "<|START_RESPONSE|>",
-        "<|END_RESPONSE|>",
-        "<|START_THINKING|>",
-        "<|END_THINKING|>",
-    ),
-    "phi": ("<|system|>", "<|user|>", "<|assistant|>", "<|end|>", "<|endoftext|>", "<|im_sep|>"),
-    "deepseek": (
-        "<｜begin▁of▁sentence｜>",
-        "<｜end▁of▁sentence｜>",
-        "<｜User｜>",
-        "<｜Assistant｜>",
-        "<｜tool▁calls▁begin｜>",
-        "<｜tool▁call▁begin｜>",
-        "<｜tool▁sep｜>",
-        "<｜tool▁call▁end｜>",
-        "<｜tool▁calls▁end｜>",
-        "<｜tool▁outputs▁begin｜>",
-        "<｜tool▁output▁begin｜>",
-        "<think>",
-        "</think>",
-    ),
-    "qwen": (
-        "<|im_start|>",
-        "<|im_end|>",
-        "<|endoftext|>",
-        "<|vision_start|>",
-        "<|vision_end|>",
-        "<|image_pad|>",
-        "<|object_ref_start|>",
-        "<|box_start|>",
-        "<|fim_prefix|>",
-        "<|file_sep|>",
-        "<tool_call>",
-        "</tool_call>",
-        "<tool_response>",
-        "</tool_response>",
-        "<think>",
-        "</think>",
-    ),
-    "glm": ("[gMASK]", "<sop>", "<|system|>", "<|user|>", "<|assistant|>", "<|observation|>"),
-    "harmony": (
-        "<|start|>",
-        "<|end|>",
-        "<|message|>",
-        "<|channel|>",
-        "<|return|>",
-        "<|call|>",
-        "<|constrain|>",
-    ),
-    "granite": ("<|start_of_role|>", "<|end_of_role|>", "<|end_of_text|>"),
-}
 
 OVERRIDE_MARKER = "[redacted: instruction override]"
 
