@@ -44,7 +44,7 @@ class StatusChannel:
         self._armed = False
 
     def __call__(self, line: str) -> None:
-        log.info("status", line=line)
+        log.debug("status", line=line)
         if not self.enabled:
             return
         self.lines.append(line)
