@@ -84,7 +84,6 @@ async def prepare_exchange(
     exchange = Exchange(
         request_id=request[REQUEST_ID],
         body=await parse_body(await request.read()),
-        authorization=request.headers.get("Authorization"),
     )
     if status is not None:
         exchange.status = status

@@ -71,10 +71,3 @@ class UpstreamTimeout(ProxyError):
 
     status = 504
     type = "upstream_timeout"
-
-
-class NotImplementedYet(ProxyError):
-    """A capability the proxy does not offer for this request (501)."""
-
-    status = 501
-    type = "not_implemented"

@@ -28,7 +28,6 @@ class Options:
     strategy: str = "auto"
     retrieval_limit: int = 3
     affinity_threshold: float | None = None
-    debug: bool = False
 
 
 @dataclass
@@ -37,12 +36,10 @@ class Exchange:
 
     request_id: str
     body: dict[str, Any]
-    authorization: str | None = None
     options: Options = field(default_factory=Options)
     new_refs: list[FileRef] = field(default_factory=list)
     old_refs: list[FileRef] = field(default_factory=list)
     new_documents: list[ParsedDocument] = field(default_factory=list)
-    old_documents: list[ParsedDocument] = field(default_factory=list)
     query: str = ""
     strategy: str = "none"
     decision: dict[str, Any] = field(default_factory=dict)
@@ -50,8 +47,6 @@ class Exchange:
     search_results: list[dict[str, Any]] = field(default_factory=list)
     response_headers: dict[str, str] = field(default_factory=dict)
     upstream_path: str = "/v1/chat/completions"
-    adapter: str = "chat"
-    format_name: str | None = None
     response_converter: Any = None
     control_tokens: tuple[str, ...] = ()  # declared by the upstream model, for the guard
     timings: dict[str, float] = field(default_factory=dict)

@@ -100,6 +100,5 @@ async def _to_text_completion(exchange: Exchange, services: Services, format_nam
     prompt = render_prompt(fmt, messages, include_bos=False)
     exchange.body = completion_request(exchange.body, fmt, prompt)
     exchange.upstream_path = "/v1/completions"
-    exchange.adapter = "text"
-    exchange.format_name = fmt.name
+    exchange.decision["adapter"] = {"kind": "text", "format": fmt.name, "stop": stops}
     exchange.response_converter = TextCompletionConverter(stops)
