@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+from urllib.parse import quote
 import contextlib
 import errno
 import os
@@ -119,7 +120,8 @@ async def file_content(request: web.Request) -> web.StreamResponse:
         store.path(stored),
         headers={
             "Content-Type": "application/octet-stream",
-            "Content-Disposition": f'attachment; filename="{stored.filename}"',
+            # RFC 6266 form: a client-chosen name can hold quotes or line breaks.
+            "Content-Disposition": f"attachment; filename*=UTF-8''{quote(stored.filename)}",
         },
     )
 

@@ -100,3 +100,13 @@ def test_bad_uploads(make_proxy: Callable[..., str]) -> None:
     assert not_multipart.status_code == 400
     assert httpx.get(base + "/v1/files").json()["data"] == []
     assert httpx.get(base + "/v1/files/file-nope").status_code == 404
+
+
+def test_awkward_file_names_are_safe_in_headers(make_proxy: Callable[..., str]) -> None:
+    client = sdk(make_proxy())
+    name = 'we"ird\r\nX-Injected: 1 naïve.txt'
+    created = client.files.create(file=(name, b"data"), purpose="user_data")
+    content = client.files.with_raw_response.content(created.id)
+    assert "X-Injected" not in content.headers
+    assert content.headers["Content-Disposition"].startswith("attachment; filename*=UTF-8''")
+    assert content.content == b"data"
