@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 import asyncio
-from urllib.parse import quote
 import contextlib
 import errno
 import os
+from urllib.parse import quote
 
 from aiohttp import BodyPartReader, web
 
