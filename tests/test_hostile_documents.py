@@ -303,9 +303,8 @@ def test_deeply_nested_html(hostile_proxy: str, upstream: FakeUpstream) -> None:
     prepared = prepare("deep.html", html.encode())
     with peak_rss_growth() as growth:
         outcome = concurrently_responsive(hostile_proxy, upstream, prepared)
-    assert outcome in {"ok", "parse_timeout", "invalid_document"}
-    if outcome == "ok":
-        assert "deep html text" in upstream.last_to(CHAT).body.decode()
+    # Refused from a linear scan of the tags, before lexbor's quadratic tree building.
+    assert outcome == "corrupt_document"
     assert growth[0] < RSS_BOUND_MB
 
 

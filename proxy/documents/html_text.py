@@ -6,6 +6,7 @@ import re
 
 from selectolax.lexbor import LexborHTMLParser, LexborNode
 
+from proxy.documents.failure import ExtractError
 from proxy.documents.text import decode_text, tidy
 
 
@@ -32,10 +33,42 @@ _META_CHARSET = re.compile(rb"""<meta[^>]+charset\s*=\s*["']?([A-Za-z0-9_.:-]+)"
 _SPACES = re.compile(r"\s+")
 
 
+MAX_DEPTH = 5000
+_TAG = re.compile(r"<(/?)([A-Za-z][A-Za-z0-9-]*)[^>]*?(/?)>")
+# Elements that never take a closing tag, or whose end tag browsers imply often enough that
+# counting them would overstate the depth.
+_VOID = _tags(
+    "area base br col embed hr img input link meta param source track wbr p li td th tr dt dd"
+    " option"
+)
+
+
+def nesting_depth(html: str) -> int:
+    """The deepest element nesting, counted from the tags alone in one linear pass."""
+    depth = deepest = 0
+    for match in _TAG.finditer(html):
+        closing, tag, self_closing = match.groups()
+        if self_closing or tag.lower() in _VOID:
+            continue
+        if closing:
+            depth = max(0, depth - 1)
+        else:
+            depth += 1
+            deepest = max(deepest, depth)
+    return deepest
+
+
 def html_to_text(data: bytes) -> str:
     """Readable text of an HTML page: the main content if marked, else the body."""
     declared = _META_CHARSET.search(data[:4096])
     html = decode_text(data, declared.group(1).decode("ascii") if declared else None)
+    if nesting_depth(html) > MAX_DEPTH:
+        # lexbor's tree building is quadratic in depth (20k nested divs: seconds): refuse
+        # before parsing rather than hold a worker until the parse timeout.
+        raise ExtractError(
+            f"is nested more than {MAX_DEPTH} elements deep; not a page a person reads",
+            "corrupt_document",
+        )
     tree = LexborHTMLParser(html)
     for node in tree.css(_CHROME):
         node.decompose()

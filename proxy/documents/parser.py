@@ -50,6 +50,7 @@ class DocumentParser:
         self.limits = limits or ParseLimits()
         self.cache = DocumentCache(cache_dir)
         self.pool = WorkerPool(workers, argv=worker_argv)
+        self._inflight: dict[str, asyncio.Future[ParsedDocument]] = {}
 
     async def start(self) -> None:
         """Optional warm-up: spawn the worker processes before the first parse."""
@@ -75,6 +76,35 @@ class DocumentParser:
             self._check_size(name, cached)
             return cached if cached.name == name else replace(cached, name=name)
         sha256 = cached
+        # Many clients sending the same new document at once parse it once.
+        while (pending := self._inflight.get(sha256)) is not None:
+            try:
+                document = await asyncio.shield(pending)
+            except asyncio.CancelledError:
+                if pending.cancelled():
+                    continue  # the request parsing it went away: parse it for this one
+                raise
+            return document if document.name == name else replace(document, name=name)
+        future: asyncio.Future[ParsedDocument] = asyncio.get_running_loop().create_future()
+        self._inflight[sha256] = future
+        try:
+            document = await self._parse_new(name, kind, data, sha256, emit)
+        except asyncio.CancelledError:
+            future.cancel()
+            raise
+        except BaseException as exc:
+            future.set_exception(exc)
+            future.exception()  # retrieved here, so an unawaited future does not warn
+            raise
+        else:
+            future.set_result(document)
+            return document
+        finally:
+            self._inflight.pop(sha256, None)
+
+    async def _parse_new(
+        self, name: str, kind: Kind, data: bytes, sha256: str, emit: StatusSink
+    ) -> ParsedDocument:
         started = time.perf_counter()
         library = LIBRARY[kind]
         emit(f"Loading parser for {name}...")

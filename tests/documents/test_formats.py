@@ -86,7 +86,7 @@ def test_html_honours_declared_charset() -> None:
 
 
 def test_html_survives_deep_nesting() -> None:
-    # lexbor's tree building is quadratic in depth: far deeper pages are left to the timeout.
+    # Rendering uses no recursion; far deeper pages are refused before parsing (below).
     html = b"<div>" * 3000 + b"deep" + b"</div>" * 3000
     assert html_to_text(html) == "deep"
 
@@ -110,3 +110,11 @@ def test_docx_paragraphs_headings_and_tables_in_order() -> None:
 def test_corrupt_docx_is_an_extract_error() -> None:
     with pytest.raises(ExtractError, match="not a readable DOCX"):
         docx_to_text(b"PK\x03\x04 not really a zip")
+
+
+def test_nesting_depth_is_counted_from_tags() -> None:
+    from proxy.documents.html_text import MAX_DEPTH, nesting_depth
+
+    assert nesting_depth("<html><body><div><p>a<p>b</div><br><img src=x></body></html>") == 3
+    assert nesting_depth("<div>" * (MAX_DEPTH + 1)) == MAX_DEPTH + 1
+    assert nesting_depth("<div/>" * 100) == 0

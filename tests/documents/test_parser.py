@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 from collections.abc import AsyncIterator, Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
+import pymupdf
 import pytest
 import pytest_asyncio
 
@@ -175,3 +177,18 @@ async def test_limits_apply_to_cache_hits(parser: DocumentParser, make_pdf: PdfM
 async def test_blank_pdf_says_it_may_be_scanned(parser: DocumentParser, make_pdf: PdfMaker) -> None:
     with pytest.raises(DocumentError, match="scanned document without a text layer"):
         await parser.parse("scan.pdf", make_pdf(["", ""]))
+
+
+async def test_concurrent_parses_of_the_same_bytes_share_one_job(tmp_path: Path) -> None:
+    document = pymupdf.open()
+    for number in range(3):
+        document.new_page().insert_text((72, 72), f"Shared page {number + 1}")
+    data = document.tobytes()
+    parser = DocumentParser(tmp_path / "cache", ParseLimits(), workers=1)
+    try:
+        results = await asyncio.gather(*(parser.parse(f"copy-{n}.pdf", data) for n in range(5)))
+        assert parser.pool.jobs == 1
+        assert [r.name for r in results] == [f"copy-{n}.pdf" for n in range(5)]
+        assert len({r.sha256 for r in results}) == 1
+    finally:
+        await parser.close()
