@@ -70,6 +70,7 @@ class DocumentSettings(Section):
     max_chars: int = Field(5_000_000, ge=1)
     parse_timeout_s: float = Field(60, gt=0)
     parse_workers: int = Field(2, ge=1)
+    cache_max_mb: float = Field(2048, gt=0)
 
 
 class ModelSettings(Section):

@@ -36,7 +36,12 @@ def make_parser(settings: Settings) -> DocumentParser:
         max_chars=documents.max_chars,
         timeout_s=documents.parse_timeout_s,
     )
-    return DocumentParser(data_dir(settings) / "parsed", limits, documents.parse_workers)
+    return DocumentParser(
+        data_dir(settings) / "parsed",
+        limits,
+        documents.parse_workers,
+        cache_max_bytes=int(documents.cache_max_mb * 1024 * 1024),
+    )
 
 
 def make_formats(settings: Settings) -> FormatRegistry:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import tempfile
@@ -20,10 +21,14 @@ FORMAT_VERSION = 1
 class DocumentCache:
     """Entries are keyed by sha256 and kind; the name stored is whatever the first caller used."""
 
-    def __init__(self, directory: Path, memory_entries: int = 32) -> None:
+    def __init__(
+        self, directory: Path, memory_entries: int = 32, max_bytes: int | None = None
+    ) -> None:
         self._directory = directory
         self._memory: OrderedDict[tuple[str, str], ParsedDocument] = OrderedDict()
         self._memory_entries = memory_entries
+        self._max_bytes = max_bytes
+        self._disk_bytes: int | None = None  # learnt by one scan, then kept up to date
 
     def recall(self, sha256: str, kind: str) -> ParsedDocument | None:
         """The in-memory entry, if any (event loop thread)."""
@@ -65,6 +70,10 @@ class DocumentCache:
             # A torn or tampered entry is only a cache miss: the document is parsed again.
             log.warning("ignoring corrupt cache entry", path=str(path), error=repr(exc))
             return None
+        finally:
+            # The file's time is its last use: pruning removes the least recently used.
+            with contextlib.suppress(OSError):
+                os.utime(path)
 
     def store(self, document: ParsedDocument) -> None:
         path = self._path(document.sha256, document.kind)
@@ -88,3 +97,35 @@ class DocumentCache:
                 raise
         except OSError as exc:
             log.warning("could not write cache entry", path=str(path), error=repr(exc))
+            return
+        self._account(path)
+
+    def _entries(self) -> list[tuple[float, int, Path]]:
+        entries = []
+        for path in self._directory.glob("*/*.json"):
+            with contextlib.suppress(OSError):
+                stat = path.stat()
+                entries.append((stat.st_mtime, stat.st_size, path))
+        return entries
+
+    def _account(self, path: Path) -> None:
+        """Keep the directory under `max_bytes`, dropping the least recently used entries."""
+        if self._max_bytes is None:
+            return
+        if self._disk_bytes is None:
+            self._disk_bytes = sum(size for _, size, _ in self._entries())
+        else:
+            with contextlib.suppress(OSError):
+                self._disk_bytes += path.stat().st_size
+        if self._disk_bytes <= self._max_bytes:
+            return
+        entries = sorted(self._entries())
+        total = sum(size for _, size, _ in entries)
+        # Down to 90%, so that the next few entries do not each trigger a scan.
+        for _, size, old in entries:
+            if total <= self._max_bytes * 0.9 or old == path:
+                break
+            with contextlib.suppress(OSError):
+                old.unlink()
+                total -= size
+        self._disk_bytes = total

@@ -46,9 +46,10 @@ class DocumentParser:
         workers: int = 2,
         *,
         worker_argv: Sequence[str] | None = None,
+        cache_max_bytes: int | None = None,
     ) -> None:
         self.limits = limits or ParseLimits()
-        self.cache = DocumentCache(cache_dir)
+        self.cache = DocumentCache(cache_dir, max_bytes=cache_max_bytes)
         self.pool = WorkerPool(workers, argv=worker_argv)
         self._inflight: dict[str, asyncio.Future[ParsedDocument]] = {}
 

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
+import time
 from collections.abc import AsyncIterator, Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -13,6 +15,8 @@ import pytest
 import pytest_asyncio
 
 from proxy.documents import DocumentParser, ParseLimits
+from proxy.documents.cache import DocumentCache
+from proxy.documents.model import Page, ParsedDocument
 from proxy.errors import DocumentError, PayloadTooLarge
 
 pytestmark = pytest.mark.asyncio(loop_scope="module")
@@ -192,3 +196,21 @@ async def test_concurrent_parses_of_the_same_bytes_share_one_job(tmp_path: Path)
         assert len({r.sha256 for r in results}) == 1
     finally:
         await parser.close()
+
+
+async def test_disk_cache_drops_the_least_recently_used(tmp_path: Path) -> None:
+    cache = DocumentCache(tmp_path, max_bytes=5000)
+
+    def entry(n: int) -> ParsedDocument:
+        return ParsedDocument(f"d{n}.txt", f"{n:064x}", "text", "text", (Page(1, "x" * 1500),))
+
+    for n in range(3):
+        cache.store(entry(n))
+        path = tmp_path / f"{n:064x}"[:2] / f"{n:064x}.text.json"
+        os.utime(path, (time.time() - 100 + n, time.time() - 100 + n))
+    assert cache.load(f"{0:064x}", "text") is not None  # used again: now the most recent
+    cache.store(entry(3))
+    kept = {p.name.split(".")[0][-1] for p in tmp_path.glob("*/*.json")}
+    assert "1" not in kept  # the least recently used went first
+    assert {"0", "3"} <= kept
+    assert sum(p.stat().st_size for p in tmp_path.glob("*/*.json")) <= 5000
