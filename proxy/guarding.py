@@ -15,9 +15,14 @@ OFF_LOOP_CHARS = 50_000
 class GuardedTexts:
     """An LRU of neutralised document texts, keyed by the document's sha256."""
 
-    def __init__(self, *, redact_overrides: bool, size: int = 64) -> None:
+    def __init__(
+        self, *, redact_overrides: bool, size: int = 64, max_chars: int = 50_000_000
+    ) -> None:
         self.redact_overrides = redact_overrides
         self.size = size
+        # Bounded by text held as well as by count: a few 5M-character books are plenty.
+        self.max_chars = max_chars
+        self._chars = 0
         self._cache: OrderedDict[tuple[str, tuple[str, ...]], Guarded] = OrderedDict()
 
     def guard(self, text: str, extra_tokens: tuple[str, ...] = ()) -> Guarded:
@@ -37,6 +42,10 @@ class GuardedTexts:
         else:
             guarded = self.guard(text, extra_tokens)
         self._cache[key] = guarded
-        while len(self._cache) > self.size:
-            self._cache.popitem(last=False)
+        self._chars += len(guarded.text)
+        while len(self._cache) > 1 and (
+            len(self._cache) > self.size or self._chars > self.max_chars
+        ):
+            _, dropped = self._cache.popitem(last=False)
+            self._chars -= len(dropped.text)
         return guarded

@@ -27,6 +27,9 @@ class DocumentCache:
         self._directory = directory
         self._memory: OrderedDict[tuple[str, str], ParsedDocument] = OrderedDict()
         self._memory_entries = memory_entries
+        # Bounded by text held as well as by count: a few 5M-character books are plenty.
+        self._memory_chars = 0
+        self._max_memory_chars = 50_000_000
         self._max_bytes = max_bytes
         self._disk_bytes: int | None = None  # learnt by one scan, then kept up to date
 
@@ -47,10 +50,17 @@ class DocumentCache:
 
     def remember(self, document: ParsedDocument) -> None:
         """Keep in memory (event loop thread); `store` writes the file (any thread)."""
-        self._memory[(document.sha256, document.kind)] = document
-        self._memory.move_to_end((document.sha256, document.kind))
-        while len(self._memory) > self._memory_entries:
-            self._memory.popitem(last=False)
+        key = (document.sha256, document.kind)
+        previous = self._memory.pop(key, None)
+        if previous is not None:
+            self._memory_chars -= previous.char_count
+        self._memory[key] = document
+        self._memory_chars += document.char_count
+        while len(self._memory) > 1 and (
+            len(self._memory) > self._memory_entries or self._memory_chars > self._max_memory_chars
+        ):
+            _, dropped = self._memory.popitem(last=False)
+            self._memory_chars -= dropped.char_count
 
     def _path(self, sha256: str, kind: str) -> Path:
         return self._directory / sha256[:2] / f"{sha256}.{kind}.json"
