@@ -45,7 +45,9 @@ def make_parser(settings: Settings) -> DocumentParser:
 
 
 def make_formats(settings: Settings) -> FormatRegistry:
-    return FormatRegistry(user_dir=settings.formats.presets_dir, inline=settings.formats.custom)
+    # Default: where `python -m proxy formats import` puts presets (<data_dir>/formats).
+    presets = settings.formats.presets_dir or settings.server.data_dir / "formats"
+    return FormatRegistry(user_dir=presets, inline=settings.formats.custom)
 
 
 def make_embedder_from(settings: Settings) -> Embedder:
