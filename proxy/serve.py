@@ -62,8 +62,20 @@ def _run(settings: Settings, sock: socket.socket | None) -> None:
     )
 
 
+def check_formats(settings: Settings) -> None:
+    """Instruct-format presets are validated before the server starts, not per request."""
+    from .edges import make_formats
+    from .errors import ProxyError
+
+    try:
+        make_formats(settings)
+    except ProxyError as error:
+        raise ConfigError(f"config key formats: {error.message}") from error
+
+
 def serve(settings: Settings) -> int:
     check_workers(settings)
+    check_formats(settings)
     configure_logging(settings.server.log_format, settings.server.log_level)
     if settings.server.workers == 1:
         _run(settings, None)

@@ -92,3 +92,13 @@ def test_help_explains_everything() -> None:
     assert result.returncode == 0
     for flag in ("--config", "--host", "--port", "--upstream", "--workers", "PROXY__"):
         assert flag in result.stdout
+
+
+def test_a_bad_custom_format_stops_the_start(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.setenv(
+        "PROXY__FORMATS__CUSTOM", "{evil: {templates: {user: '{{ content.__class__ }}'}}}"
+    )
+    assert main([]) == 2
+    assert "config key formats" in capsys.readouterr().err
