@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import asyncio
 import hmac
+import os
 import re
 import time
-import uuid
 
 import structlog
 from aiohttp import web
@@ -51,7 +51,7 @@ async def proxy_middleware(request: web.Request, handler: Handler) -> web.Stream
     services = request.app[SERVICES]
     metrics = services.metrics
     incoming_id = request.headers.get("X-Request-ID", "")
-    request_id = incoming_id if REQUEST_ID_SHAPE.match(incoming_id) else uuid.uuid4().hex
+    request_id = incoming_id if REQUEST_ID_SHAPE.match(incoming_id) else os.urandom(16).hex()
     request[REQUEST_ID] = request_id
     started = time.perf_counter()
     status = 500
