@@ -53,6 +53,9 @@ async def proxy_middleware(request: web.Request, handler: Handler) -> web.Stream
     incoming_id = request.headers.get("X-Request-ID", "")
     request_id = incoming_id if REQUEST_ID_SHAPE.match(incoming_id) else os.urandom(16).hex()
     request[REQUEST_ID] = request_id
+    # Every log line written while handling this request carries its id (each request runs in
+    # its own task, so the binding is its own).
+    structlog.contextvars.bind_contextvars(request_id=request_id)
     started = time.perf_counter()
     status = 500
     metrics.in_flight.inc()
@@ -100,7 +103,6 @@ async def proxy_middleware(request: web.Request, handler: Handler) -> web.Stream
         if request.path not in OPEN_PATHS:
             log.info(
                 "request",
-                request_id=request_id,
                 method=request.method,
                 path=request.path,
                 status=status,
