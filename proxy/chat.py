@@ -18,6 +18,7 @@ from .pipeline import run_pipeline
 from .response import decorate_json, decorate_stream
 from .services import Services
 from .status import StatusChannel
+from .upstream.client import CLIENT_AUTHORIZATION
 from .upstream.relay import (
     client_response_headers,
     relay_response,
@@ -85,6 +86,8 @@ async def prepare_exchange(
         request_id=request[REQUEST_ID],
         body=await parse_body(await request.read()),
     )
+    if not services.settings.server.api_keys:
+        CLIENT_AUTHORIZATION.set(request.headers.get("Authorization"))
     if status is not None:
         exchange.status = status
         if exchange.stream:

@@ -357,3 +357,17 @@ def test_tokens_the_upstream_declares_are_neutralised(
     text = sent_text(upstream)
     assert "[TURN_END]" not in text and "[TURN_BEGIN]" not in text
     assert "TURN_END" in text and "[ordinary]" in text
+
+
+def test_the_clients_key_opens_the_upstreams_introspection(
+    make_proxy: Callable[..., str], upstream: FakeUpstream
+) -> None:
+    # An upstream that wants a key for /tokenize and /props gets the client's, as chat does.
+    upstream.required_key = "sk-client"
+    base = make_proxy()
+    body = ask([text_part("a.txt", "Some words.")])
+    response = httpx.post(
+        base + "/v1/enrich/preview", json=body, headers={"Authorization": "Bearer sk-client"}
+    )
+    record = response.json()["decision"]
+    assert record["counter"] == "llamacpp" and record["context_window"] == 4096

@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 import json
 from collections.abc import AsyncIterator
+from contextvars import ContextVar
 from typing import Any
 
 import aiohttp
@@ -13,6 +14,11 @@ import yarl
 from ..config import UpstreamSettings
 from ..errors import ProxyError
 from .relay import translate_client_error
+
+# The client's Authorization, for the proxy's own calls made on its behalf (tokenize, props):
+# an upstream that wants a key for chat wants it for those too. Set per request (each request
+# runs in its own task), and only when the proxy has no keys of its own.
+CLIENT_AUTHORIZATION: ContextVar[str | None] = ContextVar("client_authorization", default=None)
 
 # Failures of a reused connection before the request reached the server.
 STALE_CONNECTION = (aiohttp.ServerDisconnectedError, aiohttp.ClientOSError)
@@ -42,8 +48,9 @@ class UpstreamClient:
     def auth_headers(self, incoming_authorization: str | None) -> dict[str, str]:
         if self.settings.api_key:
             return {"Authorization": f"Bearer {self.settings.api_key}"}
-        if incoming_authorization:
-            return {"Authorization": incoming_authorization}
+        authorization = incoming_authorization or CLIENT_AUTHORIZATION.get()
+        if authorization:
+            return {"Authorization": authorization}
         return {}
 
     @contextlib.asynccontextmanager

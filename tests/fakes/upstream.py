@@ -64,6 +64,17 @@ class FakeUpstream:
     disconnected: threading.Event = field(default_factory=threading.Event)
     tokenize_calls: int = 0
     chat_template: str = "chatml"
+    required_key: str | None = None  # introspection endpoints answer 401 without it
+
+    def authorised(self, request: web.Request) -> None:
+        if (
+            self.required_key
+            and request.headers.get("Authorization") != f"Bearer {self.required_key}"
+        ):
+            raise web.HTTPUnauthorized(
+                text='{"error": {"message": "no key", "type": "authentication_error"}}',
+                content_type="application/json",
+            )
 
     def app(self) -> web.Application:
         app = web.Application(client_max_size=256 * 1024 * 1024)
@@ -176,6 +187,7 @@ class FakeUpstream:
         return web.json_response({"status": "ok"})
 
     async def props(self, request: web.Request) -> web.Response:
+        self.authorised(request)
         if self.kind != "llamacpp":
             raise web.HTTPNotFound()
         return web.json_response(
@@ -191,6 +203,7 @@ class FakeUpstream:
 
     async def models(self, request: web.Request) -> web.Response:
         await self.record(request)
+        self.authorised(request)
         card: dict[str, Any] = {"id": "fake-model", "object": "model", "owned_by": "fake"}
         if self.kind == "llamacpp":
             card["meta"] = {"n_ctx": self.n_ctx, "n_ctx_train": 32768}
@@ -199,6 +212,7 @@ class FakeUpstream:
         return web.json_response({"object": "list", "data": [card]})
 
     async def tokenize(self, request: web.Request) -> web.Response:
+        self.authorised(request)
         if self.kind == "plain":
             raise web.HTTPNotFound()
         self.tokenize_calls += 1
@@ -214,6 +228,7 @@ class FakeUpstream:
         return web.json_response({"tokens": fake_tokens(body["content"])})
 
     async def apply_template(self, request: web.Request) -> web.Response:
+        self.authorised(request)
         if self.kind != "llamacpp":
             raise web.HTTPNotFound()
         body = await request.json()
