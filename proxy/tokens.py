@@ -166,6 +166,7 @@ class ContextWindow:
 
     tokens: int | None
     source: str
+    keep: bool = True  # False when the upstream refused for want of a key: ask again next time
 
 
 class ModelIntrospection:
@@ -186,25 +187,31 @@ class ModelIntrospection:
         if self._flavour is not None:
             return self._flavour
         async with self._probe_lock:
-            if self._flavour is None:
-                self._flavour = await self._probe()
-                log.info("upstream probed", flavour=self._flavour, url=self.upstream.base_url)
-        return self._flavour
+            if self._flavour is not None:
+                return self._flavour
+            flavour, certain = await self._probe()
+            log.info("upstream probed", flavour=flavour, url=self.upstream.base_url)
+            if not certain:
+                return flavour  # refused for want of a key: ask again with the next request
+            self._flavour = flavour
+        return flavour
 
-    async def _probe(self) -> str:
+    async def _probe(self) -> tuple[str, bool]:
+        """The upstream's kind, and whether the answer can be kept (no 401/403 seen)."""
         try:
             status, body = await self.upstream.get_json("/props")
             if status == 200 and isinstance(body, dict) and "default_generation_settings" in body:
-                return "llamacpp"
+                return "llamacpp", True
+            refused = status in (401, 403)
             status, body = await self.upstream.post_json(
                 "/tokenize", {"prompt": "probe", "add_special_tokens": False}
             )
             if status == 200 and isinstance(body, dict) and "count" in body:
-                return "vllm"
+                return "vllm", True
         except ProxyError as error:
             log.warning("upstream probe failed", error=error.message)
             raise
-        return "other"
+        return "other", not (refused or status in (401, 403))
 
     async def declared_tokens(self) -> tuple[str, ...]:
         """Control tokens the upstream model declares (llama.cpp `/props`), for the guard.
@@ -271,7 +278,8 @@ class ModelIntrospection:
                 window = await asyncio.shield(pending)
             finally:
                 self._learning.pop(key, None)
-            self._windows[key] = (time.monotonic(), window)
+            if window.keep:
+                self._windows[key] = (time.monotonic(), window)
             while len(self._windows) > 256:
                 self._windows.popitem(last=False)
             return window
@@ -296,4 +304,6 @@ class ModelIntrospection:
                     return ContextWindow(meta["n_ctx"], "llamacpp /v1/models meta.n_ctx")
                 if isinstance(card.get("max_model_len"), int):
                     return ContextWindow(card["max_model_len"], "vllm /v1/models max_model_len")
+        if status in (401, 403):
+            return ContextWindow(None, f"unknown (the upstream answered {status})", keep=False)
         return ContextWindow(None, "unknown")

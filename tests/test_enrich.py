@@ -371,3 +371,18 @@ def test_the_clients_key_opens_the_upstreams_introspection(
     )
     record = response.json()["decision"]
     assert record["counter"] == "llamacpp" and record["context_window"] == 4096
+
+
+def test_a_probe_refused_for_want_of_a_key_is_not_remembered(
+    make_proxy: Callable[..., str], upstream: FakeUpstream
+) -> None:
+    upstream.required_key = "sk-client"
+    base = make_proxy()
+    body = ask([text_part("a.txt", "Some words.")])
+    without = httpx.post(base + "/v1/enrich/preview", json=body).json()["decision"]
+    assert without["counter"].startswith("tiktoken")  # no key: an estimate
+    with_key = httpx.post(
+        base + "/v1/enrich/preview", json=body, headers={"Authorization": "Bearer sk-client"}
+    ).json()["decision"]
+    assert with_key["counter"] == "llamacpp"
+    assert with_key["context_window"] == 4096
