@@ -6,10 +6,17 @@ import os
 from pathlib import Path
 
 import pytest
+from hypothesis import settings as hypothesis_settings
 
 # Offline machines: tiktoken reads cl100k_base from here (put there by
 # ../shared/models/install-offline-caches.sh, or downloaded on first use elsewhere).
 os.environ.setdefault("TIKTOKEN_CACHE_DIR", str(Path.home() / ".cache" / "tiktoken"))
+
+# CI runs the same examples every time (a gate must not turn red by chance); developers' runs
+# keep exploring new ones.
+hypothesis_settings.register_profile("ci", derandomize=True, deadline=None, print_blob=True)
+if os.environ.get("CI"):
+    hypothesis_settings.load_profile("ci")
 
 ROOT = Path(__file__).resolve().parent.parent
 CORPUS = ROOT.parent / "shared" / "corpus"
