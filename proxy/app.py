@@ -16,13 +16,13 @@ from .edges import data_dir, make_files, make_formats, make_parser, make_retriev
 from .errors import ProxyError
 from .files_api import add_routes as add_file_routes
 from .guarding import GuardedTexts
+from .introspection import ModelIntrospection
 from .keys import REQUEST_ID, ROUTE, SERVICES, UPSTREAM_SECONDS
 from .metrics import Metrics
 from .middleware import proxy_middleware
 from .preview import preview_route
 from .services import Services
 from .stages.decide import TokenCache
-from .tokens import ModelIntrospection
 from .upstream.client import UpstreamClient
 from .upstream.relay import relay_response, translate_client_error, upstream_request_headers
 from .upstream.spawn import LlamaServer

@@ -16,9 +16,9 @@ if TYPE_CHECKING:
     from .files import FileStore
     from .formats import FormatRegistry
     from .guarding import GuardedTexts
+    from .introspection import ModelIntrospection
     from .retrieval.retriever import Retriever
     from .stages.decide import TokenCache
-    from .tokens import ModelIntrospection
 
 
 @dataclass
