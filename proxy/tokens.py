@@ -5,14 +5,11 @@ from __future__ import annotations
 import asyncio
 from typing import Any, Protocol
 
-import structlog
 import tiktoken
 
 from .errors import ProxyError
 from .formats.render import message_text
 from .upstream.client import UpstreamClient, upstream_failure
-
-log = structlog.get_logger(__name__)
 
 # Texts longer than this are tokenized in a thread, not on the event loop.
 OFF_LOOP_CHARS = 20_000
