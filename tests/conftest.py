@@ -1,12 +1,20 @@
-"""Shared fixtures: the shared corpus and a temporary data directory."""
+"""Shared fixtures: the corpus, tiktoken, and a real proxy in front of fake upstreams."""
 
 from __future__ import annotations
 
 import os
+from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 from hypothesis import settings as hypothesis_settings
+
+from proxy.app import make_app
+from proxy.config import load_settings
+from tests.fakes.embeddings import FakeEmbeddings
+from tests.fakes.servers import ServerThread
+from tests.fakes.upstream import FakeUpstream
 
 # Offline machines: tiktoken reads cl100k_base from here (put there by
 # ../shared/models/install-offline-caches.sh, or downloaded on first use elsewhere).
@@ -22,6 +30,16 @@ ROOT = Path(__file__).resolve().parent.parent
 CORPUS = ROOT.parent / "shared" / "corpus"
 
 
+@pytest.fixture(scope="session")
+def cl100k() -> Any:
+    """tiktoken's cl100k_base; tests using it skip when its file is neither cached nor reachable."""
+    tiktoken = pytest.importorskip("tiktoken")
+    try:
+        return tiktoken.get_encoding("cl100k_base")
+    except Exception as error:  # no cached file and no network
+        pytest.skip(f"cl100k_base unavailable: {error}")
+
+
 @pytest.fixture
 def corpus_dir() -> Path:
     """The shared corpus of real documents; tests using it skip when it is absent."""
@@ -31,14 +49,6 @@ def corpus_dir() -> Path:
 
 
 # -- running the proxy in front of a fake upstream ---------------------------------------------
-from collections.abc import Callable, Iterator  # noqa: E402
-from typing import Any  # noqa: E402
-
-from proxy.app import make_app  # noqa: E402
-from proxy.config import load_settings  # noqa: E402
-from tests.fakes.embeddings import FakeEmbeddings  # noqa: E402
-from tests.fakes.servers import ServerThread  # noqa: E402
-from tests.fakes.upstream import FakeUpstream  # noqa: E402
 
 
 @pytest.fixture

@@ -3,10 +3,8 @@
 from __future__ import annotations
 
 import itertools
-import os
 import re
 import unicodedata
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -153,16 +151,6 @@ def test_tiktoken_reads_no_special_token(cl100k: Any) -> None:
     assert special_ids & set(cl100k.encode(text, allowed_special="all"))
     guarded = neutralise(text).text
     assert not special_ids & set(cl100k.encode(guarded, allowed_special="all"))
-
-
-@pytest.fixture(scope="module")
-def cl100k() -> Any:
-    os.environ.setdefault("TIKTOKEN_CACHE_DIR", str(Path.home() / ".cache" / "tiktoken"))
-    tiktoken = pytest.importorskip("tiktoken")
-    try:
-        return tiktoken.get_encoding("cl100k_base")
-    except Exception as error:  # no cached file and no network
-        pytest.skip(f"cl100k_base unavailable: {error}")
 
 
 # --- ordinary text ----------------------------------------------------------------------------

@@ -2,56 +2,43 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from ..errors import BadRequest
 from ..exchange import Exchange, Options
 from ..services import Services
-from ..strategy import STRATEGIES
 
-KEYS = {"strategy", "retrieval_limit", "affinity_threshold"}
+
+class EnrichObject(BaseModel):
+    """The `enrich` object as clients may send it; strict, so `"5"` is not a number."""
+
+    model_config = ConfigDict(extra="forbid", strict=True)
+
+    strategy: Literal["auto", "inject-full-content", "retrieval", "none"] = "auto"
+    retrieval_limit: int | None = Field(None, ge=1, le=10)
+    affinity_threshold: float | None = Field(None, ge=0.0, le=1.0)
 
 
 def parse_options(raw: Any, *, default_limit: int, default_threshold: float | None) -> Options:
-    options = Options(retrieval_limit=default_limit, affinity_threshold=default_threshold)
     if raw is None:
-        return options
+        raw = {}
     if not isinstance(raw, dict):
         raise BadRequest("'enrich' must be an object", param="enrich")
-    unknown = sorted(set(raw) - KEYS)
-    if unknown:
-        raise BadRequest(
-            f"unknown key(s) in 'enrich': {', '.join(unknown)} (known: {', '.join(sorted(KEYS))})",
-            param="enrich",
-        )
-    strategy = raw.get("strategy", "auto")
-    if not isinstance(strategy, str) or strategy not in STRATEGIES | {"auto"}:
-        raise BadRequest(
-            "enrich.strategy must be one of auto, inject-full-content, retrieval, none",
-            param="enrich.strategy",
-        )
-    options.strategy = strategy
-    if "retrieval_limit" in raw:
-        limit = raw["retrieval_limit"]
-        if isinstance(limit, bool) or not isinstance(limit, int) or not 1 <= limit <= 10:
-            raise BadRequest(
-                "enrich.retrieval_limit must be an integer from 1 to 10",
-                param="enrich.retrieval_limit",
-            )
-        options.retrieval_limit = limit
-    if "affinity_threshold" in raw:
-        threshold = raw["affinity_threshold"]
-        if (
-            isinstance(threshold, bool)
-            or not isinstance(threshold, int | float)
-            or not (0.0 <= threshold <= 1.0)
-        ):
-            raise BadRequest(
-                "enrich.affinity_threshold must be a number from 0.0 to 1.0",
-                param="enrich.affinity_threshold",
-            )
-        options.affinity_threshold = float(threshold)
-    return options
+    try:
+        given = EnrichObject.model_validate(raw)
+    except ValidationError as exc:
+        error = exc.errors()[0]
+        key = ".".join(str(part) for part in ("enrich", *error["loc"]))
+        raise BadRequest(f"{key}: {error['msg']}", param=key) from None
+    return Options(
+        strategy=given.strategy,
+        retrieval_limit=given.retrieval_limit or default_limit,
+        affinity_threshold=(
+            default_threshold if given.affinity_threshold is None else given.affinity_threshold
+        ),
+    )
 
 
 async def read_options(exchange: Exchange, services: Services) -> None:

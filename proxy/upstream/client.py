@@ -13,7 +13,7 @@ import yarl
 
 from ..config import UpstreamSettings
 from ..errors import ProxyError
-from .relay import translate_client_error
+from .relay import error_message, translate_client_error
 
 # The client's Authorization, for the proxy's own calls made on its behalf (tokenize, props):
 # an upstream that wants a key for chat wants it for those too. Set per request (each request
@@ -110,12 +110,7 @@ class UpstreamClient:
 
 def upstream_failure(status: int, body: Any, what: str) -> ProxyError:
     """An upstream's error answer to one of our own calls, relayed with its status."""
-    message = None
-    if isinstance(body, dict):
-        error = body.get("error")
-        if isinstance(error, dict):
-            message = error.get("message")
-        message = message or body.get("message")
+    message = error_message(body)
     return ProxyError(
         f"upstream {what} failed with status {status}: {message or 'no message'}",
         status=status if 400 <= status < 600 else 502,

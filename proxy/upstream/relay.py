@@ -165,7 +165,7 @@ async def _relay_into_started(
         except ValueError:
             payload = None
         if upstream.status >= 400:
-            message = _error_message(payload) or body.decode("utf-8", "replace")[:2000]
+            message = error_message(payload) or body.decode("utf-8", "replace")[:2000]
             error = ProxyError(message, status=upstream.status, type="upstream_error")
             await response.write(sse_error_event(error))
         elif isinstance(payload, dict):
@@ -179,7 +179,8 @@ async def _relay_into_started(
     return response
 
 
-def _error_message(payload: Any) -> str | None:
+def error_message(payload: Any) -> str | None:
+    """The message of an upstream error body, in OpenAI's shape or the older flat one."""
     if isinstance(payload, dict):
         error = payload.get("error")
         if isinstance(error, dict) and isinstance(error.get("message"), str):

@@ -2,9 +2,7 @@
 
 from __future__ import annotations
 
-import os
 import random
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -212,13 +210,3 @@ async def test_token_budget_with_tiktoken_shortens_more_than_once(cl100k: Any) -
     assert len(rounds) >= 3 + 1  # original, two or more cuts, and the other passage
     assert selection.per_source == [1, 0]  # the first file took the whole budget
     assert selection.left_out == 1
-
-
-@pytest.fixture(scope="module")
-def cl100k() -> Any:
-    os.environ.setdefault("TIKTOKEN_CACHE_DIR", str(Path.home() / ".cache" / "tiktoken"))
-    tiktoken = pytest.importorskip("tiktoken")
-    try:
-        return tiktoken.get_encoding("cl100k_base")
-    except Exception as error:  # no cached file and no network
-        pytest.skip(f"cl100k_base unavailable: {error}")
