@@ -25,8 +25,8 @@ from aiohttp import web
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from proxy.app import make_app
 from proxy.config import load_settings
+from proxy.http.app import make_app
 from tests.fakes.upstream import FakeUpstream
 
 

@@ -134,8 +134,8 @@ def upstream_app(chunks: int, interval: float = 0.0) -> web.Application:
 def proxy_app(upstream: str, data_dir: str, log_level: str) -> web.Application:
     """The proxy app exactly as `python -m proxy` builds it (serve._run), minus run_app."""
     sys.path.insert(0, str(ROOT))
-    from proxy.app import make_app
     from proxy.config import load_settings
+    from proxy.http.app import make_app
     from proxy.logs import configure_logging
 
     settings = load_settings(

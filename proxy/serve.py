@@ -12,9 +12,9 @@ from types import FrameType
 import structlog
 from aiohttp import web
 
-from .app import make_app
-from .config import ConfigError, Settings
-from .logs import configure_logging
+from proxy.config import ConfigError, Settings
+from proxy.http.app import make_app
+from proxy.logs import configure_logging
 
 log = structlog.get_logger(__name__)
 
@@ -64,8 +64,8 @@ def _run(settings: Settings, sock: socket.socket | None) -> None:
 
 def check_formats(settings: Settings) -> None:
     """Instruct-format presets are validated before the server starts, not per request."""
-    from .edges import make_formats
-    from .errors import ProxyError
+    from proxy.errors import ProxyError
+    from proxy.wiring import make_formats
 
     try:
         make_formats(settings)

@@ -10,8 +10,8 @@ from typing import Any
 import pytest
 from hypothesis import settings as hypothesis_settings
 
-from proxy.app import make_app
 from proxy.config import load_settings
+from proxy.http.app import make_app
 from tests.fakes.embeddings import FakeEmbeddings
 from tests.fakes.servers import ServerThread
 from tests.fakes.upstream import FakeUpstream

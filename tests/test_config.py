@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from proxy.__main__ import main
+from proxy.cli import main
 from proxy.config import ConfigError, load_settings
 
 ROOT = Path(__file__).resolve().parent.parent

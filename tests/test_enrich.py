@@ -12,7 +12,7 @@ import openai
 import pymupdf
 import pytest
 
-from proxy.prompts import full_content_prompt
+from proxy.pipeline.prompts import full_content_prompt
 from tests.fakes.servers import ServerThread
 from tests.fakes.upstream import FakeUpstream
 

@@ -11,7 +11,7 @@ import openai
 import pytest
 
 from proxy.errors import PayloadTooLarge
-from proxy.files import FileNotFound, FileStore
+from proxy.files.store import FileNotFound, FileStore
 from tests.fakes.upstream import FakeUpstream
 
 

@@ -11,7 +11,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from proxy.guard import KNOWN_TOKENS, OVERRIDE_MARKER, GuardReport, neutralise
+from proxy.guard.neutralise import KNOWN_TOKENS, OVERRIDE_MARKER, GuardReport, neutralise
 
 ALL_TOKENS = sorted({token for tokens in KNOWN_TOKENS.values() for token in tokens})
 FAMILY_TOKENS = [

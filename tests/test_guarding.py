@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from proxy.documents.model import Page, ParsedDocument
-from proxy.guarding import GuardedTexts
+from proxy.guard.texts import GuardedTexts
 
 
 def document(n: int, text: str) -> ParsedDocument:

@@ -24,10 +24,10 @@ from typing import Any
 import httpx
 import pytest
 
-from proxy.app import make_app
 from proxy.config import load_settings
-from proxy.files import Upload
-from proxy.keys import SERVICES
+from proxy.files.store import Upload
+from proxy.http.app import make_app
+from proxy.http.keys import SERVICES
 from tests.fakes.embeddings import FakeEmbeddings
 from tests.fakes.servers import ServerThread
 from tests.fakes.upstream import FakeUpstream

@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 
 from proxy.errors import BadRequest, DocumentError, PayloadTooLarge
-from proxy.references import find_references
-from proxy.stages.references import decode_file_data, resolve_document_path
+from proxy.pipeline.references import find_references
+from proxy.pipeline.stages.references import decode_file_data, resolve_document_path
 
 
 def file_part(name: str, data: bytes = b"hello") -> dict[str, object]:

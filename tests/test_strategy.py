@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from proxy.strategy import (
+from proxy.pipeline.strategy import (
     INJECT,
     NONE,
     RETRIEVAL,

@@ -5,10 +5,10 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from ..documents.model import ParsedDocument
-from .chunking import Chunk, chunk_document
-from .embeddings import Embedder
-from .index import Hit, VectorIndex
+from proxy.documents.model import ParsedDocument
+from proxy.retrieval.chunking import Chunk, chunk_document
+from proxy.retrieval.embeddings import Embedder
+from proxy.retrieval.index import Hit, VectorIndex
 
 
 @dataclass

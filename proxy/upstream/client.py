@@ -11,9 +11,9 @@ from typing import Any
 import aiohttp
 import yarl
 
-from ..config import UpstreamSettings
-from ..errors import ProxyError
-from .relay import error_message, translate_client_error
+from proxy.config import UpstreamSettings
+from proxy.errors import ProxyError
+from proxy.upstream.relay import error_message, translate_client_error
 
 # The client's Authorization, for the proxy's own calls made on its behalf (tokenize, props):
 # an upstream that wants a key for chat wants it for those too. Set per request (each request

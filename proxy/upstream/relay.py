@@ -1,84 +1,20 @@
-"""Relaying HTTP to the upstream and back: headers, bodies, SSE streams, failures."""
+"""Relaying the upstream's answer to the client: bodies, SSE streams, failures on the way."""
 
 from __future__ import annotations
 
 import asyncio
 import json
-import time
-from collections.abc import AsyncIterator, Callable, Iterable, Mapping
+from collections.abc import AsyncIterator, Callable, Mapping
 from typing import Any
 
 import aiohttp
 from aiohttp import web
-from multidict import CIMultiDict, CIMultiDictProxy
 
-from ..errors import ProxyError, UpstreamError, UpstreamTimeout
-
-# RFC 9110 §7.6.1 hop-by-hop headers, plus the ones aiohttp recomputes for the new connection.
-HOP_BY_HOP = frozenset(
-    {
-        "connection",
-        "keep-alive",
-        "proxy-authenticate",
-        "proxy-authorization",
-        "te",
-        "trailer",
-        "trailers",
-        "transfer-encoding",
-        "upgrade",
-        "host",
-        "content-length",
-    }
-)
+from proxy.errors import ProxyError, UpstreamError, UpstreamTimeout
+from proxy.upstream.headers import client_response_headers
 
 # Bodies up to this size are read whole and answered with an exact Content-Length.
 SMALL_BODY = 1 << 20
-
-
-def upstream_request_headers(
-    incoming: Mapping[str, str],
-    *,
-    api_key: str | None,
-    request_id: str,
-    proxy_keys: bool = False,
-    drop: Iterable[str] = (),
-) -> CIMultiDict[str]:
-    """The client's headers minus hop-by-hop ones, with the upstream key and request id set.
-
-    With `proxy_keys`, the client's credentials are the proxy's own and never go upstream.
-    """
-    dropped = HOP_BY_HOP | {name.lower() for name in drop}
-    if proxy_keys:
-        dropped |= {"authorization", "x-api-key"}
-    connection_listed = {
-        token.strip().lower() for token in incoming.get("Connection", "").split(",") if token
-    }
-    headers: CIMultiDict[str] = CIMultiDict()
-    for name, value in incoming.items():
-        lowered = name.lower()
-        if lowered in dropped or lowered in connection_listed:
-            continue
-        headers.add(name, value)
-    if api_key:
-        headers["Authorization"] = f"Bearer {api_key}"
-    headers["X-Request-ID"] = request_id
-    return headers
-
-
-def client_response_headers(upstream: CIMultiDictProxy[str]) -> CIMultiDict[str]:
-    """The upstream's response headers a client may receive from us."""
-    connection_listed = {
-        token.strip().lower() for token in upstream.get("Connection", "").split(",") if token
-    }
-    headers: CIMultiDict[str] = CIMultiDict()
-    for name, value in upstream.items():
-        lowered = name.lower()
-        if lowered in HOP_BY_HOP or lowered in connection_listed:
-            continue
-        if lowered in {"server", "date"}:
-            continue
-        headers.add(name, value)
-    return headers
 
 
 def is_event_stream(response: aiohttp.ClientResponse) -> bool:
@@ -99,21 +35,6 @@ def translate_client_error(exc: BaseException, url: str) -> ProxyError:
             code="upstream_unreachable",
         )
     return UpstreamError(f"upstream {url} failed: {exc.__class__.__name__}: {exc}")
-
-
-class UpstreamTiming:
-    """When the upstream answered, for the access log and metrics."""
-
-    def __init__(self) -> None:
-        self.started = time.perf_counter()
-        self.headers_at: float | None = None
-
-    def headers_received(self) -> None:
-        self.headers_at = time.perf_counter()
-
-    @property
-    def seconds(self) -> float | None:
-        return None if self.headers_at is None else self.headers_at - self.started
 
 
 async def relay_response(

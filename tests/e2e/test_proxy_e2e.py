@@ -14,8 +14,8 @@ import openai
 import pymupdf
 import pytest
 
-from proxy.app import make_app
 from proxy.config import load_settings
+from proxy.http.app import make_app
 from tests.fakes.servers import ServerThread
 
 pytestmark = pytest.mark.e2e

@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from proxy.guard import neutralise
+from proxy.guard.neutralise import neutralise
 from proxy.retrieval.budget import Passage, PassageBudget, PassageSelection, citation_line
 
 

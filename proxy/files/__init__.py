@@ -1,0 +1,1 @@
+"""The file store behind the Files API."""

@@ -1,0 +1,1 @@
+"""The HTTP face of the proxy: app assembly, routes, middleware, the status channel."""

@@ -1,0 +1,55 @@
+"""make_app(settings): the routes and middleware of one proxy process, its edges around them."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+
+import aiohttp
+from aiohttp import web
+
+from proxy.config import Settings
+from proxy.http import files
+from proxy.http.chat import chat_completions
+from proxy.http.keys import SERVICES
+from proxy.http.middleware import proxy_middleware
+from proxy.http.operations import healthz, metrics_route
+from proxy.http.passthrough import passthrough
+from proxy.http.preview import preview_route
+from proxy.metrics import Metrics
+from proxy.wiring import build_services
+
+
+def make_app(settings: Settings) -> web.Application:
+    """The proxy as an aiohttp application; its edges start and stop with it."""
+    app = web.Application(
+        middlewares=[proxy_middleware],
+        client_max_size=int(settings.server.max_body_mb * 1024 * 1024),
+    )
+    metrics = Metrics()
+
+    async def edges(app: web.Application) -> AsyncIterator[None]:
+        # auto_decompress=False: bytes go back as the upstream encoded them, never decoded twice.
+        connector = aiohttp.TCPConnector(limit=0, ttl_dns_cache=300)
+        session = aiohttp.ClientSession(connector=connector, auto_decompress=False, trust_env=False)
+        try:
+            services = await build_services(settings, session, metrics)
+        except BaseException:
+            await session.close()
+            raise
+        app[SERVICES] = services
+        try:
+            yield
+        finally:
+            try:
+                await services.aclose()
+            finally:
+                await session.close()
+
+    app.cleanup_ctx.append(edges)
+    app.router.add_get("/healthz", healthz)
+    app.router.add_get("/metrics", metrics_route)
+    app.router.add_post("/v1/chat/completions", chat_completions)
+    app.router.add_post("/v1/enrich/preview", preview_route)
+    files.add_routes(app)
+    app.router.add_route("*", "/{tail:.*}", passthrough)
+    return app

@@ -1,0 +1,120 @@
+"""POST /v1/chat/completions: read, run the pipeline, forward, relay the answer."""
+
+from __future__ import annotations
+
+import time
+
+import aiohttp
+from aiohttp import web
+
+from proxy.errors import ProxyError
+from proxy.http.body import parse_body, serialise
+from proxy.http.decorate import decorate_json, decorate_stream
+from proxy.http.keys import REQUEST_ID, ROUTE, SERVICES, UPSTREAM_SECONDS
+from proxy.http.status import StatusChannel
+from proxy.pipeline.exchange import Exchange
+from proxy.pipeline.flow import run_pipeline
+from proxy.pipeline.services import Services
+from proxy.upstream.client import CLIENT_AUTHORIZATION
+from proxy.upstream.forward import Outgoing, forward
+from proxy.upstream.headers import client_response_headers, upstream_request_headers
+from proxy.upstream.relay import relay_response, sse_error_event
+
+
+async def prepare_exchange(
+    request: web.Request, services: Services, status: StatusChannel | None = None
+) -> Exchange:
+    """Parse the body and run every stage; what would go upstream is then in `exchange.body`."""
+    exchange = Exchange(
+        request_id=request[REQUEST_ID],
+        body=await parse_body(await request.read()),
+    )
+    if not services.settings.server.api_keys:
+        CLIENT_AUTHORIZATION.set(request.headers.get("Authorization"))
+    if status is not None:
+        exchange.status = status
+        if exchange.stream:
+            status.begin()
+    try:
+        await run_pipeline(exchange, services)
+    finally:
+        services.metrics.prepare.observe(time.perf_counter() - exchange.started)
+    return exchange
+
+
+async def chat_completions(request: web.Request) -> web.StreamResponse:
+    request[ROUTE] = "chat"
+    services = request.app[SERVICES]
+    status = StatusChannel(
+        request,
+        enabled=services.settings.server.status_comments,
+        delay_s=services.settings.server.status_delay_s,
+        request_id=request[REQUEST_ID],
+    )
+    try:
+        exchange = await prepare_exchange(request, services, status)
+    except ProxyError as error:
+        started = await status.finish()
+        if started is None:
+            raise
+        await started.write(sse_error_event(error))
+        await started.write_eof()
+        return started
+    started = await status.finish()
+    services.metrics.strategies.labels(exchange.strategy).inc()
+    upstream = services.upstream
+    headers = upstream_request_headers(
+        request.headers,
+        api_key=upstream.settings.api_key,
+        request_id=exchange.request_id,
+        proxy_keys=bool(services.settings.server.api_keys),
+        # We may rewrite the answer, so ask for it unencoded; the body is new JSON.
+        drop=("accept-encoding", "content-type", "content-encoding"),
+    )
+    headers["Content-Type"] = "application/json"
+    headers["Accept-Encoding"] = "identity"
+    outgoing = Outgoing(
+        "POST", upstream.url(exchange.upstream_path), headers, await serialise(exchange.body)
+    )
+
+    async def answer(response: aiohttp.ClientResponse) -> web.StreamResponse:
+        return await relay_chat(request, exchange, response, started, status)
+
+    def timed(seconds: float) -> None:
+        request[UPSTREAM_SECONDS] = seconds
+
+    return await forward(upstream, outgoing, answer, started=started, on_headers=timed)
+
+
+async def relay_chat(
+    request: web.Request,
+    exchange: Exchange,
+    response: aiohttp.ClientResponse,
+    started: web.StreamResponse | None,
+    status: StatusChannel,
+) -> web.StreamResponse:
+    """The upstream's answer with what the proxy adds: citations, statuses, the chat shape."""
+    ok = response.status < 400
+    if (
+        ok
+        and not exchange.stream
+        and started is None
+        and "Content-Encoding" not in response.headers
+    ):
+        answer = await response.read()
+        body = decorate_json(answer, exchange)
+        # The upstream's own headers go back too; the length is that of the body we send.
+        headers = client_response_headers(response.headers)
+        headers.update(exchange.response_headers)
+        headers["X-Request-ID"] = exchange.request_id
+        return web.Response(status=response.status, body=body, headers=headers)
+    transform = None
+    if ok and (exchange.stream or started is not None):
+        transform = decorate_stream(exchange, status.pending())
+    return await relay_response(
+        request,
+        response,
+        extra_headers={**exchange.response_headers, "X-Request-ID": exchange.request_id},
+        already=started,
+        transform=transform,
+    )

@@ -1,0 +1,140 @@
+"""The OpenAI Files API on the proxy: upload, list, retrieve, content, delete."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import errno
+import os
+from urllib.parse import quote
+
+from aiohttp import BodyPartReader, web
+
+from proxy.errors import BadRequest, ProxyError
+from proxy.files.store import FileStore, Upload
+from proxy.http.keys import ROUTE, SERVICES
+
+PURPOSES = frozenset({"assistants", "batch", "fine-tune", "vision", "user_data", "evals"})
+
+
+def _store(request: web.Request) -> FileStore:
+    request[ROUTE] = "files"
+    store = request.app[SERVICES].files
+    assert isinstance(store, FileStore)
+    return store
+
+
+def storage_error(exc: OSError) -> ProxyError:
+    """A failed write to the store as the client should see it (no paths: they are ours)."""
+    if exc.errno in (errno.ENOSPC, errno.EDQUOT):
+        return ProxyError(
+            "the proxy's file store is out of space; the upload was not saved",
+            status=507,
+            type="server_error",
+            code="insufficient_storage",
+        )
+    return ProxyError(
+        f"the proxy could not store the upload ({exc.strerror or type(exc).__name__});"
+        " it was not saved",
+        status=500,
+        type="server_error",
+        code="storage_error",
+    )
+
+
+async def abort(upload: Upload) -> None:
+    """Drop a failed upload's temp file, even when closing it fails (a full disk again)."""
+    try:
+        await asyncio.to_thread(upload.abort)
+    except OSError:
+        with contextlib.suppress(OSError):
+            os.unlink(upload.temp)
+
+
+async def create_file(request: web.Request) -> web.Response:
+    store = _store(request)
+    if not request.content_type.startswith("multipart/"):
+        raise BadRequest("upload files as multipart/form-data with fields 'file' and 'purpose'")
+    reader = await request.multipart()
+    purpose: str | None = None
+    stored = None
+    while (part := await reader.next()) is not None:
+        if not isinstance(part, BodyPartReader):
+            continue
+        if part.name == "purpose":
+            purpose = (await part.text()).strip()
+        elif part.name == "file":
+            if stored is not None:
+                raise BadRequest("send one 'file' field per upload", param="file")
+            try:
+                upload = await asyncio.to_thread(store.begin_upload)
+            except OSError as exc:
+                raise storage_error(exc) from exc
+            try:
+                while chunk := await part.read_chunk(1 << 20):
+                    await asyncio.to_thread(upload.write, chunk)
+                filename = part.filename or "upload"
+                pending = (upload, filename)
+            except BaseException as exc:
+                await abort(upload)
+                if isinstance(exc, OSError) and not isinstance(exc, ConnectionError):
+                    raise storage_error(exc) from exc  # the disk, not the client going away
+                raise
+            stored = pending
+        else:
+            await part.release()
+    if stored is None:
+        raise BadRequest("the multipart body has no 'file' field", param="file")
+    upload, filename = stored
+    if purpose is None or purpose not in PURPOSES:
+        await abort(upload)
+        raise BadRequest(f"'purpose' must be one of {', '.join(sorted(PURPOSES))}", param="purpose")
+    try:
+        saved = await asyncio.to_thread(upload.commit, filename, purpose)
+    except BaseException as exc:
+        await abort(upload)
+        if isinstance(exc, OSError):
+            raise storage_error(exc) from exc
+        raise
+    return web.json_response(saved.to_openai())
+
+
+async def list_files(request: web.Request) -> web.Response:
+    store = _store(request)
+    files = await asyncio.to_thread(store.list, request.query.get("purpose"))
+    return web.json_response(
+        {"object": "list", "data": [f.to_openai() for f in files], "has_more": False}
+    )
+
+
+async def retrieve_file(request: web.Request) -> web.Response:
+    store = _store(request)
+    stored = await asyncio.to_thread(store.get, request.match_info["file_id"])
+    return web.json_response(stored.to_openai())
+
+
+async def file_content(request: web.Request) -> web.StreamResponse:
+    store = _store(request)
+    stored = await asyncio.to_thread(store.get, request.match_info["file_id"])
+    return web.FileResponse(
+        store.path(stored),
+        headers={
+            "Content-Type": "application/octet-stream",
+            # RFC 6266 form: a client-chosen name can hold quotes or line breaks.
+            "Content-Disposition": f"attachment; filename*=UTF-8''{quote(stored.filename)}",
+        },
+    )
+
+
+async def delete_file(request: web.Request) -> web.Response:
+    store = _store(request)
+    stored = await asyncio.to_thread(store.delete, request.match_info["file_id"])
+    return web.json_response({"id": stored.id, "object": "file", "deleted": True})
+
+
+def add_routes(app: web.Application) -> None:
+    app.router.add_post("/v1/files", create_file)
+    app.router.add_get("/v1/files", list_files)
+    app.router.add_get("/v1/files/{file_id}", retrieve_file)
+    app.router.add_get("/v1/files/{file_id}/content", file_content)
+    app.router.add_delete("/v1/files/{file_id}", delete_file)

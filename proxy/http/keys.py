@@ -1,0 +1,13 @@
+"""Typed keys for what the application and each request carry."""
+
+from __future__ import annotations
+
+from aiohttp import web
+
+from proxy.pipeline.services import Services
+
+SERVICES = web.AppKey("services", Services)
+
+REQUEST_ID = web.RequestKey("request_id", str)
+UPSTREAM_SECONDS = web.RequestKey("upstream_seconds", float)
+ROUTE = web.RequestKey("route", str)

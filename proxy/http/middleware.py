@@ -1,0 +1,111 @@
+"""Around every request: request id, proxy keys, OpenAI-shaped errors, access log, metrics."""
+
+from __future__ import annotations
+
+import asyncio
+import hmac
+import os
+import re
+import time
+
+import structlog
+from aiohttp import web
+from aiohttp.typedefs import Handler
+
+from proxy.errors import PayloadTooLarge, ProxyError
+from proxy.http.keys import REQUEST_ID, ROUTE, SERVICES, UPSTREAM_SECONDS
+
+log = structlog.get_logger("proxy.access")
+
+# Ids we accept from clients: printable, short, no header tricks.
+REQUEST_ID_SHAPE = re.compile(r"^[A-Za-z0-9._:\-]{1,128}$")
+OPEN_PATHS = frozenset({"/healthz", "/metrics"})
+
+
+def error_response(error: ProxyError, request_id: str | None = None) -> web.Response:
+    headers = {"X-Request-ID": request_id} if request_id else None
+    return web.json_response(error.to_dict(), status=error.status, headers=headers)
+
+
+def _http_exception_error(exc: web.HTTPException) -> ProxyError:
+    if exc.status == 413:
+        return PayloadTooLarge(
+            f"the request body is larger than the proxy's limit (server.max_body_mb): {exc.text}",
+            code="request_too_large",
+        )
+    kind = "not_found_error" if exc.status == 404 else "invalid_request_error"
+    return ProxyError(exc.reason, status=exc.status, type=kind)
+
+
+def _authorised(request: web.Request, keys: list[str]) -> bool:
+    header = request.headers.get("Authorization", "")
+    scheme, _, token = header.partition(" ")
+    if scheme.lower() != "bearer":
+        token = request.headers.get("X-Api-Key", "")
+    token = token.strip()
+    return any(hmac.compare_digest(token.encode(), key.encode()) for key in keys)
+
+
+@web.middleware
+async def proxy_middleware(request: web.Request, handler: Handler) -> web.StreamResponse:
+    services = request.app[SERVICES]
+    metrics = services.metrics
+    incoming_id = request.headers.get("X-Request-ID", "")
+    request_id = incoming_id if REQUEST_ID_SHAPE.match(incoming_id) else os.urandom(16).hex()
+    request[REQUEST_ID] = request_id
+    # Every log line written while handling this request carries its id (each request runs in
+    # its own task, so the binding is its own).
+    structlog.contextvars.bind_contextvars(request_id=request_id)
+    started = time.perf_counter()
+    status = 500
+    metrics.in_flight.inc()
+    try:
+        keys = services.settings.server.api_keys
+        if keys and request.path not in OPEN_PATHS and not _authorised(request, keys):
+            response: web.StreamResponse = error_response(
+                ProxyError(
+                    "a valid proxy API key is required (Authorization: Bearer <key>)",
+                    status=401,
+                    type="authentication_error",
+                    code="invalid_api_key",
+                ),
+                request_id,
+            )
+        else:
+            try:
+                response = await handler(request)
+            except ProxyError as error:
+                response = error_response(error, request_id)
+            except web.HTTPException as exc:
+                if exc.status < 400:
+                    raise
+                response = error_response(_http_exception_error(exc), request_id)
+        if not response.prepared and "X-Request-ID" not in response.headers:
+            response.headers["X-Request-ID"] = request_id
+        status = response.status
+        return response
+    except asyncio.CancelledError:
+        status = 499  # the client went away; nginx's name for it
+        raise
+    except Exception:
+        log.exception("unhandled error", request_id=request_id, path=request.path)
+        response = error_response(
+            ProxyError("internal proxy error", status=500, type="server_error"), request_id
+        )
+        status = 500
+        return response
+    finally:
+        metrics.in_flight.dec()
+        duration = time.perf_counter() - started
+        route = request.get(ROUTE, "passthrough")
+        upstream_seconds = request.get(UPSTREAM_SECONDS)
+        metrics.observe_request(route, request.method, status, duration, upstream_seconds)
+        if request.path not in OPEN_PATHS:
+            log.info(
+                "request",
+                method=request.method,
+                path=request.path,
+                status=status,
+                duration_ms=round(duration * 1000, 2),
+                upstream_ms=None if upstream_seconds is None else round(upstream_seconds * 1000, 2),
+            )

@@ -1,0 +1,37 @@
+"""What operators call: GET /healthz and GET /metrics."""
+
+from __future__ import annotations
+
+from aiohttp import web
+
+from proxy.errors import ProxyError
+from proxy.http.keys import SERVICES
+
+
+async def healthz(request: web.Request) -> web.Response:
+    """The proxy is up; is the upstream reachable? (llama.cpp `/health`, else `/v1/models`)."""
+    upstream = request.app[SERVICES].upstream
+    try:
+        status, _ = await upstream.get_json("/health")
+        if status == 404:
+            status, _ = await upstream.get_json("/v1/models")
+    except ProxyError as error:
+        return web.json_response(
+            {
+                "status": "degraded",
+                "proxy": "ok",
+                "upstream": "unreachable",
+                "detail": error.message,
+            },
+            status=503,
+        )
+    healthy = status < 500
+    return web.json_response(
+        {"status": "ok" if healthy else "degraded", "proxy": "ok", "upstream": status},
+        status=200 if healthy else 503,
+    )
+
+
+async def metrics_route(request: web.Request) -> web.Response:
+    body = request.app[SERVICES].metrics.render()
+    return web.Response(body=body, headers={"Content-Type": "text/plain; version=0.0.4"})

@@ -1,0 +1,34 @@
+"""POST /v1/enrich/preview: the decision record and the exact upstream body, no generation."""
+
+from __future__ import annotations
+
+import json
+
+from aiohttp import web
+
+from proxy.http.chat import prepare_exchange
+from proxy.http.keys import ROUTE, SERVICES
+
+
+async def preview_route(request: web.Request) -> web.Response:
+    """POST /v1/enrich/preview: same body as chat completions; nothing is generated."""
+    request[ROUTE] = "preview"
+    services = request.app[SERVICES]
+    exchange = await prepare_exchange(request, services)
+    return web.json_response(
+        {
+            "object": "enrich.preview",
+            "request_id": exchange.request_id,
+            "strategy": exchange.strategy,
+            "decision": exchange.decision,
+            "timings_s": exchange.timings,
+            "headers": exchange.response_headers,
+            "citations": exchange.citations,
+            "search_results": exchange.search_results,
+            "upstream": {
+                "url": services.upstream.url(exchange.upstream_path),
+                "body": exchange.body,
+            },
+        },
+        dumps=lambda value: json.dumps(value, ensure_ascii=False, indent=2),
+    )

@@ -1,0 +1,71 @@
+"""The one object that travels through every stage of a chat request."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from proxy.documents.model import ParsedDocument
+
+
+@dataclass(frozen=True)
+class FileRef:
+    """A document the user attached, wherever it came from, not yet parsed."""
+
+    name: str
+    origin: str  # "file_data" | "file_id" | "path"
+    data: bytes
+    message_index: int
+    file_id: str | None = None
+
+
+@dataclass
+class Options:
+    """Per-request settings from the body's `enrich` object, with config defaults filled in."""
+
+    strategy: str = "auto"
+    retrieval_limit: int = 3
+    affinity_threshold: float | None = None
+
+
+@dataclass
+class Exchange:
+    """A chat completion request on its way through the pipeline, and everything learnt about it."""
+
+    request_id: str
+    body: dict[str, Any]
+    options: Options = field(default_factory=Options)
+    new_refs: list[FileRef] = field(default_factory=list)
+    old_refs: list[FileRef] = field(default_factory=list)
+    new_documents: list[ParsedDocument] = field(default_factory=list)
+    query: str = ""
+    strategy: str = "none"
+    decision: dict[str, Any] = field(default_factory=dict)
+    citations: list[str] = field(default_factory=list)
+    search_results: list[dict[str, Any]] = field(default_factory=list)
+    response_headers: dict[str, str] = field(default_factory=dict)
+    upstream_path: str = "/v1/chat/completions"
+    response_converter: Any = None
+    control_tokens: tuple[str, ...] = ()  # declared by the upstream model, for the guard
+    timings: dict[str, float] = field(default_factory=dict)
+    status: Callable[[str], None] = field(default=lambda line: None, repr=False)
+    started: float = field(default_factory=time.perf_counter)
+
+    @property
+    def stream(self) -> bool:
+        return bool(self.body.get("stream"))
+
+    @property
+    def model(self) -> str | None:
+        model = self.body.get("model")
+        return model if isinstance(model, str) else None
+
+    @property
+    def messages(self) -> list[dict[str, Any]]:
+        messages = self.body.get("messages")
+        return messages if isinstance(messages, list) else []
+
+    def timed(self, name: str, seconds: float) -> None:
+        self.timings[name] = round(self.timings.get(name, 0.0) + seconds, 6)

@@ -1,0 +1,36 @@
+"""The ordered list of stages a chat completion request goes through before it is forwarded."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Awaitable, Callable
+
+from proxy.pipeline.exchange import Exchange
+from proxy.pipeline.services import Services
+from proxy.pipeline.stages.adapt import adapt
+from proxy.pipeline.stages.decide import decide
+from proxy.pipeline.stages.documents import parse_new_documents
+from proxy.pipeline.stages.inject import inject
+from proxy.pipeline.stages.options import read_options
+from proxy.pipeline.stages.references import extract_references
+from proxy.pipeline.stages.validate import validate_request
+
+Stage = Callable[[Exchange, Services], Awaitable[None]]
+
+# Read this list to know what the proxy does to a chat request, in order.
+STAGES: list[tuple[str, Stage]] = [
+    ("validate", validate_request),  # a JSON object with messages we can work on
+    ("options", read_options),  # the body's `enrich` object, removed before forwarding
+    ("references", extract_references),  # file parts, file ids, #file: paths → bytes
+    ("documents", parse_new_documents),  # new documents → pages of text (cached by sha256)
+    ("decide", decide),  # token counts + context window → strategy (SPEC §1)
+    ("inject", inject),  # full content, or retrieval + passage budget + citations (§1, §2)
+    ("adapt", adapt),  # context shifting; text-completion upstreams get a rendered prompt
+]
+
+
+async def run_pipeline(exchange: Exchange, services: Services) -> None:
+    for name, stage in STAGES:
+        started = time.perf_counter()
+        await stage(exchange, services)
+        exchange.timed(name, time.perf_counter() - started)

@@ -1,0 +1,169 @@
+"""Finding file references in chat messages and taking the file parts out (pure)."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from typing import Any
+
+from proxy.errors import BadRequest
+
+FILE_PART_TYPES = frozenset({"file", "input_file"})
+
+
+@dataclass(frozen=True)
+class RefSpec:
+    """Where a document is to be read from, before anything is read."""
+
+    name: str
+    kind: str  # "file_data" | "file_id" | "path"
+    value: str
+    message_index: int
+    new: bool
+
+
+@dataclass(frozen=True)
+class Found:
+    """The references of a conversation and the messages with their file parts taken out."""
+
+    refs: list[RefSpec]
+    messages: list[dict[str, Any]]
+    last_user_index: int | None
+    query: str
+
+
+def last_user_index(messages: list[dict[str, Any]]) -> int | None:
+    for index in range(len(messages) - 1, -1, -1):
+        if messages[index].get("role") == "user":
+            return index
+    return None
+
+
+def _file_fields(part: dict[str, Any], where: str) -> dict[str, Any]:
+    if part.get("type") == "file":
+        fields = part.get("file")
+        if not isinstance(fields, dict):
+            raise BadRequest(f"{where}.file must be an object", param=where)
+        return fields
+    return part  # Responses-style input_file keeps its fields on the part itself
+
+
+def _spec_from_part(part: dict[str, Any], where: str, index: int, new: bool, n: int) -> RefSpec:
+    fields = _file_fields(part, where)
+    name = fields.get("filename") or fields.get("file_name")
+    if name is not None and not isinstance(name, str):
+        raise BadRequest(f"{where}: filename must be a string", param=where)
+    data, file_id, url = fields.get("file_data"), fields.get("file_id"), fields.get("file_url")
+    if isinstance(data, str) and data:
+        return RefSpec(name or f"attachment-{n + 1}", "file_data", data, index, new)
+    if isinstance(file_id, str) and file_id:
+        return RefSpec(name or file_id, "file_id", file_id, index, new)
+    if url is not None:
+        raise BadRequest(
+            f"{where}: file_url is not supported by this proxy; upload the file "
+            "(POST /v1/files) or send it as file_data",
+            param=where,
+            code="unsupported_file_url",
+        )
+    raise BadRequest(f"{where}: a file part needs file_data or file_id", param=where)
+
+
+def _path_pattern(prefix: str) -> re.Pattern[str]:
+    return re.compile(re.escape(prefix) + r"(\S+)")
+
+
+def _text_of(parts: list[Any]) -> str:
+    return "\n".join(
+        part["text"]
+        for part in parts
+        if isinstance(part, dict)
+        and part.get("type") == "text"
+        and isinstance(part.get("text"), str)
+    )
+
+
+def _without_file_parts(message: dict[str, Any]) -> dict[str, Any]:
+    """A non-user message with any file part replaced by a marker: upstreams reject them, and
+    only users attach documents."""
+    content = message.get("content")
+    if not isinstance(content, list) or not any(
+        isinstance(part, dict) and part.get("type") in FILE_PART_TYPES for part in content
+    ):
+        return message
+    parts = []
+    for part in content:
+        if isinstance(part, dict) and part.get("type") in FILE_PART_TYPES:
+            inner = part.get("file")
+            fields: dict[str, Any] = inner if isinstance(inner, dict) else part
+            name = fields.get("filename") or fields.get("file_name") or "file"
+            parts.append({"type": "text", "text": f"[attached: {name}]"})
+        else:
+            parts.append(part)
+    return {**message, "content": parts}
+
+
+def find_references(messages: list[dict[str, Any]], *, path_prefix: str | None) -> Found:
+    """File parts and `#file:` references of user messages; the last user message's are new.
+
+    The returned messages have every file part removed (upstreams reject them); in earlier
+    messages a short `[attached: name]` marker keeps the conversation readable. Path references
+    in text become their plain path.
+    """
+    last = last_user_index(messages)
+    pattern = _path_pattern(path_prefix) if path_prefix else None
+    refs: list[RefSpec] = []
+    cleaned: list[dict[str, Any]] = []
+    query = ""
+    for index, message in enumerate(messages):
+        if message.get("role") != "user":
+            cleaned.append(_without_file_parts(message))
+            continue
+        new = index == last
+        content = message.get("content")
+        out = dict(message)
+        if isinstance(content, str):
+            if pattern is not None:
+                for match in pattern.finditer(content):
+                    refs.append(
+                        RefSpec(
+                            match.group(1).rsplit("/", 1)[-1], "path", match.group(1), index, new
+                        )
+                    )
+                content = pattern.sub(lambda m: m.group(1), content)
+                out["content"] = content
+            if new:
+                query = content
+        elif isinstance(content, list):
+            parts: list[Any] = []
+            for position, part in enumerate(content):
+                where = f"messages[{index}].content[{position}]"
+                if isinstance(part, dict) and part.get("type") in FILE_PART_TYPES:
+                    spec = _spec_from_part(part, where, index, new, len(refs))
+                    refs.append(spec)
+                    if not new:
+                        parts.append({"type": "text", "text": f"[attached: {spec.name}]"})
+                    continue
+                if (
+                    pattern is not None
+                    and isinstance(part, dict)
+                    and part.get("type") == "text"
+                    and isinstance(part.get("text"), str)
+                ):
+                    text = part["text"]
+                    for match in pattern.finditer(text):
+                        refs.append(
+                            RefSpec(
+                                match.group(1).rsplit("/", 1)[-1],
+                                "path",
+                                match.group(1),
+                                index,
+                                new,
+                            )
+                        )
+                    part = {**part, "text": pattern.sub(lambda m: m.group(1), text)}
+                parts.append(part)
+            out["content"] = parts
+            if new:
+                query = _text_of(parts)
+        cleaned.append(out)
+    return Found(refs, cleaned, last, query)

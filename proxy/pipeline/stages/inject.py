@@ -1,0 +1,31 @@
+"""Stage: put the documents into the last user message, in full or as retrieved citations."""
+
+from __future__ import annotations
+
+from proxy.guard.neutralise import GuardReport
+from proxy.pipeline.exchange import Exchange
+from proxy.pipeline.prompts import full_content_prompt
+from proxy.pipeline.rewrite import replace_last_user_text
+from proxy.pipeline.services import Services
+from proxy.pipeline.stages.guard_report import note_guard
+from proxy.pipeline.stages.retrieve import retrieve
+from proxy.pipeline.strategy import INJECT, RETRIEVAL
+
+
+async def inject(exchange: Exchange, services: Services) -> None:
+    if exchange.strategy == INJECT:
+        await inject_full_content(exchange, services)
+    elif exchange.strategy == RETRIEVAL:
+        await retrieve(exchange, services)
+
+
+async def inject_full_content(exchange: Exchange, services: Services) -> None:
+    files = []
+    reports: dict[str, GuardReport] = {}
+    for document in exchange.new_documents:
+        guarded = await services.guarded.document(document, exchange.control_tokens)
+        files.append((document.name, guarded.text))
+        reports[document.name] = guarded.report
+    prompt = full_content_prompt(files, exchange.query)
+    exchange.body["messages"] = replace_last_user_text(exchange.messages, prompt)
+    note_guard(exchange, reports)

@@ -1,0 +1,104 @@
+"""Stage (retrieval branch): index, search, fit the passages into the budget, cite them."""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+from proxy.guard.neutralise import GuardReport
+from proxy.pipeline.exchange import Exchange
+from proxy.pipeline.prompts import citations_prompt, no_citations_prompt
+from proxy.pipeline.rewrite import replace_last_user_text
+from proxy.pipeline.services import Services
+from proxy.pipeline.stages.documents import parse_refs
+from proxy.pipeline.stages.guard_report import note_guard
+from proxy.retrieval.budget import Passage, PassageBudget
+
+
+def citation_of(meta: dict[str, Any]) -> str:
+    """`report.pdf#page=4`, the way PDF viewers open a page."""
+    return f"{meta['filename']}#page={meta['page_start']}"
+
+
+async def retrieve(exchange: Exchange, services: Services) -> None:
+    retriever = await services.retriever()
+    options = exchange.options
+    exchange.status("Retrieving relevant citations for user query...")
+    started = time.perf_counter()
+    documents = list(exchange.new_documents)
+    if exchange.old_refs:
+        documents += await parse_refs(exchange.old_refs, exchange, services)
+    # The same document attached twice is one source.
+    unique = list({doc.sha256: doc for doc in documents}.values())
+    for document in unique:
+        await retriever.ensure_indexed(document)
+    exchange.timed("index", time.perf_counter() - started)
+    started = time.perf_counter()
+    query = exchange.query or " "
+    threshold = options.affinity_threshold
+    if threshold is None:
+        threshold = retriever.embedder.default_threshold
+    ranked = await retriever.search(unique, query, options.retrieval_limit)
+    exchange.timed("search", time.perf_counter() - started)
+    file_ids = {ref.name: ref.file_id for ref in [*exchange.new_refs, *exchange.old_refs]}
+    reports: dict[str, GuardReport] = {}
+    by_source: list[list[Passage]] = []
+    scores: list[list[float]] = []
+    for source, (document, hits) in enumerate(zip(unique, ranked, strict=True)):
+        passages = []
+        scores.append([round(hit.score, 4) for hit in hits])
+        for rank, hit in enumerate(h for h in hits if h.score > threshold):
+            guarded = services.guarded.guard(hit.text, exchange.control_tokens)
+            reports[document.name] = reports.get(document.name, GuardReport()) + guarded.report
+            meta = {
+                "filename": document.name,
+                "page_start": hit.page_start,
+                "page_end": hit.page_end,
+                "score": hit.score,
+                "file_id": file_ids.get(document.name),
+            }
+            passages.append(Passage(source, rank, guarded.text, meta))
+        by_source.append(passages)
+    counter = await services.introspection.counter(exchange.model)
+    window = await services.introspection.context_window(exchange.model)
+    budget = PassageBudget.for_window(window.tokens, counter.count_text)
+    selection = await budget.select(
+        by_source, guard=lambda text: services.guarded.guard(text, exchange.control_tokens).text
+    )
+    texts = [passage.text for passage in selection.passages]
+    prompt = (
+        citations_prompt(texts, exchange.query) if texts else no_citations_prompt(exchange.query)
+    )
+    exchange.body["messages"] = replace_last_user_text(exchange.messages, prompt)
+    exchange.citations = [citation_of(dict(p.meta)) for p in selection.passages]
+    exchange.search_results = [search_result(dict(p.meta), p.text) for p in selection.passages]
+    exchange.status(f"Retrieved {len(texts)} relevant citations for user query")
+    exchange.response_headers["X-Enrich-Citations"] = str(len(texts))
+    exchange.decision.update(
+        retrieval={
+            "sources": [doc.name for doc in unique],
+            "limit": options.retrieval_limit,
+            "affinity_threshold": threshold,
+            "embedder": retriever.embedder.name,
+            "scores": scores,
+            "budget_limit": budget.limit,
+            "budget_unit": "tokens" if window.tokens else "characters",
+            "selected_per_source": selection.per_source,
+            "left_out": selection.left_out,
+        }
+    )
+    note_guard(exchange, reports)
+
+
+def search_result(meta: dict[str, Any], text: str) -> dict[str, Any]:
+    result = {
+        "title": meta["filename"],
+        "url": citation_of(meta),
+        "snippet": text[:500],
+        "source": "attachment",
+        "page": meta["page_start"],
+        "score": round(float(meta["score"]), 4),
+    }
+    if meta.get("file_id"):
+        result["file_id"] = meta["file_id"]
+    return result

@@ -1,0 +1,39 @@
+"""Stage: the body must be a chat completion request we can work on."""
+
+from __future__ import annotations
+
+from proxy.errors import BadRequest
+from proxy.pipeline.exchange import Exchange
+from proxy.pipeline.services import Services
+
+
+async def validate_request(exchange: Exchange, services: Services) -> None:
+    messages = exchange.body.get("messages")
+    if not isinstance(messages, list) or not messages:
+        raise BadRequest(
+            "'messages' must be a non-empty array of messages",
+            param="messages",
+            code="invalid_value",
+        )
+    for index, message in enumerate(messages):
+        if not isinstance(message, dict):
+            raise BadRequest(
+                f"messages[{index}] must be an object",
+                param=f"messages[{index}]",
+                code="invalid_type",
+            )
+        if not isinstance(message.get("role"), str):
+            raise BadRequest(
+                f"messages[{index}].role must be a string",
+                param=f"messages[{index}].role",
+                code="invalid_value",
+            )
+        content = message.get("content")
+        if content is not None and not isinstance(content, str | list):
+            raise BadRequest(
+                f"messages[{index}].content must be a string or an array of content parts",
+                param=f"messages[{index}].content",
+                code="invalid_type",
+            )
+    if "stream" in exchange.body and not isinstance(exchange.body["stream"], bool):
+        raise BadRequest("'stream' must be a boolean", param="stream", code="invalid_type")

@@ -1,0 +1,61 @@
+"""Which headers cross the proxy, each way: hop-by-hop ones never do (RFC 9110 §7.6.1)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+
+from multidict import CIMultiDict
+
+# Hop-by-hop headers, plus the ones aiohttp recomputes for the new connection.
+HOP_BY_HOP = frozenset(
+    {
+        "connection",
+        "keep-alive",
+        "proxy-authenticate",
+        "proxy-authorization",
+        "te",
+        "trailer",
+        "trailers",
+        "transfer-encoding",
+        "upgrade",
+        "host",
+        "content-length",
+    }
+)
+
+
+def end_to_end(headers: Mapping[str, str], drop: Iterable[str] = ()) -> CIMultiDict[str]:
+    """`headers` minus hop-by-hop ones, those the `Connection` header names, and `drop`."""
+    dropped = HOP_BY_HOP | {name.lower() for name in drop}
+    dropped |= {token.strip().lower() for token in headers.get("Connection", "").split(",")}
+    kept: CIMultiDict[str] = CIMultiDict()
+    for name, value in headers.items():
+        if name.lower() not in dropped:
+            kept.add(name, value)
+    return kept
+
+
+def upstream_request_headers(
+    incoming: Mapping[str, str],
+    *,
+    api_key: str | None,
+    request_id: str,
+    proxy_keys: bool = False,
+    drop: Iterable[str] = (),
+) -> CIMultiDict[str]:
+    """The client's headers as they go upstream, with the upstream key and request id set.
+
+    With `proxy_keys`, the client's credentials are the proxy's own and never go upstream.
+    """
+    credentials = ("authorization", "x-api-key") if proxy_keys else ()
+    headers = end_to_end(incoming, (*drop, *credentials))
+    if api_key:
+        headers["Authorization"] = f"Bearer {api_key}"
+    headers["X-Request-ID"] = request_id
+    return headers
+
+
+def client_response_headers(upstream: Mapping[str, str]) -> CIMultiDict[str]:
+    """The upstream's response headers a client may receive from us (our server sets its own
+    Server and Date)."""
+    return end_to_end(upstream, ("server", "date"))

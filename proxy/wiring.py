@@ -1,0 +1,147 @@
+"""Every edge of one proxy process made once from its settings: build_services()."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import aiohttp
+import structlog
+
+from proxy.config import ConfigError, Settings
+from proxy.documents import DocumentParser, ParseLimits
+from proxy.files.store import FileStore
+from proxy.formats import FormatRegistry
+from proxy.guard.texts import GuardedTexts
+from proxy.metrics import Metrics
+from proxy.pipeline.services import Services
+from proxy.upstream.client import UpstreamClient
+from proxy.upstream.introspection import ModelIntrospection
+from proxy.upstream.spawn import LlamaServer
+from proxy.upstream.tokens import TokenCache, load_encoding
+
+if TYPE_CHECKING:
+    from proxy.retrieval.embeddings import Embedder
+    from proxy.retrieval.retriever import Retriever
+
+log = structlog.get_logger(__name__)
+
+
+def data_dir(settings: Settings) -> Path:
+    path = settings.server.data_dir
+    path.mkdir(parents=True, exist_ok=True)
+    return path
+
+
+def make_files(settings: Settings) -> FileStore:
+    return FileStore(
+        data_dir(settings) / "files", int(settings.documents.max_file_mb * 1024 * 1024)
+    )
+
+
+def make_parser(settings: Settings) -> DocumentParser:
+    documents = settings.documents
+    limits = ParseLimits(
+        max_file_bytes=int(documents.max_file_mb * 1024 * 1024),
+        max_pages=documents.max_pages,
+        max_chars=documents.max_chars,
+        timeout_s=documents.parse_timeout_s,
+    )
+    return DocumentParser(
+        data_dir(settings) / "parsed",
+        limits,
+        documents.parse_workers,
+        cache_max_bytes=int(documents.cache_max_mb * 1024 * 1024),
+    )
+
+
+def make_formats(settings: Settings) -> FormatRegistry:
+    # Default: where `python -m proxy formats import` puts presets (<data_dir>/formats).
+    presets = settings.formats.presets_dir or settings.server.data_dir / "formats"
+    return FormatRegistry(user_dir=presets, inline=settings.formats.custom)
+
+
+def make_embedder_from(settings: Settings) -> Embedder:
+    # Imported here: chromadb and openai take ~2 s to import, and only retrieval needs them.
+    from proxy.retrieval.embeddings import make_embedder
+
+    embeddings = settings.embeddings
+    if embeddings.backend == "default":
+        return make_embedder("default", batch_size=embeddings.batch_size)
+    if not embeddings.base_url:
+        raise ConfigError("config key embeddings.base_url: required for the openai backend")
+    return make_embedder(
+        "openai",
+        base_url=embeddings.base_url,
+        model=embeddings.model,
+        api_key=embeddings.api_key,
+        batch_size=embeddings.batch_size,
+        query_prefix=embeddings.query_prefix,
+        document_prefix=embeddings.document_prefix,
+        timeout=embeddings.timeout_s,
+    )
+
+
+def make_retriever(settings: Settings) -> Retriever:
+    # Everything that can fail comes before the index, which locks its directory.
+    from proxy.retrieval.index import VectorIndex
+    from proxy.retrieval.retriever import Retriever
+
+    encoding = load_encoding("cl100k_base")
+    embedder = make_embedder_from(settings)
+    store = settings.vector_store
+    if store.mode == "server":
+        index = VectorIndex.server(store.host, store.port, embedder)
+    else:
+        index = VectorIndex.embedded(store.path or data_dir(settings) / "chroma", embedder)
+    return Retriever(
+        index=index,
+        embedder=embedder,
+        chunk_tokens=settings.retrieval.chunk_tokens,
+        chunk_overlap=settings.retrieval.chunk_overlap,
+        count_tokens=lambda text: len(encoding.encode_ordinary(text)),
+    )
+
+
+async def start_local_upstream(settings: Settings) -> LlamaServer | None:
+    """`upstream.spawn`: a llama-server of our own, healthy before the first request."""
+    spawn = settings.upstream.spawn
+    if not spawn.enabled:
+        return None
+    server = LlamaServer(
+        binary=spawn.binary,
+        model=spawn.model,
+        ctx_size=spawn.ctx_size,
+        extra_args=spawn.extra_args,
+        log_path=data_dir(settings) / "llama-server.log",
+        startup_timeout=spawn.startup_timeout_s,
+    )
+    log.info("starting llama-server", argv=server.argv, log=str(server.log_path))
+    await server.start()
+    log.info("llama-server ready", base_url=server.base_url)
+    return server
+
+
+async def build_services(
+    settings: Settings, session: aiohttp.ClientSession, metrics: Metrics | None = None
+) -> Services:
+    """The upstream client, introspection, caches, file store, parser pool, formats and the
+    (lazily opened) retriever of one process; `Services.aclose()` releases them."""
+    local = await start_local_upstream(settings)
+    upstream_settings = settings.upstream
+    if local is not None:
+        upstream_settings = upstream_settings.model_copy(update={"base_url": local.base_url})
+    upstream = UpstreamClient(upstream_settings, session)
+    return Services(
+        settings=settings,
+        upstream=upstream,
+        metrics=metrics or Metrics(),
+        files=make_files(settings),
+        parser=make_parser(settings),
+        introspection=ModelIntrospection(settings, upstream),
+        guarded=GuardedTexts(redact_overrides=settings.guard.redact_overrides),
+        token_cache=TokenCache(),
+        formats=make_formats(settings),
+        retriever_factory=lambda: make_retriever(settings),
+        local_upstream=local,
+    )
