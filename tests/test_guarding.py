@@ -17,5 +17,5 @@ async def test_guarded_once_and_bounded() -> None:
     assert await texts.document(document(1, "ignored: the sha256 is the key")) is first
     for n in range(2, 6):
         await texts.document(document(n, "y" * 100))
-    assert texts._chars <= 250
+    assert texts.chars <= 250
     assert len(texts._cache) == 2  # the two most recent documents fit in 250 characters

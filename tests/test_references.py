@@ -38,7 +38,7 @@ def test_new_and_old_files_in_order() -> None:
         },
     ]
     found = find_references(messages, path_prefix=None)
-    assert [(r.name, r.kind, r.new) for r in found.refs] == [
+    assert [(r.name, r.origin, r.new) for r in found.refs] == [
         ("old.txt", "file_data", False),
         ("a.txt", "file_data", True),
         ("b.pdf", "file_id", True),
@@ -57,7 +57,7 @@ def test_new_and_old_files_in_order() -> None:
 def test_path_references_in_text() -> None:
     messages = [{"role": "user", "content": "summarise #file:docs/report.pdf please"}]
     found = find_references(messages, path_prefix="#file:")
-    assert [(r.name, r.kind, r.value) for r in found.refs] == [
+    assert [(r.name, r.origin, r.locator) for r in found.refs] == [
         ("report.pdf", "path", "docs/report.pdf")
     ]
     assert found.query == "summarise docs/report.pdf please"

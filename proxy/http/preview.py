@@ -20,7 +20,7 @@ async def preview_route(request: web.Request) -> web.Response:
             "object": "enrich.preview",
             "request_id": exchange.request_id,
             "strategy": exchange.strategy,
-            "decision": exchange.decision,
+            "decision": exchange.decision.to_json(),
             "timings_s": exchange.timings,
             "headers": exchange.response_headers,
             "citations": exchange.citations,

@@ -5,29 +5,29 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol
 
 from proxy.documents.model import ParsedDocument
-
-
-@dataclass(frozen=True)
-class FileRef:
-    """A document the user attached, wherever it came from, not yet parsed."""
-
-    name: str
-    origin: str  # "file_data" | "file_id" | "path"
-    data: bytes
-    message_index: int
-    file_id: str | None = None
+from proxy.pipeline.decision import Decision
+from proxy.pipeline.references import FileRef
+from proxy.pipeline.strategy import Strategy
 
 
 @dataclass
 class Options:
     """Per-request settings from the body's `enrich` object, with config defaults filled in."""
 
-    strategy: str = "auto"
+    strategy: Strategy = Strategy.AUTO
     retrieval_limit: int = 3
     affinity_threshold: float | None = None
+
+
+class ResponseConverter(Protocol):
+    """Turns an upstream's answer into the shape the client asked for (JSON and SSE events)."""
+
+    def convert_json(self, payload: dict[str, Any]) -> dict[str, Any]: ...
+
+    def convert_event(self, event: bytes, payload: Any) -> list[bytes | dict[str, Any]]: ...
 
 
 @dataclass
@@ -41,17 +41,20 @@ class Exchange:
     old_refs: list[FileRef] = field(default_factory=list)
     new_documents: list[ParsedDocument] = field(default_factory=list)
     query: str = ""
-    strategy: str = "none"
-    decision: dict[str, Any] = field(default_factory=dict)
+    decision: Decision = field(default_factory=Decision)
     citations: list[str] = field(default_factory=list)
     search_results: list[dict[str, Any]] = field(default_factory=list)
     response_headers: dict[str, str] = field(default_factory=dict)
     upstream_path: str = "/v1/chat/completions"
-    response_converter: Any = None
+    response_converter: ResponseConverter | None = None
     control_tokens: tuple[str, ...] = ()  # declared by the upstream model, for the guard
     timings: dict[str, float] = field(default_factory=dict)
     status: Callable[[str], None] = field(default=lambda line: None, repr=False)
     started: float = field(default_factory=time.perf_counter)
+
+    @property
+    def strategy(self) -> Strategy:
+        return self.decision.strategy
 
     @property
     def stream(self) -> bool:

@@ -4,29 +4,34 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Literal
 
 from proxy.errors import BadRequest
 
 FILE_PART_TYPES = frozenset({"file", "input_file"})
 
 
+Origin = Literal["file_data", "file_id", "path"]
+
+
 @dataclass(frozen=True)
-class RefSpec:
-    """Where a document is to be read from, before anything is read."""
+class FileRef:
+    """A document the user attached: where it is read from, and its bytes once read."""
 
     name: str
-    kind: str  # "file_data" | "file_id" | "path"
-    value: str
+    origin: Origin
+    locator: str  # the base64 data, the file id or the `root/path`, as the client gave it
     message_index: int
-    new: bool
+    new: bool  # in the last user message (a new file) or an earlier one (an old file)
+    data: bytes = b""
+    file_id: str | None = None
 
 
 @dataclass(frozen=True)
 class Found:
     """The references of a conversation and the messages with their file parts taken out."""
 
-    refs: list[RefSpec]
+    refs: list[FileRef]
     messages: list[dict[str, Any]]
     last_user_index: int | None
     query: str
@@ -48,16 +53,16 @@ def _file_fields(part: dict[str, Any], where: str) -> dict[str, Any]:
     return part  # Responses-style input_file keeps its fields on the part itself
 
 
-def _spec_from_part(part: dict[str, Any], where: str, index: int, new: bool, n: int) -> RefSpec:
+def _spec_from_part(part: dict[str, Any], where: str, index: int, new: bool, n: int) -> FileRef:
     fields = _file_fields(part, where)
     name = fields.get("filename") or fields.get("file_name")
     if name is not None and not isinstance(name, str):
         raise BadRequest(f"{where}: filename must be a string", param=where)
     data, file_id, url = fields.get("file_data"), fields.get("file_id"), fields.get("file_url")
     if isinstance(data, str) and data:
-        return RefSpec(name or f"attachment-{n + 1}", "file_data", data, index, new)
+        return FileRef(name or f"attachment-{n + 1}", "file_data", data, index, new)
     if isinstance(file_id, str) and file_id:
-        return RefSpec(name or file_id, "file_id", file_id, index, new)
+        return FileRef(name or file_id, "file_id", file_id, index, new)
     if url is not None:
         raise BadRequest(
             f"{where}: file_url is not supported by this proxy; upload the file "
@@ -111,7 +116,7 @@ def find_references(messages: list[dict[str, Any]], *, path_prefix: str | None) 
     """
     last = last_user_index(messages)
     pattern = _path_pattern(path_prefix) if path_prefix else None
-    refs: list[RefSpec] = []
+    refs: list[FileRef] = []
     cleaned: list[dict[str, Any]] = []
     query = ""
     for index, message in enumerate(messages):
@@ -125,7 +130,7 @@ def find_references(messages: list[dict[str, Any]], *, path_prefix: str | None) 
             if pattern is not None:
                 for match in pattern.finditer(content):
                     refs.append(
-                        RefSpec(
+                        FileRef(
                             match.group(1).rsplit("/", 1)[-1], "path", match.group(1), index, new
                         )
                     )
@@ -152,7 +157,7 @@ def find_references(messages: list[dict[str, Any]], *, path_prefix: str | None) 
                     text = part["text"]
                     for match in pattern.finditer(text):
                         refs.append(
-                            RefSpec(
+                            FileRef(
                                 match.group(1).rsplit("/", 1)[-1],
                                 "path",
                                 match.group(1),

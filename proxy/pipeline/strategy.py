@@ -4,11 +4,21 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from enum import StrEnum
 
-INJECT = "inject-full-content"
-RETRIEVAL = "retrieval"
-NONE = "none"
-STRATEGIES = frozenset({INJECT, RETRIEVAL, NONE})
+
+class Strategy(StrEnum):
+    """How documents reach the model; `auto` is a request's way of letting the proxy choose."""
+
+    AUTO = "auto"
+    INJECT = "inject-full-content"
+    RETRIEVAL = "retrieval"
+    NONE = "none"
+
+
+INJECT = Strategy.INJECT
+RETRIEVAL = Strategy.RETRIEVAL
+NONE = Strategy.NONE
 
 # Of what is left, aim to use at most this share (LM Studio's targetContextUsePercent).
 TARGET_CONTEXT_USE = 0.7
@@ -36,7 +46,9 @@ def available_tokens(measure: ContextMeasure) -> int:
     return max(0, math.floor(measure.model_remaining_context_length * usage))
 
 
-def choose_strategy(file_tokens: int, prompt_tokens: int, measure: ContextMeasure | None) -> str:
+def choose_strategy(
+    file_tokens: int, prompt_tokens: int, measure: ContextMeasure | None
+) -> Strategy:
     """Retrieval when files and prompt exceed what is available; unknown window → retrieval."""
     if measure is None:
         return RETRIEVAL
@@ -45,7 +57,7 @@ def choose_strategy(file_tokens: int, prompt_tokens: int, measure: ContextMeasur
     return INJECT
 
 
-def route(has_new_files: bool, has_old_files: bool) -> str | None:
+def route(has_new_files: bool, has_old_files: bool) -> Strategy | None:
     """Which way a request goes before counting: None means `choose_strategy` decides."""
     if has_new_files:
         return None

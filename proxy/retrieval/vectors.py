@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import fcntl
 import os
-from collections import OrderedDict
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -12,6 +11,7 @@ from typing import Any
 
 import numpy as np
 import numpy.typing as npt
+from cachetools import LRUCache
 
 LOCK_FILE = "proxy.lock"
 
@@ -82,27 +82,20 @@ class VectorCache:
 
     def __init__(self, max_bytes: int) -> None:
         self.max_bytes = max_bytes
-        self._entries: OrderedDict[str, DocumentVectors] = OrderedDict()
-        self._bytes = 0
+        self._entries: LRUCache[str, DocumentVectors] = LRUCache(
+            maxsize=max_bytes, getsizeof=lambda entry: max(1, entry.matrix.nbytes)
+        )
 
     def get(self, doc_sha256: str) -> DocumentVectors | None:
-        entry = self._entries.get(doc_sha256)
-        if entry is not None:
-            self._entries.move_to_end(doc_sha256)
-        return entry
+        return self._entries.get(doc_sha256)
 
     def put(self, doc_sha256: str, entry: DocumentVectors) -> None:
         if entry.matrix.nbytes > self.max_bytes or doc_sha256 in self._entries:
             return
         self._entries[doc_sha256] = entry
-        self._bytes += entry.matrix.nbytes
-        while self._bytes > self.max_bytes:
-            _, dropped = self._entries.popitem(last=False)
-            self._bytes -= dropped.matrix.nbytes
 
     def clear(self) -> None:
         self._entries.clear()
-        self._bytes = 0
 
 
 def lock_exclusively(path: Path) -> int:

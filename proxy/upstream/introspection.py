@@ -5,10 +5,10 @@ from __future__ import annotations
 import asyncio
 import re
 import time
-from collections import OrderedDict
 from dataclasses import dataclass
 
 import structlog
+from cachetools import TTLCache
 
 from proxy.config import Settings
 from proxy.errors import ProxyError
@@ -38,7 +38,11 @@ class ModelIntrospection:
         self.upstream = upstream
         self._flavour: str | None = None
         self._probe_lock = asyncio.Lock()
-        self._windows: OrderedDict[str, tuple[float, ContextWindow]] = OrderedDict()
+        # A model's window is asked again after `context_ttl_s` (a server may be restarted with
+        # another -c); at most 256 models are remembered.
+        self._windows: TTLCache[str, ContextWindow] = TTLCache(
+            maxsize=256, ttl=settings.upstream.context_ttl_s, timer=time.monotonic
+        )
         self._tiktoken: dict[str, TiktokenCounter] = {}
         self._learning: dict[str, asyncio.Future[ContextWindow]] = {}
         self._declared: tuple[str, ...] | None = None
@@ -127,8 +131,8 @@ class ModelIntrospection:
             return ContextWindow(configured, "config")
         key = model or ""
         cached = self._windows.get(key)
-        if cached and time.monotonic() - cached[0] < self.settings.upstream.context_ttl_s:
-            return cached[1]
+        if cached is not None:
+            return cached
         # One lookup per model at a time: when the entry expires under load, the requests in
         # flight wait for a single /props call instead of each sending their own.
         pending = self._learning.get(key)
@@ -140,9 +144,7 @@ class ModelIntrospection:
             finally:
                 self._learning.pop(key, None)
             if window.keep:
-                self._windows[key] = (time.monotonic(), window)
-            while len(self._windows) > 256:
-                self._windows.popitem(last=False)
+                self._windows[key] = window
             return window
         return await asyncio.shield(pending)
 

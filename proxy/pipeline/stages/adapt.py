@@ -12,6 +12,7 @@ from proxy.formats import (
     shift_context,
 )
 from proxy.formats.adapter import merged_stops
+from proxy.pipeline.decision import AdapterRecord, ContextShift
 from proxy.pipeline.exchange import Exchange
 from proxy.pipeline.services import Services
 from proxy.upstream.text_adapter import TextCompletionConverter
@@ -62,11 +63,7 @@ async def _window_limit(exchange: Exchange, services: Services) -> int | None:
 
 
 def _note_dropped(exchange: Exchange, dropped: int, tokens: int, limit: int) -> None:
-    exchange.decision["context_shift"] = {
-        "dropped_messages": dropped,
-        "tokens": tokens,
-        "limit": limit,
-    }
+    exchange.decision.context_shift = ContextShift(dropped, tokens, limit)
     if dropped:
         exchange.response_headers["X-Enrich-Dropped-Messages"] = str(dropped)
 
@@ -100,5 +97,5 @@ async def _to_text_completion(exchange: Exchange, services: Services, format_nam
     prompt = render_prompt(fmt, messages, include_bos=False)
     exchange.body = completion_request(exchange.body, fmt, prompt)
     exchange.upstream_path = "/v1/completions"
-    exchange.decision["adapter"] = {"kind": "text", "format": fmt.name, "stop": stops}
+    exchange.decision.adapter = AdapterRecord("text", fmt.name, stops)
     exchange.response_converter = TextCompletionConverter(stops)

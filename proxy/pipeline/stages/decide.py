@@ -6,10 +6,11 @@ import time
 
 import structlog
 
+from proxy.pipeline.decision import TokenBudget
 from proxy.pipeline.exchange import Exchange
 from proxy.pipeline.services import Services
 from proxy.pipeline.strategy import (
-    NONE,
+    Strategy,
     available_tokens,
     choose_strategy,
     measure_context,
@@ -23,27 +24,24 @@ async def decide(exchange: Exchange, services: Services) -> None:
     forced = exchange.options.strategy
     routed = route(bool(exchange.new_documents), bool(exchange.old_refs))
     record = exchange.decision
-    record.update(
-        new_files=[d.name for d in exchange.new_documents],
-        old_files=[r.name for r in exchange.old_refs],
-        requested_strategy=forced,
-    )
-    if forced != "auto" and (exchange.new_documents or exchange.old_refs or forced == NONE):
-        exchange.strategy = forced
-        record.update(strategy=forced, reason="requested in enrich.strategy")
+    record.new_files = [d.name for d in exchange.new_documents]
+    record.old_files = [r.name for r in exchange.old_refs]
+    record.requested_strategy = forced
+    has_files = bool(exchange.new_documents or exchange.old_refs)
+    if forced != Strategy.AUTO and (has_files or forced == Strategy.NONE):
+        record.strategy, record.reason = forced, "requested in enrich.strategy"
     elif routed is not None:
-        exchange.strategy = routed
-        reason = "only files from earlier messages" if routed != NONE else "no files"
-        record.update(strategy=routed, reason=reason)
+        record.strategy = routed
+        only_old = routed != Strategy.NONE
+        record.reason = "only files from earlier messages" if only_old else "no files"
     else:
         await _choose(exchange, services)
-    if exchange.strategy != NONE:
-        exchange.response_headers["X-Enrich-Strategy"] = exchange.strategy
-    log.debug("decision", request_id=exchange.request_id, **record)
+    if record.strategy != Strategy.NONE:
+        exchange.response_headers["X-Enrich-Strategy"] = record.strategy
+    log.debug("decision", request_id=exchange.request_id, **record.to_json())
 
 
 async def _choose(exchange: Exchange, services: Services) -> None:
-    record = exchange.decision
     introspection = services.introspection
     started = time.perf_counter()
     counter = await introspection.counter(exchange.model)
@@ -66,12 +64,11 @@ async def _choose(exchange: Exchange, services: Services) -> None:
             services.token_cache.put(key, count)
         per_file[document.name] = count
         file_tokens += count
-    strategy = choose_strategy(file_tokens, prompt_tokens, measure)
-    exchange.strategy = strategy
+    record = exchange.decision
+    record.strategy = choose_strategy(file_tokens, prompt_tokens, measure)
+    record.reason = "unknown context window" if measure is None else "token budget"
     exchange.timed("count", time.perf_counter() - started)
-    record.update(
-        strategy=strategy,
-        reason="unknown context window" if measure is None else "token budget",
+    record.budget = TokenBudget(
         counter=counter.kind,
         counts_exact=counter.exact,
         context_window=window.tokens,

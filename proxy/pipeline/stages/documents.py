@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 from proxy.documents.model import ParsedDocument
-from proxy.pipeline.exchange import Exchange, FileRef
+from proxy.pipeline.exchange import Exchange
+from proxy.pipeline.references import FileRef
 from proxy.pipeline.services import Services
 
 

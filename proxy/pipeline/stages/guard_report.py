@@ -13,12 +13,12 @@ log = structlog.get_logger(__name__)
 def note_guard(exchange: Exchange, reports: dict[str, GuardReport]) -> None:
     """What the guard changed, per file: decision record, a header, a warning line."""
     total = sum(report.changes for report in reports.values())
-    exchange.decision["guard"] = {name: report.by_kind for name, report in reports.items()}
+    exchange.decision.guard = {name: report.by_kind for name, report in reports.items()}
     exchange.response_headers["X-Enrich-Guard-Changes"] = str(total)
     if total:
         log.warning(
             "document text neutralised",
             request_id=exchange.request_id,
             changes=total,
-            per_file=exchange.decision["guard"],
+            per_file=exchange.decision.guard,
         )

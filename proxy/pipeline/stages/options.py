@@ -9,6 +9,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from proxy.errors import BadRequest
 from proxy.pipeline.exchange import Exchange, Options
 from proxy.pipeline.services import Services
+from proxy.pipeline.strategy import Strategy
 
 
 class EnrichObject(BaseModel):
@@ -33,7 +34,7 @@ def parse_options(raw: Any, *, default_limit: int, default_threshold: float | No
         key = ".".join(str(part) for part in ("enrich", *error["loc"]))
         raise BadRequest(f"{key}: {error['msg']}", param=key) from None
     return Options(
-        strategy=given.strategy,
+        strategy=Strategy(given.strategy),
         retrieval_limit=given.retrieval_limit or default_limit,
         affinity_threshold=(
             default_threshold if given.affinity_threshold is None else given.affinity_threshold

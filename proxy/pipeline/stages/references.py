@@ -5,13 +5,13 @@ from __future__ import annotations
 import asyncio
 import base64
 import binascii
+import dataclasses
 import re
 from pathlib import Path, PurePosixPath
 
 from proxy.errors import DocumentError, PayloadTooLarge
-from proxy.files.store import FileStore
-from proxy.pipeline.exchange import Exchange, FileRef
-from proxy.pipeline.references import RefSpec, find_references
+from proxy.pipeline.exchange import Exchange
+from proxy.pipeline.references import FileRef, find_references
 from proxy.pipeline.services import Services
 
 DATA_URL = re.compile(r"^data:(?P<mime>[^;,]*)(?P<params>(;[^;,]*)*),(?P<data>.*)$", re.DOTALL)
@@ -87,23 +87,23 @@ def _read_path(path: Path, name: str, max_bytes: int) -> bytes:
     return path.read_bytes()
 
 
-async def read_reference(spec: RefSpec, services: Services) -> FileRef:
+async def read_reference(ref: FileRef, services: Services) -> FileRef:
+    """The reference with its bytes (and, for uploads, the stored name and id)."""
     documents = services.settings.documents
     max_bytes = int(documents.max_file_mb * 1024 * 1024)
-    if spec.kind == "file_data":
-        data = decode_file_data(spec.name, spec.value, max_bytes)
-        return FileRef(spec.name, spec.kind, data, spec.message_index)
-    if spec.kind == "file_id":
-        store = services.files
-        assert isinstance(store, FileStore)
-        stored, data = await asyncio.to_thread(store.read, spec.value)
-        name = spec.name if spec.name != spec.value else stored.filename
-        return FileRef(name, spec.kind, data, spec.message_index, file_id=stored.id)
-    path = resolve_document_path(documents.roots, spec.value)
-    data = await asyncio.to_thread(_read_path, path, spec.name, max_bytes)
+    if ref.origin == "file_data":
+        data = decode_file_data(ref.name, ref.locator, max_bytes)
+        # The base64 text is not needed again: let it go with the body.
+        return dataclasses.replace(ref, data=data, locator="")
+    if ref.origin == "file_id":
+        stored, data = await asyncio.to_thread(services.files.read, ref.locator)
+        name = ref.name if ref.name != ref.locator else stored.filename
+        return dataclasses.replace(ref, name=name, data=data, file_id=stored.id)
+    path = resolve_document_path(documents.roots, ref.locator)
+    data = await asyncio.to_thread(_read_path, path, ref.name, max_bytes)
     if not data:
-        raise DocumentError(spec.name, "the file is empty (0 bytes)", code="empty_file")
-    return FileRef(spec.name, spec.kind, data, spec.message_index)
+        raise DocumentError(ref.name, "the file is empty (0 bytes)", code="empty_file")
+    return dataclasses.replace(ref, data=data)
 
 
 async def extract_references(exchange: Exchange, services: Services) -> None:
@@ -113,6 +113,6 @@ async def extract_references(exchange: Exchange, services: Services) -> None:
     )
     exchange.body["messages"] = found.messages
     exchange.query = found.query
-    for spec in found.refs:
-        ref = await read_reference(spec, services)
-        (exchange.new_refs if spec.new else exchange.old_refs).append(ref)
+    for ref in found.refs:
+        read = await read_reference(ref, services)
+        (exchange.new_refs if read.new else exchange.old_refs).append(read)

@@ -5,14 +5,18 @@ from __future__ import annotations
 import time
 from typing import Any
 
+from proxy.documents.model import ParsedDocument
 from proxy.guard.neutralise import GuardReport
+from proxy.pipeline.decision import RetrievalRecord
 from proxy.pipeline.exchange import Exchange
 from proxy.pipeline.prompts import citations_prompt, no_citations_prompt
 from proxy.pipeline.rewrite import replace_last_user_text
 from proxy.pipeline.services import Services
 from proxy.pipeline.stages.documents import parse_refs
 from proxy.pipeline.stages.guard_report import note_guard
-from proxy.retrieval.budget import Passage, PassageBudget
+from proxy.retrieval.budget import Passage, PassageBudget, PassageSelection
+from proxy.retrieval.index import Hit
+from proxy.retrieval.retriever import Retriever
 
 
 def citation_of(meta: dict[str, Any]) -> str:
@@ -22,8 +26,41 @@ def citation_of(meta: dict[str, Any]) -> str:
 
 async def retrieve(exchange: Exchange, services: Services) -> None:
     retriever = await services.retriever()
-    options = exchange.options
     exchange.status("Retrieving relevant citations for user query...")
+    sources = await index_sources(exchange, services, retriever)
+    threshold = exchange.options.affinity_threshold
+    if threshold is None:
+        threshold = retriever.embedder.default_threshold
+    started = time.perf_counter()
+    limit = exchange.options.retrieval_limit
+    ranked = await retriever.search(sources, exchange.query or " ", limit)
+    exchange.timed("search", time.perf_counter() - started)
+    candidates, reports = guarded_candidates(exchange, services, sources, ranked, threshold)
+    counter = await services.introspection.counter(exchange.model)
+    window = await services.introspection.context_window(exchange.model)
+    budget = PassageBudget.for_window(window.tokens, counter.count_text)
+    selection = await budget.select(
+        candidates, guard=lambda text: services.guarded.guard(text, exchange.control_tokens).text
+    )
+    cite(exchange, selection)
+    exchange.decision.retrieval = RetrievalRecord(
+        sources=[doc.name for doc in sources],
+        limit=limit,
+        affinity_threshold=threshold,
+        embedder=retriever.embedder.name,
+        scores=[[round(hit.score, 4) for hit in hits] for hits in ranked],
+        budget_limit=budget.limit,
+        budget_unit="tokens" if window.tokens else "characters",
+        selected_per_source=selection.per_source,
+        left_out=selection.left_out,
+    )
+    note_guard(exchange, reports)
+
+
+async def index_sources(
+    exchange: Exchange, services: Services, retriever: Retriever
+) -> list[ParsedDocument]:
+    """New and old documents, each once (by sha256), indexed."""
     started = time.perf_counter()
     documents = list(exchange.new_documents)
     if exchange.old_refs:
@@ -33,20 +70,22 @@ async def retrieve(exchange: Exchange, services: Services) -> None:
     for document in unique:
         await retriever.ensure_indexed(document)
     exchange.timed("index", time.perf_counter() - started)
-    started = time.perf_counter()
-    query = exchange.query or " "
-    threshold = options.affinity_threshold
-    if threshold is None:
-        threshold = retriever.embedder.default_threshold
-    ranked = await retriever.search(unique, query, options.retrieval_limit)
-    exchange.timed("search", time.perf_counter() - started)
+    return unique
+
+
+def guarded_candidates(
+    exchange: Exchange,
+    services: Services,
+    sources: list[ParsedDocument],
+    ranked: list[list[Hit]],
+    threshold: float,
+) -> tuple[list[list[Passage]], dict[str, GuardReport]]:
+    """Per source, its hits above the threshold as guarded passages, in rank order."""
     file_ids = {ref.name: ref.file_id for ref in [*exchange.new_refs, *exchange.old_refs]}
     reports: dict[str, GuardReport] = {}
     by_source: list[list[Passage]] = []
-    scores: list[list[float]] = []
-    for source, (document, hits) in enumerate(zip(unique, ranked, strict=True)):
+    for source, (document, hits) in enumerate(zip(sources, ranked, strict=True)):
         passages = []
-        scores.append([round(hit.score, 4) for hit in hits])
         for rank, hit in enumerate(h for h in hits if h.score > threshold):
             guarded = services.guarded.guard(hit.text, exchange.control_tokens)
             reports[document.name] = reports.get(document.name, GuardReport()) + guarded.report
@@ -59,12 +98,11 @@ async def retrieve(exchange: Exchange, services: Services) -> None:
             }
             passages.append(Passage(source, rank, guarded.text, meta))
         by_source.append(passages)
-    counter = await services.introspection.counter(exchange.model)
-    window = await services.introspection.context_window(exchange.model)
-    budget = PassageBudget.for_window(window.tokens, counter.count_text)
-    selection = await budget.select(
-        by_source, guard=lambda text: services.guarded.guard(text, exchange.control_tokens).text
-    )
+    return by_source, reports
+
+
+def cite(exchange: Exchange, selection: PassageSelection) -> None:
+    """The citation prompt in place of the last user message; citations for the answer."""
     texts = [passage.text for passage in selection.passages]
     prompt = (
         citations_prompt(texts, exchange.query) if texts else no_citations_prompt(exchange.query)
@@ -74,20 +112,6 @@ async def retrieve(exchange: Exchange, services: Services) -> None:
     exchange.search_results = [search_result(dict(p.meta), p.text) for p in selection.passages]
     exchange.status(f"Retrieved {len(texts)} relevant citations for user query")
     exchange.response_headers["X-Enrich-Citations"] = str(len(texts))
-    exchange.decision.update(
-        retrieval={
-            "sources": [doc.name for doc in unique],
-            "limit": options.retrieval_limit,
-            "affinity_threshold": threshold,
-            "embedder": retriever.embedder.name,
-            "scores": scores,
-            "budget_limit": budget.limit,
-            "budget_unit": "tokens" if window.tokens else "characters",
-            "selected_per_source": selection.per_source,
-            "left_out": selection.left_out,
-        }
-    )
-    note_guard(exchange, reports)
 
 
 def search_result(meta: dict[str, Any], text: str) -> dict[str, Any]:

@@ -1,0 +1,98 @@
+"""The decision record: every input and outcome of a request's enrichment, typed."""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass, field
+from typing import Any
+
+from proxy.pipeline.strategy import Strategy
+
+
+@dataclass
+class TokenBudget:
+    """What `choose_strategy` saw: counts in the model's tokens and the window they fill."""
+
+    counter: str
+    counts_exact: bool
+    context_window: int | None
+    context_window_source: str
+    tokens_in_context: int
+    remaining_context: int | None
+    occupied_percent: float | None
+    available_tokens: int | None
+    prompt_tokens: int
+    file_tokens: int
+    file_tokens_per_file: dict[str, int | None]
+
+
+@dataclass
+class RetrievalRecord:
+    """What retrieval searched, scored, kept and left out."""
+
+    sources: list[str]
+    limit: int
+    affinity_threshold: float
+    embedder: str
+    scores: list[list[float]]
+    budget_limit: int
+    budget_unit: str  # "tokens" | "characters"
+    selected_per_source: list[int]
+    left_out: int
+
+
+@dataclass
+class ContextShift:
+    """Oldest turns dropped so that the conversation and the answer fit the window."""
+
+    dropped_messages: int
+    tokens: int
+    limit: int
+
+
+@dataclass
+class AdapterRecord:
+    """How a chat request was rendered for a text-completion upstream."""
+
+    kind: str
+    format: str
+    stop: list[str]
+
+
+@dataclass
+class Decision:
+    """Written by the stages in order; read by the preview, the debug log and the headers."""
+
+    new_files: list[str] = field(default_factory=list)
+    old_files: list[str] = field(default_factory=list)
+    requested_strategy: Strategy = Strategy.AUTO
+    strategy: Strategy = Strategy.NONE
+    reason: str = ""
+    budget: TokenBudget | None = None
+    guard: dict[str, dict[str, int]] | None = None
+    retrieval: RetrievalRecord | None = None
+    context_shift: ContextShift | None = None
+    adapter: AdapterRecord | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        """Plain JSON values; the budget's numbers sit at the top level, absent parts are left
+        out (the shape `POST /v1/enrich/preview` has always returned)."""
+        record: dict[str, Any] = {
+            "new_files": self.new_files,
+            "old_files": self.old_files,
+            "requested_strategy": str(self.requested_strategy),
+            "strategy": str(self.strategy),
+            "reason": self.reason,
+        }
+        if self.budget is not None:
+            record.update(dataclasses.asdict(self.budget))
+        if self.guard is not None:
+            record["guard"] = self.guard
+        for name, part in (
+            ("retrieval", self.retrieval),
+            ("context_shift", self.context_shift),
+            ("adapter", self.adapter),
+        ):
+            if part is not None:
+                record[name] = dataclasses.asdict(part)
+        return record
