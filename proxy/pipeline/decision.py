@@ -27,6 +27,17 @@ class TokenBudget:
 
 
 @dataclass
+class Candidate:
+    """One passage retrieval found, and what became of it."""
+
+    file: str
+    page: int
+    score: float
+    outcome: str  # "kept" | "shortened" | "below threshold" | "over budget"
+    snippet: str
+
+
+@dataclass
 class RetrievalRecord:
     """What retrieval searched, scored, kept and left out."""
 
@@ -39,6 +50,7 @@ class RetrievalRecord:
     budget_unit: str  # "tokens" | "characters"
     selected_per_source: list[int]
     left_out: int
+    candidates: list[Candidate] = field(default_factory=list)
 
 
 @dataclass

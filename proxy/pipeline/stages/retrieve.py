@@ -7,7 +7,7 @@ from typing import Any
 
 from proxy.documents.model import ParsedDocument
 from proxy.guard.neutralise import GuardReport
-from proxy.pipeline.decision import RetrievalRecord
+from proxy.pipeline.decision import Candidate, RetrievalRecord
 from proxy.pipeline.exchange import Exchange
 from proxy.pipeline.prompts import citations_prompt, no_citations_prompt
 from proxy.pipeline.rewrite import replace_last_user_text
@@ -44,6 +44,7 @@ async def retrieve(exchange: Exchange, services: Services) -> None:
     )
     cite(exchange, selection)
     exchange.decision.retrieval = RetrievalRecord(
+        candidates=outcomes(sources, ranked, threshold, candidates, selection),
         sources=[doc.name for doc in sources],
         limit=limit,
         affinity_threshold=threshold,
@@ -99,6 +100,44 @@ def guarded_candidates(
             passages.append(Passage(source, rank, guarded.text, meta))
         by_source.append(passages)
     return by_source, reports
+
+
+SNIPPET_CHARS = 300
+
+
+def outcomes(
+    sources: list[ParsedDocument],
+    ranked: list[list[Hit]],
+    threshold: float,
+    offered: list[list[Passage]],
+    selection: PassageSelection,
+) -> list[Candidate]:
+    """Every hit, best first per file, with what the threshold and the budget made of it."""
+    kept = {(p.source, p.rank): p for p in selection.passages}
+    candidates = []
+    for source, (document, hits) in enumerate(zip(sources, ranked, strict=True)):
+        rank = 0
+        for hit in hits:
+            if hit.score <= threshold:
+                outcome = "below threshold"
+            else:
+                passage = kept.get((source, rank))
+                rank += 1
+                if passage is None:
+                    outcome = "over budget"
+                else:
+                    whole = offered[source][passage.rank].text
+                    outcome = "kept" if passage.text == whole else "shortened"
+            candidates.append(
+                Candidate(
+                    file=document.name,
+                    page=hit.page_start,
+                    score=round(hit.score, 4),
+                    outcome=outcome,
+                    snippet=hit.text[:SNIPPET_CHARS],
+                )
+            )
+    return candidates
 
 
 def cite(exchange: Exchange, selection: PassageSelection) -> None:

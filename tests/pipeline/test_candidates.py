@@ -1,0 +1,34 @@
+"""What the decision record says became of each retrieved passage."""
+
+from __future__ import annotations
+
+from proxy.documents.model import Page, ParsedDocument
+from proxy.pipeline.stages.retrieve import outcomes
+from proxy.retrieval.budget import Passage, PassageSelection
+from proxy.retrieval.index import Hit
+
+
+def hit(text: str, score: float, page: int) -> Hit:
+    return Hit(text=text, score=score, filename="a.pdf", page_start=page, page_end=page, index=0)
+
+
+def test_each_hit_is_kept_shortened_over_budget_or_below_threshold() -> None:
+    doc = ParsedDocument("a.pdf", "0" * 64, "pdf", "PyMuPDF", (Page(1, "x"),))
+    hits = [
+        hit("best", 0.9, 1),
+        hit("long passage", 0.8, 2),
+        hit("third", 0.7, 3),
+        hit("low", 0.1, 4),
+    ]
+    offered = [[Passage(0, rank, h.text) for rank, h in enumerate(hits[:3])]]
+    selection = PassageSelection(
+        passages=[Passage(0, 0, "best"), Passage(0, 1, "long")], per_source=[2], left_out=1
+    )
+    found = outcomes([doc], [hits], 0.2, offered, selection)
+    assert [(c.page, c.outcome, c.score) for c in found] == [
+        (1, "kept", 0.9),
+        (2, "shortened", 0.8),
+        (3, "over budget", 0.7),
+        (4, "below threshold", 0.1),
+    ]
+    assert found[0].file == "a.pdf" and found[1].snippet == "long passage"
