@@ -3,12 +3,20 @@
 from __future__ import annotations
 
 import fnmatch
+import hashlib
 import os
 from pathlib import Path
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import (
+    BaseModel,
+    BeforeValidator,
+    ConfigDict,
+    Field,
+    ValidationError,
+    field_validator,
+)
 
 ENV_PREFIX = "PROXY__"
 
@@ -19,10 +27,29 @@ class Section(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
 
+class ApiKey(Section):
+    """A proxy key and the identity that owns what is made with it (files, stores, requests).
+
+    Ownership follows `name`, so a key can be rotated by giving the new key the same name.
+    """
+
+    name: str = Field(min_length=1, max_length=64, pattern=r"^[A-Za-z0-9._@-]+$")
+    key: str
+    admin: bool = False  # sees every identity's files and requests
+
+
+def _named_key(value: Any) -> Any:
+    # A plain string key is its own identity: named after a digest of it, not its position,
+    # so removing another key from the list never hands its files to someone else.
+    if isinstance(value, str):
+        return {"name": "key-" + hashlib.sha256(value.encode()).hexdigest()[:12], "key": value}
+    return value
+
+
 class ServerSettings(Section):
     host: str = "127.0.0.1"
     port: int = Field(8000, ge=0, le=65535)
-    api_keys: list[str] = Field(default_factory=list)
+    api_keys: list[Annotated[ApiKey, BeforeValidator(_named_key)]] = Field(default_factory=list)
     max_body_mb: float = Field(64, gt=0)
     workers: int = Field(1, ge=1)
     log_format: Literal["json", "console"] = "console"

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import subprocess
 import sys
 from pathlib import Path
@@ -40,7 +41,7 @@ def test_environment_overrides_file(tmp_path: Path) -> None:
     )
     assert settings.upstream.base_url == "http://b:2"
     assert settings.server.port == 9000
-    assert settings.server.api_keys == ["k1", "k2"]
+    assert [k.key for k in settings.server.api_keys] == ["k1", "k2"]
     assert settings.retrieval.limit == 5
     assert settings.model_settings("my-model").context_length == 8192
 
@@ -102,3 +103,36 @@ def test_a_bad_custom_format_stops_the_start(
     )
     assert main([]) == 2
     assert "config key formats" in capsys.readouterr().err
+
+
+def test_keys_have_names_and_plain_keys_are_named_by_their_digest() -> None:
+    settings = load_settings(
+        None,
+        environ={},
+        overrides={
+            "server": {
+                "api_keys": [
+                    "plain-secret-1",
+                    {"name": "team-a", "key": "secret-a"},
+                    {"name": "ops", "key": "secret-ops", "admin": True},
+                ]
+            }
+        },
+    )
+    plain, team, ops = settings.server.api_keys
+    digest = hashlib.sha256(b"plain-secret-1").hexdigest()[:12]
+    assert (plain.name, plain.key, plain.admin) == (f"key-{digest}", "plain-secret-1", False)
+    assert (team.name, team.admin) == ("team-a", False)
+    assert (ops.name, ops.admin) == ("ops", True)
+    # The same plain key keeps its identity wherever it stands in the list.
+    again = load_settings(
+        None, environ={}, overrides={"server": {"api_keys": ["other-key", "plain-secret-1"]}}
+    )
+    assert again.server.api_keys[1].name == plain.name
+
+
+def test_a_key_name_must_be_a_plain_identifier() -> None:
+    with pytest.raises(ConfigError, match=r"server\.api_keys\.0\.name"):
+        load_settings(
+            None, environ={}, overrides={"server": {"api_keys": [{"name": "a b/c", "key": "k"}]}}
+        )

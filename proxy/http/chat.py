@@ -10,7 +10,7 @@ from aiohttp import web
 from proxy.errors import ProxyError
 from proxy.http.body import parse_body, serialise
 from proxy.http.decorate import decorate_json, decorate_stream
-from proxy.http.keys import REQUEST_ID, ROUTE, SERVICES, UPSTREAM_SECONDS
+from proxy.http.keys import CALLER, REQUEST_ID, ROUTE, SERVICES, UPSTREAM_SECONDS
 from proxy.http.status import StatusChannel
 from proxy.pipeline.exchange import Exchange
 from proxy.pipeline.flow import run_pipeline
@@ -28,6 +28,7 @@ async def prepare_exchange(
     exchange = Exchange(
         request_id=request[REQUEST_ID],
         body=await parse_body(await request.read()),
+        caller=request[CALLER],
     )
     if not services.settings.server.api_keys:
         CLIENT_AUTHORIZATION.set(request.headers.get("Authorization"))

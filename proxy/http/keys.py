@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from aiohttp import web
 
+from proxy.pipeline.exchange import Caller
 from proxy.pipeline.services import Services
 
 SERVICES = web.AppKey("services", Services)
@@ -11,3 +12,4 @@ SERVICES = web.AppKey("services", Services)
 REQUEST_ID = web.RequestKey("request_id", str)
 UPSTREAM_SECONDS = web.RequestKey("upstream_seconds", float)
 ROUTE = web.RequestKey("route", str)
+CALLER = web.RequestKey("caller", Caller)

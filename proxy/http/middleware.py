@@ -12,8 +12,10 @@ import structlog
 from aiohttp import web
 from aiohttp.typedefs import Handler
 
+from proxy.config import ApiKey
 from proxy.errors import PayloadTooLarge, ProxyError
-from proxy.http.keys import REQUEST_ID, ROUTE, SERVICES, UPSTREAM_SECONDS
+from proxy.http.keys import CALLER, REQUEST_ID, ROUTE, SERVICES, UPSTREAM_SECONDS
+from proxy.pipeline.exchange import ANONYMOUS, Caller
 
 log = structlog.get_logger("proxy.access")
 
@@ -37,13 +39,19 @@ def _http_exception_error(exc: web.HTTPException) -> ProxyError:
     return ProxyError(exc.reason, status=exc.status, type=kind)
 
 
-def _authorised(request: web.Request, keys: list[str]) -> bool:
+def caller_of(request: web.Request, keys: list[ApiKey]) -> Caller | None:
+    """The identity of the proxy key the request presents, or None when it presents none of
+    them. Every key is compared (in constant time), so timing tells nothing about which."""
     header = request.headers.get("Authorization", "")
     scheme, _, token = header.partition(" ")
     if scheme.lower() != "bearer":
         token = request.headers.get("X-Api-Key", "")
-    token = token.strip()
-    return any(hmac.compare_digest(token.encode(), key.encode()) for key in keys)
+    presented = token.strip().encode()
+    found = None
+    for key in keys:
+        if hmac.compare_digest(presented, key.key.encode()) and found is None:
+            found = Caller(key.name, key.admin)
+    return found
 
 
 @web.middleware
@@ -61,7 +69,10 @@ async def proxy_middleware(request: web.Request, handler: Handler) -> web.Stream
     metrics.in_flight.inc()
     try:
         keys = services.settings.server.api_keys
-        if keys and request.path not in OPEN_PATHS and not _authorised(request, keys):
+        caller = caller_of(request, keys) if keys else ANONYMOUS
+        if caller is not None:
+            request[CALLER] = caller
+        if caller is None and request.path not in OPEN_PATHS:
             response: web.StreamResponse = error_response(
                 ProxyError(
                     "a valid proxy API key is required (Authorization: Bearer <key>)",

@@ -13,6 +13,18 @@ from proxy.pipeline.references import FileRef
 from proxy.pipeline.strategy import Strategy
 
 
+@dataclass(frozen=True)
+class Caller:
+    """Who is asking: the name of the proxy key presented (what it owns), or `anonymous` when
+    the proxy has no keys; an admin key sees every identity's things."""
+
+    name: str = "anonymous"
+    admin: bool = False
+
+
+ANONYMOUS = Caller()
+
+
 @dataclass
 class Options:
     """Per-request settings from the body's `enrich` object, with config defaults filled in."""
@@ -36,6 +48,7 @@ class Exchange:
 
     request_id: str
     body: dict[str, Any]
+    caller: Caller = ANONYMOUS
     options: Options = field(default_factory=Options)
     new_refs: list[FileRef] = field(default_factory=list)
     old_refs: list[FileRef] = field(default_factory=list)
