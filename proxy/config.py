@@ -58,6 +58,8 @@ class ServerSettings(Section):
     status_delay_s: float = Field(0.5, ge=0)
     data_dir: Path = Path("./data")
     shutdown_grace_s: float = Field(30, ge=0)
+    decision_log_size: int = Field(200, ge=0, le=100_000)  # 0: no /ui, no decisions endpoint
+    decision_log_snippets: bool = True
 
 
 class SpawnSettings(Section):

@@ -14,6 +14,7 @@ from proxy.files.store import FileStore
 from proxy.formats import FormatRegistry
 from proxy.guard.texts import GuardedTexts
 from proxy.metrics import Metrics
+from proxy.pipeline.decision_log import DecisionLog
 from proxy.pipeline.services import Services
 from proxy.upstream.client import UpstreamClient
 from proxy.upstream.introspection import ModelIntrospection
@@ -142,6 +143,9 @@ async def build_services(
         guarded=GuardedTexts(redact_overrides=settings.guard.redact_overrides),
         token_cache=TokenCache(),
         formats=make_formats(settings),
+        decisions=DecisionLog(
+            settings.server.decision_log_size, settings.server.decision_log_snippets
+        ),
         retriever_factory=lambda: make_retriever(settings),
         local_upstream=local,
     )

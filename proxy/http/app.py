@@ -8,8 +8,9 @@ import aiohttp
 from aiohttp import web
 
 from proxy.config import Settings
-from proxy.http import files
+from proxy.http import files, ui
 from proxy.http.chat import chat_completions
+from proxy.http.decisions import decisions_route
 from proxy.http.keys import SERVICES
 from proxy.http.middleware import proxy_middleware
 from proxy.http.operations import healthz, metrics_route
@@ -50,6 +51,8 @@ def make_app(settings: Settings) -> web.Application:
     app.router.add_get("/metrics", metrics_route)
     app.router.add_post("/v1/chat/completions", chat_completions)
     app.router.add_post("/v1/enrich/preview", preview_route)
+    app.router.add_get("/v1/enrich/decisions", decisions_route)
+    ui.add_routes(app)
     files.add_routes(app)
     app.router.add_route("*", "/{tail:.*}", passthrough)
     return app

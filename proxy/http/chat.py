@@ -10,7 +10,8 @@ from aiohttp import web
 from proxy.errors import ProxyError
 from proxy.http.body import parse_body, serialise
 from proxy.http.decorate import decorate_json, decorate_stream
-from proxy.http.keys import CALLER, REQUEST_ID, ROUTE, SERVICES, UPSTREAM_SECONDS
+from proxy.http.keys import CALLER, EXCHANGE, FAILURE, REQUEST_ID, ROUTE, SERVICES, UPSTREAM_SECONDS
+from proxy.http.recording import recorded
 from proxy.http.status import StatusChannel
 from proxy.pipeline.exchange import Exchange
 from proxy.pipeline.flow import run_pipeline
@@ -30,6 +31,7 @@ async def prepare_exchange(
         body=await parse_body(await request.read()),
         caller=request[CALLER],
     )
+    request[EXCHANGE] = exchange
     if not services.settings.server.api_keys:
         CLIENT_AUTHORIZATION.set(request.headers.get("Authorization"))
     if status is not None:
@@ -43,6 +45,7 @@ async def prepare_exchange(
     return exchange
 
 
+@recorded
 async def chat_completions(request: web.Request) -> web.StreamResponse:
     request[ROUTE] = "chat"
     services = request.app[SERVICES]
@@ -58,6 +61,7 @@ async def chat_completions(request: web.Request) -> web.StreamResponse:
         started = await status.finish()
         if started is None:
             raise
+        request[FAILURE] = error
         await started.write(sse_error_event(error))
         await started.write_eof()
         return started

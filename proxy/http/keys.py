@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from aiohttp import web
 
-from proxy.pipeline.exchange import Caller
+from proxy.errors import ProxyError
+from proxy.pipeline.exchange import Caller, Exchange
 from proxy.pipeline.services import Services
 
 SERVICES = web.AppKey("services", Services)
@@ -13,3 +14,5 @@ REQUEST_ID = web.RequestKey("request_id", str)
 UPSTREAM_SECONDS = web.RequestKey("upstream_seconds", float)
 ROUTE = web.RequestKey("route", str)
 CALLER = web.RequestKey("caller", Caller)
+EXCHANGE = web.RequestKey("exchange", Exchange)
+FAILURE = web.RequestKey("failure", ProxyError)  # an error sent inside a stream already begun

@@ -15,6 +15,7 @@ from aiohttp.typedefs import Handler
 from proxy.config import ApiKey
 from proxy.errors import PayloadTooLarge, ProxyError
 from proxy.http.keys import CALLER, REQUEST_ID, ROUTE, SERVICES, UPSTREAM_SECONDS
+from proxy.http.ui import PAGE_PATHS
 from proxy.pipeline.exchange import ANONYMOUS, Caller
 
 log = structlog.get_logger("proxy.access")
@@ -72,7 +73,7 @@ async def proxy_middleware(request: web.Request, handler: Handler) -> web.Stream
         caller = caller_of(request, keys) if keys else ANONYMOUS
         if caller is not None:
             request[CALLER] = caller
-        if caller is None and request.path not in OPEN_PATHS:
+        if caller is None and request.path not in OPEN_PATHS | PAGE_PATHS:
             response: web.StreamResponse = error_response(
                 ProxyError(
                     "a valid proxy API key is required (Authorization: Bearer <key>)",

@@ -72,6 +72,23 @@ class AdapterRecord:
 
 
 @dataclass
+class WindowShare:
+    """How the request fills the model's context window, in its tokens: the parts it sends and
+    the room left for the answer. Parts named in `estimated` were not counted by the model's
+    tokenizer but estimated from their characters (`note` says how)."""
+
+    context_window: int | None
+    system: int
+    history: int
+    documents: int
+    question: int
+    answer_room: int | None
+    max_tokens: int | None
+    estimated: list[str]
+    note: str
+
+
+@dataclass
 class Decision:
     """Written by the stages in order; read by the preview, the debug log and the headers."""
 
@@ -85,6 +102,7 @@ class Decision:
     retrieval: RetrievalRecord | None = None
     context_shift: ContextShift | None = None
     adapter: AdapterRecord | None = None
+    window: WindowShare | None = None
 
     def to_json(self) -> dict[str, Any]:
         """Plain JSON values; the budget's numbers sit at the top level, absent parts are left
@@ -104,6 +122,7 @@ class Decision:
             ("retrieval", self.retrieval),
             ("context_shift", self.context_shift),
             ("adapter", self.adapter),
+            ("window", self.window),
         ):
             if part is not None:
                 record[name] = dataclasses.asdict(part)

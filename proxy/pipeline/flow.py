@@ -14,6 +14,7 @@ from proxy.pipeline.stages.inject import inject
 from proxy.pipeline.stages.options import read_options
 from proxy.pipeline.stages.references import extract_references
 from proxy.pipeline.stages.validate import validate_request
+from proxy.pipeline.stages.window import measure_window, settle_window
 
 Stage = Callable[[Exchange, Services], Awaitable[None]]
 
@@ -25,7 +26,9 @@ STAGES: list[tuple[str, Stage]] = [
     ("documents", parse_new_documents),  # new documents → pages of text (cached by sha256)
     ("decide", decide),  # token counts + context window → strategy (SPEC §1)
     ("inject", inject),  # full content, or retrieval + passage budget + citations (§1, §2)
+    ("window", measure_window),  # how the prompt fills the context window (no extra calls)
     ("adapt", adapt),  # context shifting; text-completion upstreams get a rendered prompt
+    ("settle", settle_window),  # the window again if shifting counted the whole prompt
 ]
 
 

@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING
 
 from proxy.config import Settings
 from proxy.metrics import Metrics
+from proxy.pipeline.decision_log import DecisionLog
 from proxy.upstream.client import UpstreamClient
 
 if TYPE_CHECKING:
@@ -35,6 +36,7 @@ class Services:
     guarded: GuardedTexts
     token_cache: TokenCache
     formats: FormatRegistry
+    decisions: DecisionLog = field(default_factory=DecisionLog)
     retriever_factory: Callable[[], Retriever] | None = field(repr=False, default=None)
     local_upstream: LlamaServer | None = field(default=None, repr=False)
     _retriever: Retriever | None = field(default=None, repr=False)

@@ -1,0 +1,501 @@
+// enrich-proxy's window: recent decisions, the context window as a bar, a preview playground.
+// Plain DOM code: every text from a request (file names, snippets, errors) goes in as
+// textContent, never as HTML, since documents and callers are untrusted.
+"use strict";
+
+const REFRESH_MS = 3000;
+const KEY_STORE = "enrich-proxy-key";
+const UNDECIDED = "undecided";
+const PARTS = [
+  ["system", "system"],
+  ["history", "history"],
+  ["documents", "documents"],
+  ["question", "question"],
+  ["answer_room", "room for the answer"],
+];
+
+const $ = (id) => document.getElementById(id);
+const fmt = new Intl.NumberFormat();
+const n = (value) => (value === null || value === undefined ? "?" : fmt.format(value));
+
+function el(tag, props = {}, ...children) {
+  const node = document.createElement(tag);
+  for (const [key, value] of Object.entries(props)) {
+    if (value === undefined || value === null || value === false) continue;
+    if (key === "class") node.className = value;
+    else if (key === "text") node.textContent = value;
+    else node.setAttribute(key, value);
+  }
+  for (const child of children) {
+    if (child !== null && child !== undefined && child !== false) node.append(child);
+  }
+  return node;
+}
+
+function bytes(size) {
+  if (size === null || size === undefined) return "";
+  if (size < 1024) return `${size} B`;
+  if (size < 1024 * 1024) return `${(size / 1024).toFixed(1)} KB`;
+  return `${(size / 1024 / 1024).toFixed(1)} MB`;
+}
+
+// -- the key ----------------------------------------------------------------------------------
+
+function storedKey() {
+  return sessionStorage.getItem(KEY_STORE);
+}
+
+function headers(extra = {}) {
+  const key = storedKey();
+  return key ? { ...extra, Authorization: `Bearer ${key}` } : extra;
+}
+
+function askForKey(message) {
+  $("key-prompt").hidden = false;
+  $("requests").hidden = true;
+  $("playground").hidden = true;
+  $("key-error").textContent = message || "";
+  $("key-input").focus();
+}
+
+function keyAccepted() {
+  $("key-prompt").hidden = true;
+  $("requests").hidden = false;
+  $("playground").hidden = false;
+  $("forget-key").hidden = !storedKey();
+}
+
+// -- rendering one decision -------------------------------------------------------------------
+
+function windowBar(share) {
+  const box = el("div", { class: "window" });
+  if (!share) return box;
+  const total = share.context_window
+    || PARTS.reduce((sum, [part]) => sum + (part === "answer_room" ? 0 : share[part] || 0), 0);
+  const estimated = new Set(share.estimated || []);
+  const bar = el("div", { class: "bar", role: "img" });
+  const legend = el("div", { class: "legend" });
+  const described = [];
+  for (const [part, label] of PARTS) {
+    const tokens = share[part];
+    if (tokens === null || tokens === undefined) continue;
+    const percent = total ? Math.min(100, (100 * tokens) / total) : 0;
+    const guess = estimated.has(part) ? " (estimated)" : "";
+    const title = `${label}: ${n(tokens)} tokens, ${percent.toFixed(1)}% of the window${guess}`;
+    const seg = el("div", {
+      class: `seg ${part}${tokens > 0 ? " nonzero" : ""}${guess ? " estimated" : ""}`,
+      title,
+      "data-part": part,
+      "data-tokens": String(tokens),
+    });
+    // CSSOM, not a style attribute: allowed under the page's Content-Security-Policy.
+    seg.style.width = `${percent}%`;
+    bar.append(seg);
+    legend.append(el("span", { title }, el("i", { class: `key ${part}` }), `${label} ${n(tokens)}${guess ? "*" : ""}`));
+    described.push(`${label} ${n(tokens)}`);
+  }
+  const of = share.context_window ? `of ${n(share.context_window)} tokens` : "window unknown";
+  legend.append(el("span", { class: "of", text: of }));
+  if (share.max_tokens) legend.append(el("span", { text: `max_tokens ${n(share.max_tokens)}` }));
+  bar.setAttribute("aria-label", `context window ${of}: ${described.join(", ")}`);
+  box.append(bar, legend);
+  if (estimated.size) box.title = `* ${share.note}`;
+  return box;
+}
+
+function budgetLine(decision) {
+  if (decision.available_tokens === undefined) return null;
+  const needed = (decision.file_tokens || 0) + (decision.prompt_tokens || 0);
+  const exact = decision.counts_exact ? "" : " (estimated by tiktoken)";
+  if (decision.context_window === null) {
+    return el("p", { class: "budget", text: `context window unknown (${decision.context_window_source}): retrieval` });
+  }
+  const rule =
+    `needed ${n(needed)} tokens (files ${n(decision.file_tokens)} + prompt ${n(decision.prompt_tokens)})` +
+    ` ${needed > decision.available_tokens ? ">" : "≤"} available ${n(decision.available_tokens)}` +
+    ` = ⌊remaining ${n(decision.remaining_context)} × 0.7 × (1 − ${decision.occupied_percent}%)⌋;` +
+    ` window ${n(decision.context_window)} from ${decision.context_window_source},` +
+    ` ${n(decision.tokens_in_context)} already in context; counted by ${decision.counter}${exact}`;
+  return el("p", { class: "budget", text: rule });
+}
+
+function documentList(record) {
+  const list = el("ul", { class: "docs" });
+  const perFile = record.decision.file_tokens_per_file || {};
+  for (const doc of record.documents || []) {
+    const tokens = perFile[doc.name];
+    list.append(
+      el("li", {},
+        el("span", { class: "name doc-name", title: doc.name, text: doc.name }),
+        doc.pages !== null && doc.pages !== undefined ? el("span", { class: "num", text: `${n(doc.pages)} ${doc.pages === 1 ? "page" : "pages"}` }) : null,
+        el("span", { class: "num", text: bytes(doc.bytes) }),
+        typeof tokens === "number" ? el("span", { class: "num", text: `${n(tokens)} tokens` }) : null,
+        doc.new ? null : el("span", { class: "old", text: "earlier message" }),
+      ),
+    );
+  }
+  return list.childElementCount ? list : null;
+}
+
+function passagesTable(retrieval) {
+  if (!retrieval || !retrieval.candidates) return null;
+  const candidates = retrieval.candidates;
+  const kept = candidates.filter((c) => c.outcome === "kept" || c.outcome === "shortened").length;
+  const box = el("details", { class: "passages" });
+  box.append(el("summary", { text: `Passages: ${kept} of ${candidates.length} candidates kept` }));
+  box.append(el("p", {
+    class: "budget",
+    text: `threshold ${retrieval.affinity_threshold} · budget ${n(retrieval.budget_limit)} ${retrieval.budget_unit}` +
+      ` · ${retrieval.limit} per file · left out ${n(retrieval.left_out)} · embedder ${retrieval.embedder}`,
+  }));
+  const table = el("table", {},
+    el("thead", {}, el("tr", {},
+      el("th", { class: "n", text: "#" }), el("th", { text: "file" }), el("th", { class: "n", text: "page" }),
+      el("th", { class: "n", text: "score" }), el("th", { text: "outcome" }), el("th", { text: "snippet" }))));
+  const body = el("tbody");
+  candidates.forEach((c, index) => {
+    const snippet = c.snippet || "";
+    body.append(el("tr", { class: "candidate" },
+      el("td", { class: "n", text: String(index + 1) }),
+      el("td", {}, el("span", { class: "name", title: c.file, text: c.file })),
+      el("td", { class: "n", text: n(c.page) }),
+      el("td", { class: "n", text: Number(c.score).toFixed(3) }),
+      el("td", { class: `outcome ${String(c.outcome).replace(/ /g, "-")}`, text: c.outcome }),
+      el("td", { class: "snippet", title: snippet }, el("span", { class: "snippet-text", text: snippet })),
+    ));
+  });
+  table.append(body);
+  box.append(el("div", { class: "table-wrap" }, table));
+  return box;
+}
+
+function timingsLine(timings) {
+  const entries = Object.entries(timings || {});
+  if (!entries.length) return null;
+  const line = el("div", { class: "timings", title: "seconds spent in each stage" });
+  for (const [stage, seconds] of entries) {
+    line.append(el("span", { text: `${stage} ${(seconds * 1000).toFixed(1)} ms` }));
+  }
+  return line;
+}
+
+function guardLine(guard) {
+  const parts = [];
+  for (const [file, kinds] of Object.entries(guard || {})) {
+    for (const [kind, count] of Object.entries(kinds)) {
+      if (count) parts.push(`${file}: ${count} ${kind.replace(/_/g, " ")}`);
+    }
+  }
+  return parts.length ? el("p", { class: "budget guard", text: `guard changes: ${parts.join(", ")}` }) : null;
+}
+
+function renderRecord(record, showCaller) {
+  const d = record.decision || {};
+  const strategy = record.strategy || UNDECIDED;
+  const failed = record.status >= 400 || record.error;
+  const when = new Date(record.time * 1000);
+  const head = el("header", { class: "card-head" },
+    el("time", { datetime: when.toISOString(), text: when.toLocaleTimeString() }),
+    el("span", { class: "model", text: record.model || "(no model)" }),
+    el("span", { class: `badge strategy ${strategy}`, text: strategy }),
+    el("span", { class: "right" },
+      showCaller ? el("span", { class: "caller", text: record.caller }) : null,
+      el("span", { class: `num ${failed ? "status-bad" : ""}`, text: String(record.status) }),
+      el("span", { class: "num", text: `${record.duration_s.toFixed(2)} s` }),
+    ),
+  );
+  const why = d.reason ? `${strategy} — ${d.reason}` : "failed before a strategy was chosen";
+  const cites = (record.citations || []).map((c) => el("li", { text: c }));
+  const warnings = (record.warnings || []).map((w) => el("li", { text: w }));
+  return el("li", { class: `card${failed ? " failed" : ""}`, "data-id": record.request_id, "data-strategy": strategy },
+    head,
+    el("p", { class: "reason", text: why }),
+    documentList(record),
+    budgetLine(d),
+    windowBar(d.window),
+    record.error ? el("p", { class: "failure", text: record.error }) : null,
+    warnings.length ? el("ul", { class: "warnings" }, ...warnings) : null,
+    guardLine(d.guard),
+    cites.length ? el("ol", { class: "citations" }, ...cites) : null,
+    timingsLine(record.timings_s),
+    passagesTable(d.retrieval),
+  );
+}
+
+// -- recent requests --------------------------------------------------------------------------
+
+const shown = new Map(); // request id -> its card, reused so open details stay open
+let records = [];
+let caller = null;
+
+function fillFilter(select, values) {
+  const wanted = ["", ...[...values].sort()];
+  const have = [...select.options].map((o) => o.value);
+  if (wanted.join("\n") === have.join("\n")) return; // unchanged: don't disturb an open select
+  const current = select.value;
+  select.replaceChildren(...wanted.map((v) => el("option", { value: v, text: v || "all" })));
+  select.value = wanted.includes(current) ? current : "";
+}
+
+function renderRecords() {
+  fillFilter($("filter-model"), new Set(records.map((r) => r.model || "(no model)")));
+  fillFilter($("filter-strategy"), new Set(records.map((r) => r.strategy || UNDECIDED)));
+  const model = $("filter-model").value;
+  const strategy = $("filter-strategy").value;
+  const visible = records.filter(
+    (r) => (!model || (r.model || "(no model)") === model) && (!strategy || (r.strategy || UNDECIDED) === strategy),
+  );
+  const list = $("request-list");
+  const wanted = visible.map((record) => {
+    let card = shown.get(record.request_id);
+    if (!card) {
+      card = renderRecord(record, caller && caller.admin);
+      shown.set(record.request_id, card);
+    }
+    return card;
+  });
+  // Insert and remove only what changed: cards already on screen are not rebuilt.
+  wanted.forEach((card, index) => {
+    if (list.children[index] !== card) list.insertBefore(card, list.children[index] || null);
+  });
+  while (list.children.length > wanted.length) list.lastElementChild.remove();
+  const ids = new Set(records.map((r) => r.request_id));
+  for (const id of [...shown.keys()]) if (!ids.has(id)) shown.delete(id);
+  $("empty").hidden = records.length > 0;
+  $("count").textContent = records.length ? `${visible.length} of ${records.length}` : "";
+}
+
+async function refresh() {
+  let response;
+  try {
+    response = await fetch("/v1/enrich/decisions?limit=200", { headers: headers(), cache: "no-store" });
+  } catch (error) {
+    $("requests-error").textContent = `The proxy did not answer: ${error.message}`;
+    return;
+  }
+  if (response.status === 401) {
+    const hadKey = Boolean(storedKey());
+    sessionStorage.removeItem(KEY_STORE);
+    askForKey(hadKey ? "That key was not accepted." : "");
+    return;
+  }
+  const payload = await response.json().catch(() => ({}));
+  if (!response.ok) {
+    $("requests-error").textContent = (payload.error && payload.error.message) || `HTTP ${response.status}`;
+    return;
+  }
+  $("requests-error").textContent = "";
+  keyAccepted();
+  caller = payload.caller;
+  $("who").textContent = caller && caller.name !== "anonymous" ? `key: ${caller.name}${caller.admin ? " (admin)" : ""}` : "";
+  records = payload.data || [];
+  renderRecords();
+}
+
+// -- playground -------------------------------------------------------------------------------
+
+let chosen = []; // [{name, size, dataUrl}]
+
+function readFile(file) {
+  return new Promise((resolve, reject) => {
+    const reader = new FileReader();
+    reader.onload = () => resolve({ name: file.name, size: file.size, dataUrl: reader.result });
+    reader.onerror = () => reject(reader.error);
+    reader.readAsDataURL(file);
+  });
+}
+
+async function addFiles(files) {
+  for (const file of files) chosen.push(await readFile(file));
+  showChosen();
+}
+
+function showChosen() {
+  const list = $("play-file-list");
+  list.replaceChildren(...chosen.map((file, index) => {
+    const drop = el("button", { type: "button", class: "link", title: `remove ${file.name}`, text: "×" });
+    drop.addEventListener("click", () => { chosen.splice(index, 1); showChosen(); });
+    return el("li", {}, el("span", { class: "name", title: file.name, text: file.name }), el("span", { class: "num muted", text: bytes(file.size) }), drop);
+  }));
+  $("drop-text").textContent = chosen.length ? "Add more files" : "Choose or drop files here";
+}
+
+function playBody(stream) {
+  const content = [{ type: "text", text: $("play-question").value }];
+  for (const file of chosen) {
+    content.push({ type: "file", file: { filename: file.name, file_data: file.dataUrl } });
+  }
+  const enrich = { strategy: $("play-strategy").value };
+  const limit = parseInt($("play-limit").value, 10);
+  if (limit) enrich.retrieval_limit = limit;
+  const threshold = $("play-threshold").value;
+  if (threshold !== "") enrich.affinity_threshold = Number(threshold);
+  const body = { model: $("play-model").value || "any", messages: [{ role: "user", content }], enrich };
+  if (stream) body.stream = true;
+  return body;
+}
+
+async function errorOf(response) {
+  const payload = await response.json().catch(() => null);
+  return (payload && payload.error && payload.error.message) || `HTTP ${response.status}`;
+}
+
+function busy(state) {
+  $("play-preview").disabled = Boolean(state);
+  $("play-send").disabled = Boolean(state);
+  $("play-state").textContent = state || "";
+}
+
+async function preview(event) {
+  event.preventDefault();
+  $("play-error").textContent = "";
+  busy("Previewing…");
+  try {
+    const response = await fetch("/v1/enrich/preview", {
+      method: "POST",
+      headers: headers({ "Content-Type": "application/json" }),
+      body: JSON.stringify(playBody(false)),
+    });
+    if (response.status === 401) return askForKey("That key was not accepted.");
+    if (!response.ok) throw new Error(await errorOf(response));
+    const result = await response.json();
+    const record = {
+      request_id: result.request_id,
+      time: Date.now() / 1000,
+      caller: "",
+      status: 200,
+      duration_s: Object.values(result.timings_s || {}).reduce((a, b) => a + b, 0),
+      model: result.upstream.body.model || $("play-model").value,
+      documents: chosen.map((f) => ({ name: f.name, bytes: f.size, pages: null, new: true })),
+      strategy: result.strategy,
+      decision: result.decision,
+      timings_s: result.timings_s,
+      citations: result.citations,
+      warnings: [],
+    };
+    $("play-decision").replaceChildren(el("ol", { class: "cards" }, renderRecord(record, false)));
+    $("play-url").textContent = `POST ${result.upstream.url}`;
+    $("play-body").textContent = JSON.stringify(result.upstream.body, null, 2);
+    $("play-result").hidden = false;
+  } catch (error) {
+    $("play-error").textContent = error.message;
+  } finally {
+    busy("");
+  }
+}
+
+function handleEvent(event, answer) {
+  const lines = event.split("\n");
+  for (const line of lines) {
+    if (line.startsWith(":")) {
+      $("play-progress").textContent = line.slice(1).trim();
+      continue;
+    }
+    if (!line.startsWith("data:")) continue;
+    const data = line.slice(5).trim();
+    if (data === "[DONE]") return true;
+    let chunk;
+    try { chunk = JSON.parse(data); } catch { continue; }
+    if (chunk.error) throw new Error(chunk.error.message || "the stream ended with an error");
+    if (Array.isArray(chunk.citations)) {
+      $("play-citations").replaceChildren(...chunk.citations.map((c) => el("li", { text: c })));
+    }
+    const delta = chunk.choices && chunk.choices[0] && chunk.choices[0].delta;
+    if (delta && typeof delta.content === "string") answer.textContent += delta.content;
+  }
+  return false;
+}
+
+async function sendForReal() {
+  $("play-error").textContent = "";
+  const answer = $("play-answer");
+  answer.textContent = "";
+  $("play-citations").replaceChildren();
+  $("play-progress").textContent = "";
+  $("play-answer-box").hidden = false;
+  busy("Sending…");
+  try {
+    const response = await fetch("/v1/chat/completions", {
+      method: "POST",
+      headers: headers({ "Content-Type": "application/json", Accept: "text/event-stream" }),
+      body: JSON.stringify(playBody(true)),
+    });
+    if (response.status === 401) return askForKey("That key was not accepted.");
+    if (!response.ok) throw new Error(await errorOf(response));
+    const reader = response.body.getReader();
+    const decoder = new TextDecoder();
+    let buffer = "";
+    for (;;) {
+      const { value, done } = await reader.read();
+      if (done) break;
+      buffer += decoder.decode(value, { stream: true }).replace(/\r\n/g, "\n");
+      let end;
+      while ((end = buffer.indexOf("\n\n")) >= 0) {
+        const event = buffer.slice(0, end);
+        buffer = buffer.slice(end + 2);
+        if (handleEvent(event, answer)) break;
+      }
+    }
+    if (buffer.trim()) handleEvent(buffer, answer);
+    $("play-progress").textContent = "done";
+  } catch (error) {
+    $("play-error").textContent = error.message;
+  } finally {
+    busy("");
+    refresh();
+  }
+}
+
+async function loadModels() {
+  try {
+    const response = await fetch("/v1/models", { headers: headers() });
+    if (!response.ok) return;
+    const payload = await response.json();
+    const ids = (payload.data || []).map((m) => m.id).filter((id) => typeof id === "string");
+    $("models").replaceChildren(...ids.map((id) => el("option", { value: id })));
+    if (ids.length && $("play-model").value === "any") $("play-model").value = ids[0];
+  } catch {
+    // No model list: the field stays free text.
+  }
+}
+
+// -- wiring -----------------------------------------------------------------------------------
+
+function start() {
+  $("key-form").addEventListener("submit", (event) => {
+    event.preventDefault();
+    sessionStorage.setItem(KEY_STORE, $("key-input").value.trim());
+    $("key-input").value = "";
+    refresh().then(loadModels);
+  });
+  $("forget-key").addEventListener("click", () => {
+    sessionStorage.removeItem(KEY_STORE);
+    records = [];
+    shown.clear();
+    $("request-list").replaceChildren();
+    $("who").textContent = "";
+    askForKey("");
+  });
+  $("filter-model").addEventListener("change", renderRecords);
+  $("filter-strategy").addEventListener("change", renderRecords);
+  $("play-form").addEventListener("submit", preview);
+  $("play-send").addEventListener("click", sendForReal);
+  $("play-files").addEventListener("change", (event) => {
+    addFiles([...event.target.files]);
+    event.target.value = "";
+  });
+  const drop = $("drop");
+  drop.addEventListener("dragover", (event) => { event.preventDefault(); drop.classList.add("over"); });
+  drop.addEventListener("dragleave", () => drop.classList.remove("over"));
+  drop.addEventListener("drop", (event) => {
+    event.preventDefault();
+    drop.classList.remove("over");
+    addFiles([...event.dataTransfer.files]);
+  });
+  setInterval(() => {
+    if ($("live").checked && !document.hidden && $("key-prompt").hidden) refresh();
+  }, REFRESH_MS);
+  refresh().then(loadModels);
+}
+
+start();
