@@ -1,0 +1,153 @@
+"""GET /v1/enrich/decisions: recent decision records, bounded, per key, without documents."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from typing import Any
+
+import httpx
+import pytest
+
+from proxy.pipeline.decision_log import SNIPPET_CHARS
+from tests.fakes.upstream import FakeUpstream
+from tests.test_enrich import ask, text_part
+from tests.test_retrieval_flow import SMALL_CHUNKS, retrieval_body
+
+KEYS = [
+    {"name": "team-a", "key": "key-a"},
+    {"name": "team-b", "key": "key-b"},
+    {"name": "ops", "key": "key-ops", "admin": True},
+]
+
+
+def chat(base: str, body: dict[str, Any], key: str | None = None, **headers: str) -> httpx.Response:
+    if key:
+        headers["Authorization"] = f"Bearer {key}"
+    return httpx.post(base + "/v1/chat/completions", json=body, headers=headers, timeout=60)
+
+
+def decisions(base: str, key: str | None = None, query: str = "") -> list[dict[str, Any]]:
+    headers = {"Authorization": f"Bearer {key}"} if key else {}
+    response = httpx.get(base + "/v1/enrich/decisions" + query, headers=headers, timeout=30)
+    assert response.status_code == 200, response.text
+    assert response.headers["Cache-Control"] == "no-store"
+    data: list[dict[str, Any]] = response.json()["data"]
+    return data
+
+
+def test_a_request_with_a_document_is_recorded(make_proxy: Callable[..., str]) -> None:
+    base = make_proxy()
+    body = ask([text_part("notes.txt", "The harbour opens at six. " * 20)], max_tokens=64)
+    response = chat(base, body, **{"X-Request-ID": "req-1"})
+    assert response.status_code == 200
+    [record] = decisions(base)
+    assert record["request_id"] == "req-1" and record["route"] == "chat"
+    assert (record["status"], record["error"], record["model"]) == (200, None, "m")
+    assert record["documents"] == [
+        {"name": "notes.txt", "new": True, "bytes": 520, "pages": 1, "kind": "text"}
+    ]
+    assert record["strategy"] == "inject-full-content"
+    decision = record["decision"]
+    assert decision["reason"] == "token budget" and decision["available_tokens"] > 0
+    assert {"decide", "inject", "window"} <= set(record["timings_s"])
+    window = decision["window"]
+    assert window["context_window"] == 4096 and window["max_tokens"] == 64
+    assert window["documents"] >= decision["file_tokens"] > 0
+    parts = ("system", "history", "documents", "question")
+    assert window["answer_room"] == 4096 - sum(window[part] for part in parts)
+    # A name and numbers, never the document itself.
+    assert "harbour" not in json.dumps(record)
+
+
+def test_newest_first_and_bounded_by_the_ring(make_proxy: Callable[..., str]) -> None:
+    base = make_proxy(server={"decision_log_size": 3})
+    for number in range(5):
+        chat(base, ask([], f"question {number}"), **{"X-Request-ID": f"req-{number}"})
+    assert [r["request_id"] for r in decisions(base)] == ["req-4", "req-3", "req-2"]
+    assert [r["request_id"] for r in decisions(base, query="?limit=2")] == ["req-4", "req-3"]
+    for bad in ("0", "-1", "many"):
+        response = httpx.get(base + f"/v1/enrich/decisions?limit={bad}")
+        assert response.status_code == 400
+        assert response.json()["error"]["param"] == "limit"
+
+
+def test_each_key_sees_its_own_requests_and_admins_all(make_proxy: Callable[..., str]) -> None:
+    base = make_proxy(server={"api_keys": KEYS})
+    chat(base, ask([text_part("alpha.txt", "a")]), "key-a", **{"X-Request-ID": "from-a"})
+    chat(base, ask([text_part("beta.txt", "b")]), "key-b", **{"X-Request-ID": "from-b"})
+    assert [r["request_id"] for r in decisions(base, "key-a")] == ["from-a"]
+    assert [r["request_id"] for r in decisions(base, "key-b")] == ["from-b"]
+    seen = decisions(base, "key-ops")
+    assert [(r["request_id"], r["caller"]) for r in seen] == [
+        ("from-b", "team-b"),
+        ("from-a", "team-a"),
+    ]
+    assert httpx.get(base + "/v1/enrich/decisions").status_code == 401
+    wrong = httpx.get(base + "/v1/enrich/decisions", headers={"Authorization": "Bearer nope"})
+    assert wrong.status_code == 401
+
+
+def test_passage_snippets_are_short_or_off(make_proxy: Callable[..., str]) -> None:
+    base = make_proxy(retrieval=SMALL_CHUNKS)
+    assert chat(base, retrieval_body("What did the keeper feed the cats?")).status_code == 200
+    [record] = decisions(base)
+    candidates = record["decision"]["retrieval"]["candidates"]
+    assert candidates and all(0 < len(c["snippet"]) <= SNIPPET_CHARS for c in candidates)
+    assert record["citations"] and record["citations"][0].startswith("book.pdf#page=")
+
+
+def test_snippets_off_keeps_names_and_numbers(make_proxy: Callable[..., str]) -> None:
+    base = make_proxy(retrieval=SMALL_CHUNKS, server={"decision_log_snippets": False})
+    assert chat(base, retrieval_body("What did the keeper feed the cats?")).status_code == 200
+    [record] = decisions(base)
+    candidates = record["decision"]["retrieval"]["candidates"]
+    assert candidates and all("snippet" not in c for c in candidates)
+    assert all(c["file"] == "book.pdf" and c["score"] > 0 for c in candidates)
+    assert "sardines" not in json.dumps(record)
+
+
+def test_size_zero_turns_the_log_and_the_page_off(make_proxy: Callable[..., str]) -> None:
+    base = make_proxy(server={"decision_log_size": 0})
+    assert chat(base, ask([])).status_code == 200
+    for path in ("/v1/enrich/decisions", "/ui", "/ui/app.js"):
+        response = httpx.get(base + path)
+        assert response.status_code == 404, path
+        assert response.json()["error"]["type"] == "not_found_error"
+
+
+def test_failed_requests_are_recorded_with_their_error(
+    make_proxy: Callable[..., str], upstream: FakeUpstream
+) -> None:
+    base = make_proxy()
+    bad = {"type": "file", "file": {"filename": "bad.pdf", "file_data": "data:a;base64,!!"}}
+    assert chat(base, ask([bad]), **{"X-Request-ID": "bad-doc"}).status_code == 400
+    upstream.chat_mode = "error"
+    assert chat(base, ask([]), **{"X-Request-ID": "upstream-down"}).status_code == 500
+    failed, bad_doc = decisions(base)
+    assert (failed["request_id"], failed["status"]) == ("upstream-down", 500)
+    assert failed["error"] == "the upstream answered 500"
+    assert failed["strategy"] == "none"
+    assert (bad_doc["request_id"], bad_doc["status"]) == ("bad-doc", 400)
+    assert bad_doc["error"] == "bad.pdf: file_data is not valid base64"
+    assert bad_doc["strategy"] is None  # it failed before a strategy was chosen
+
+
+def test_streamed_answers_are_recorded_once_finished(make_proxy: Callable[..., str]) -> None:
+    base = make_proxy(retrieval=SMALL_CHUNKS)
+    body = retrieval_body("What did the keeper feed the cats?", stream=True)
+    with httpx.stream("POST", base + "/v1/chat/completions", json=body, timeout=60) as response:
+        assert response.status_code == 200
+        assert "".join(response.iter_text()).rstrip().endswith("data: [DONE]")
+    [record] = decisions(base)
+    assert record["stream"] is True and record["status"] == 200
+    assert record["citations"][0].startswith("book.pdf#page=")
+
+
+@pytest.mark.parametrize("route", ["/v1/enrich/preview"])
+def test_previews_are_not_recorded(make_proxy: Callable[..., str], route: str) -> None:
+    base = make_proxy()
+    response = httpx.post(base + route, json=ask([text_part("a.txt", "x")]), timeout=30)
+    assert response.status_code == 200
+    assert response.json()["decision"]["window"]["documents"] > 0
+    assert decisions(base) == []

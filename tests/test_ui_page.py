@@ -1,0 +1,233 @@
+"""GET /ui in a real headless Chromium: recent decisions, the window bar, playground, keys.
+
+Screenshots of each state go to test-artifacts/ui/ (ignored by git)."""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import AsyncIterator, Callable
+from pathlib import Path
+
+import httpx
+import pytest
+
+from proxy.http.ui import CONTENT_SECURITY_POLICY
+from tests.conftest import ROOT
+from tests.fakes.browser import Browser, find_chromium
+from tests.fakes.upstream import FakeUpstream
+from tests.test_decisions import KEYS, chat
+from tests.test_enrich import ask, text_part
+from tests.test_retrieval_flow import SMALL_CHUNKS, retrieval_body
+
+ARTIFACTS = ROOT / "test-artifacts" / "ui"
+LONG_NAME = "quarterly-report-for-the-board-of-directors-2024-final-revised-v3.txt"
+HANDBOOK = (
+    "The lighthouse keeper fed the cats every morning with fresh sardines. "
+    "The bakery on the corner sells sourdough bread and croissants at dawn. "
+    "Quantum chromodynamics describes the strong interaction between quarks and gluons."
+)
+
+
+@pytest.fixture
+async def browser() -> AsyncIterator[Browser]:
+    binary = find_chromium()
+    if binary is None:
+        pytest.skip("chromium is not installed (apt-get install chromium)")
+    started = await Browser(binary).start()
+    try:
+        yield started
+    finally:
+        await started.close()
+
+
+def cards_js(selector: str) -> str:
+    """The texts of `selector` in each visible request card, newest first, as JSON."""
+    return (
+        "JSON.stringify([...document.querySelectorAll('#request-list .card')]"
+        f".map(c => [...c.querySelectorAll({json.dumps(selector)})].map(e => e.textContent)))"
+    )
+
+
+def test_the_page_and_its_assets_carry_a_strict_policy(make_proxy: Callable[..., str]) -> None:
+    base = make_proxy(server={"api_keys": KEYS})
+    page = httpx.get(base + "/ui")  # no key: the page holds no data and asks for one
+    assert page.status_code == 200 and page.headers["Content-Type"].startswith("text/html")
+    assert page.headers["Content-Security-Policy"] == CONTENT_SECURITY_POLICY
+    assert (
+        "script-src 'self';" in CONTENT_SECURITY_POLICY and "unsafe" not in CONTENT_SECURITY_POLICY
+    )
+    assert page.headers["X-Content-Type-Options"] == "nosniff"
+    assert "Set-Cookie" not in page.headers
+    html = page.text
+    # No inline scripts, styles or event handlers: every <script> has a src.
+    assert re.findall(r"<script(?![^>]*\ssrc=)", html) == []
+    assert not re.search(r"\son[a-z]+\s*=", html) and "style=" not in html
+    for name, kind in (("app.js", "text/javascript"), ("app.css", "text/css")):
+        asset = httpx.get(f"{base}/ui/{name}")
+        assert asset.status_code == 200 and asset.headers["Content-Type"].startswith(kind)
+        assert asset.headers["Content-Security-Policy"] == CONTENT_SECURITY_POLICY
+    assert httpx.get(base + "/ui/other.js").status_code == 401  # only the page's own files
+    assert httpx.get(base + "/v1/enrich/decisions").status_code == 401
+    assert "innerHTML" not in httpx.get(base + "/ui/app.js").text  # text goes in as text
+
+
+async def test_recent_requests_show_documents_strategy_and_the_window(
+    make_proxy: Callable[..., str], browser: Browser
+) -> None:
+    base = make_proxy(retrieval=SMALL_CHUNKS)
+    body = ask([text_part(LONG_NAME, "Revenue grew twelve percent. " * 40)], max_tokens=256)
+    assert chat(base, body, **{"X-Request-ID": "inject"}).status_code == 200
+    question = "What did the lighthouse keeper feed the cats?"
+    assert chat(base, retrieval_body(question), **{"X-Request-ID": "retrieval"}).status_code == 200
+    await browser.goto(base + "/ui")
+    await browser.wait_for(
+        "document.querySelectorAll('#request-list .card').length === 2", "two requests"
+    )
+    ids = await browser.eval(
+        "[...document.querySelectorAll('#request-list .card')].map(c => c.dataset.id)"
+    )
+    assert ids == ["retrieval", "inject"]  # newest first
+    assert json.loads(await browser.eval(cards_js(".badge.strategy"))) == [
+        ["retrieval"],
+        ["inject-full-content"],
+    ]
+    # The long name is cut to fit, and whole on hover.
+    name = await browser.eval(
+        "(() => { const e = document.querySelector('[data-id=inject] .doc-name');"
+        " return [e.textContent, e.title, e.scrollWidth > e.clientWidth]; })()"
+    )
+    assert name == [LONG_NAME, LONG_NAME, True]
+    # The window bar: the document takes a visible part, the rest is room for the answer.
+    parts = await browser.eval(
+        "Object.fromEntries([...document.querySelectorAll('[data-id=inject] .bar .seg')]"
+        ".map(s => [s.dataset.part, [Number(s.dataset.tokens),"
+        " s.getBoundingClientRect().width, s.title]]))"
+    )
+    assert parts["documents"][0] > 0 and parts["documents"][1] > 0
+    assert parts["documents"][2].startswith("documents: ")
+    assert parts["answer_room"][1] > parts["documents"][1]
+    budget = await browser.eval("document.querySelector('[data-id=inject] .budget').textContent")
+    assert "≤ available" in budget and "× 0.7 ×" in budget
+    # Passages: each candidate with its score and what became of it.
+    await browser.eval("document.querySelector('[data-id=retrieval] details.passages').open = true")
+    rows = await browser.eval(
+        "[...document.querySelectorAll('[data-id=retrieval] tr.candidate')]"
+        ".map(r => [...r.cells].map(c => c.textContent))"
+    )
+    assert rows and rows[0][1] == "book.pdf" and rows[0][4] == "kept"
+    assert float(rows[0][3]) >= float(rows[-1][3])
+    await browser.screenshot(ARTIFACTS / "recent-requests.png")
+
+    # Auto-refresh adds the new request on top; cards already shown are kept, not rebuilt.
+    await browser.eval("document.querySelector('[data-id=inject]').dataset.seen = 'yes'")
+    assert chat(base, ask([], "plain question"), **{"X-Request-ID": "plain"}).status_code == 200
+    await browser.wait_for(
+        "document.querySelectorAll('#request-list .card').length === 3", "the new request"
+    )
+    kept = await browser.eval(
+        "[document.querySelector('[data-id=inject]').dataset.seen,"
+        " document.querySelector('[data-id=retrieval] details.passages').open,"
+        " document.querySelector('#request-list .card').dataset.id]"
+    )
+    assert kept == ["yes", True, "plain"]
+    # Filtering by strategy.
+    await browser.eval(
+        "(() => { const s = document.getElementById('filter-strategy'); s.value = 'retrieval';"
+        " s.dispatchEvent(new Event('change')); })()"
+    )
+    shown = await browser.eval(
+        "[...document.querySelectorAll('#request-list .card')].map(c => c.dataset.id)"
+    )
+    assert shown == ["retrieval"]
+    await browser.eval(
+        "(() => { const s = document.getElementById('filter-strategy'); s.value = '';"
+        " s.dispatchEvent(new Event('change')); })()"
+    )
+    await browser.color_scheme("dark")
+    await browser.viewport(390, 844, mobile=True)
+    await browser.screenshot(ARTIFACTS / "recent-requests-phone-dark.png")
+    assert await browser.eval("document.documentElement.scrollWidth") <= 390  # no sideways scroll
+    assert browser.problems == []
+
+
+async def test_playground_previews_then_sends_for_real(
+    make_proxy: Callable[..., str], upstream: FakeUpstream, browser: Browser, tmp_path: Path
+) -> None:
+    base = make_proxy(retrieval=SMALL_CHUNKS)
+    handbook = tmp_path / "handbook.txt"
+    handbook.write_text(HANDBOOK)
+    await browser.goto(base + "/ui")
+    await browser.wait_for("document.getElementById('empty').hidden === false", "the empty list")
+    await browser.set_files("#play-files", [handbook])
+    await browser.wait_for("!!document.querySelector('#play-file-list .name')", "the chosen file")
+    await browser.eval(
+        "document.getElementById('play-question').value = 'What did the keeper feed the cats?'"
+    )
+    await browser.eval("document.getElementById('play-preview').click()")
+    await browser.wait_for("!document.getElementById('play-result').hidden", "the preview")
+    strategy = await browser.eval("document.querySelector('#play-decision .badge').textContent")
+    assert strategy == "inject-full-content"
+    await browser.eval("document.getElementById('play-body-box').open = true")
+    sent = json.loads(await browser.eval("document.getElementById('play-body').textContent"))
+    prompt = sent["messages"][-1]["content"][0]["text"]
+    assert "** handbook.txt full content **" in prompt and "sardines" in prompt
+    assert "enrich" not in sent
+    assert all(r.path != "/v1/chat/completions" for r in upstream.requests)  # no generation
+    await browser.screenshot(ARTIFACTS / "playground-preview.png")
+
+    # For real, with retrieval: the answer streams in with its citations.
+    await browser.eval("document.getElementById('play-strategy').value = 'retrieval'")
+    await browser.eval("document.getElementById('play-threshold').value = '0.2'")
+    await browser.eval("document.getElementById('play-send').click()")
+    await browser.wait_for(
+        "document.getElementById('play-progress').textContent === 'done'", "the answer"
+    )
+    answer = await browser.eval("document.getElementById('play-answer').textContent")
+    assert answer == "Hello from the fake upstream."
+    citations = await browser.eval(
+        "[...document.querySelectorAll('#play-citations li')].map(l => l.textContent)"
+    )
+    assert citations and citations[0].startswith("handbook.txt#page=")
+    forwarded = upstream.last_to("/v1/chat/completions").json
+    assert forwarded["stream"] is True
+    assert "sardines" in forwarded["messages"][-1]["content"][0]["text"]
+    # The request sent for real is in the recent requests now.
+    await browser.wait_for(
+        "document.querySelectorAll('#request-list .card').length === 1", "the sent request"
+    )
+    await browser.screenshot(ARTIFACTS / "playground-answer.png")
+    assert browser.problems == []
+
+
+async def test_a_key_is_asked_for_and_shows_only_its_requests(
+    make_proxy: Callable[..., str], browser: Browser
+) -> None:
+    base = make_proxy(server={"api_keys": KEYS})
+    assert chat(base, ask([text_part("alpha.txt", "a")]), "key-a").status_code == 200
+    assert chat(base, ask([text_part("beta.txt", "b")]), "key-b").status_code == 200
+    await browser.goto(base + "/ui")
+    await browser.wait_for("!document.getElementById('key-prompt').hidden", "the key prompt")
+    assert await browser.eval("document.getElementById('requests').hidden") is True
+    await browser.screenshot(ARTIFACTS / "key-prompt.png")
+    await browser.eval(
+        "document.getElementById('key-input').value = 'wrong';"
+        "document.getElementById('key-form').requestSubmit()"
+    )
+    await browser.wait_for(
+        "document.getElementById('key-error').textContent === 'That key was not accepted.'",
+        "the refusal",
+    )
+    await browser.eval(
+        "document.getElementById('key-input').value = 'key-b';"
+        "document.getElementById('key-form').requestSubmit()"
+    )
+    await browser.wait_for(
+        "document.querySelectorAll('#request-list .card').length === 1", "team-b's request"
+    )
+    assert json.loads(await browser.eval(cards_js(".doc-name"))) == [["beta.txt"]]
+    assert await browser.eval("document.getElementById('who').textContent") == "key: team-b"
+    assert await browser.eval("sessionStorage.getItem('enrich-proxy-key')") == "key-b"
+    assert await browser.eval("document.cookie") == ""
+    await browser.screenshot(ARTIFACTS / "key-b-requests.png")
+    assert browser.problems == []
