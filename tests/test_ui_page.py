@@ -12,7 +12,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from proxy.http.ui import CONTENT_SECURITY_POLICY
+from proxy.http.ui import ASSETS, CONTENT_SECURITY_POLICY
 from tests.conftest import ROOT
 from tests.fakes.browser import Browser, find_chromium
 from tests.fakes.upstream import FakeUpstream
@@ -231,3 +231,17 @@ async def test_a_key_is_asked_for_and_shows_only_its_requests(
     assert await browser.eval("document.cookie") == ""
     await browser.screenshot(ARTIFACTS / "key-b-requests.png")
     assert browser.problems == []
+
+
+def test_the_pages_files_are_package_data() -> None:
+    """A non-editable install ships every file of the page (pyproject's package-data)."""
+    import fnmatch
+    import tomllib
+
+    config = tomllib.loads((ROOT / "pyproject.toml").read_text())
+    patterns = config["tool"]["setuptools"]["package-data"]["proxy"]
+    static = ROOT / "proxy" / "http" / "static"
+    files = [p.relative_to(ROOT / "proxy").as_posix() for p in static.rglob("*") if p.is_file()]
+    assert files and all(any(fnmatch.fnmatch(f, p) for p in patterns) for f in files)
+    served = {f"http/static/{name}" for name in ASSETS}
+    assert served == set(files)

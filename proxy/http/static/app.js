@@ -172,9 +172,11 @@ function passagesTable(retrieval) {
 function timingsLine(timings) {
   const entries = Object.entries(timings || {});
   if (!entries.length) return null;
-  const line = el("div", { class: "timings", title: "seconds spent in each stage" });
+  const all = entries.map(([stage, seconds]) => `${stage} ${(seconds * 1000).toFixed(2)} ms`);
+  const line = el("div", { class: "timings", title: `time in each stage: ${all.join(", ")}` });
+  // Stages that took no measurable time are left out of the line (they are in its title).
   for (const [stage, seconds] of entries) {
-    line.append(el("span", { text: `${stage} ${(seconds * 1000).toFixed(1)} ms` }));
+    if (seconds >= 0.00005) line.append(el("span", { text: `${stage} ${(seconds * 1000).toFixed(1)} ms` }));
   }
   return line;
 }
