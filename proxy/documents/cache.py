@@ -11,11 +11,12 @@ from pathlib import Path
 
 import structlog
 
-from proxy.documents.model import Page, ParsedDocument
+from proxy.documents.model import DocumentWarning, Page, ParsedDocument
 
 log = structlog.get_logger(__name__)
 
-FORMAT_VERSION = 1
+FORMAT_VERSION = 2
+"""2: units carry a location, a title and an OCR mark; documents a title and warnings."""
 
 
 class DocumentCache:
@@ -72,8 +73,21 @@ class DocumentCache:
             entry = json.loads(path.read_bytes())
             if entry["v"] != FORMAT_VERSION or entry["sha256"] != sha256 or entry["kind"] != kind:
                 raise ValueError("entry does not match its key")
-            pages = tuple(Page(int(number), str(text)) for number, text in entry["pages"])
-            return ParsedDocument(entry["name"], sha256, kind, str(entry["library"]), pages)
+            pages = tuple(
+                Page(int(number), str(text), str(location), str(title), bool(ocr))
+                for number, text, location, title, ocr in entry["pages"]
+            )
+            warnings = tuple(DocumentWarning(str(c), str(m)) for c, m in entry["warnings"])
+            title = entry["title"]
+            return ParsedDocument(
+                entry["name"],
+                sha256,
+                kind,
+                str(entry["library"]),
+                pages,
+                str(title) if title else None,
+                warnings,
+            )
         except FileNotFoundError:
             return None
         except (OSError, ValueError, KeyError, TypeError) as exc:
@@ -93,7 +107,12 @@ class DocumentCache:
             "kind": document.kind,
             "library": document.library,
             "name": document.name,
-            "pages": [[page.number, page.text] for page in document.pages],
+            "title": document.title,
+            "warnings": [[warning.code, warning.message] for warning in document.warnings],
+            "pages": [
+                [page.number, page.text, page.location, page.title, page.ocr]
+                for page in document.pages
+            ],
         }
         try:
             path.parent.mkdir(parents=True, exist_ok=True)

@@ -1,31 +1,40 @@
-"""Gathers the frames of one worker job into pages and progress statuses."""
+"""Gathers the frames of one worker job into units, a title, warnings and progress statuses."""
 
 from __future__ import annotations
 
 import structlog
 
-from proxy.documents.model import Page, StatusSink
-from proxy.documents.pool import Message
+from proxy.documents.model import DocumentWarning, Page, StatusSink
 from proxy.errors import DocumentError
 
 log = structlog.get_logger(__name__)
 
 
 class PageCollector:
-    """One per document: `on_message` receives the worker's frames, on the event loop."""
+    """One per document: `on_message` receives the worker's frames, on the event loop.
 
-    def __init__(self, name: str, library: str, max_chars: int, emit: StatusSink) -> None:
+    It returns the seconds to add to the job's time limit: each page read by OCR earns
+    `ocr_page_s` more, since OCR takes seconds where text extraction takes milliseconds.
+    """
+
+    def __init__(
+        self, name: str, library: str, max_chars: int, emit: StatusSink, ocr_page_s: float = 0.0
+    ) -> None:
         self.name = name
         self.pages: list[Page] = []
         self.total = 0
+        self.title: str | None = None
+        self.warnings: list[DocumentWarning] = []
+        self.rss = 0
         self._library = library
         self._max_chars = max_chars
         self._emit = emit
+        self._ocr_page_s = ocr_page_s
         self._chars = 0
         self._reported = -1
 
     def finish(self) -> list[Page]:
-        """The pages read; reports 100% and logs the numbers of pages that could not be read."""
+        """The units read, in order; reports 100%."""
         if self.total and not self.pages:
             raise DocumentError(
                 self.name,
@@ -33,25 +42,39 @@ class PageCollector:
                 code="corrupt_document",
             )
         self._report(100)
-        if len(self.pages) < self.total:
-            read = {page.number for page in self.pages}
-            missing = [n for n in range(1, self.total + 1) if n not in read]
-            log.warning("unreadable pages skipped", file=self.name, pages=missing[:50])
+        # Pages read by OCR arrive after the others.
+        self.pages.sort(key=lambda page: page.number)
+        if self.warnings:
+            log.info(
+                "document read with warnings",
+                file=self.name,
+                warnings=[warning.message for warning in self.warnings],
+            )
         return self.pages
 
-    def on_message(self, message: Message) -> None:
+    def on_message(self, message: dict[str, object]) -> float:
         tag = message["t"]
         if tag == "ack":
             self._emit(f"{self._library} loaded for {self.name}...")
         elif tag == "count":
-            self.total = int(message["n"])
+            self.total = int(str(message["n"]))
             self._report(0)
         elif tag == "pages":
-            self._add([Page(int(number), str(text)) for number, text in message["pages"]])
+            batch = message["pages"]
+            assert isinstance(batch, list)
+            self.add([_page(item) for item in batch])
             if self.total:
                 # 100% is for finish(): the text is not complete until the job says done.
-                self._report(min(99, int(message["done"]) * 100 // self.total))
+                self._report(min(99, int(str(message["done"])) * 100 // self.total))
+        elif tag == "ocr":
+            self._emit(f"OCR page {message['n']} of {message['total']} of {self.name}...")
+            return self._ocr_page_s
+        elif tag == "warn":
+            self.warnings.append(DocumentWarning(str(message["code"]), str(message["message"])))
+        elif tag == "title":
+            self.title = self.title or str(message["title"])
         elif tag == "error":
+            self.rss = int(str(message.get("rss", 0)))
             log.warning(
                 "document rejected",
                 file=self.name,
@@ -59,12 +82,15 @@ class PageCollector:
                 mupdf=message.get("warnings", ""),
             )
             raise DocumentError(self.name, str(message["reason"]), code=str(message["code"]))
-        elif tag == "done" and message.get("warnings"):
-            log.debug("parser warnings", file=self.name, mupdf=message["warnings"])
+        elif tag == "done":
+            self.rss = int(str(message.get("rss", 0)))
+            if message.get("warnings"):
+                log.debug("parser warnings", file=self.name, mupdf=message["warnings"])
+        return 0.0
 
-    def _add(self, batch: list[Page]) -> None:
-        self.pages.extend(batch)
-        self._chars += sum(len(page.text) for page in batch)
+    def add(self, pages: list[Page]) -> None:
+        self.pages.extend(pages)
+        self._chars += sum(len(page.text) for page in pages)
         if self._chars > self._max_chars:
             raise DocumentError(
                 self.name,
@@ -76,3 +102,12 @@ class PageCollector:
         if percent > self._reported:
             self._reported = percent
             self._emit(f"Parsing file {self.name}... ({percent}%)")
+
+
+def _page(item: list[object]) -> Page:
+    number, text, *rest = item
+    location = str(rest[0]) if rest else ""
+    title = str(rest[1]) if len(rest) > 1 else ""
+    return Page(
+        int(str(number)), str(text), location, title, bool(rest[2]) if len(rest) > 2 else False
+    )

@@ -1,15 +1,19 @@
-"""Tell a document's format from its bytes (magic numbers first) and its name."""
+"""Tell a document's format from its bytes first (magic numbers, container contents), then its name.
+
+Runs in the main process, so it reads no more than a few bytes of any compressed member.
+"""
 
 from __future__ import annotations
 
 import codecs
-import io
-import zipfile
+import re
 from enum import StrEnum
 from pathlib import PurePath
 
 import charset_normalizer
 
+from proxy.documents.archive import open_zip, read_head
+from proxy.documents.failure import ExtractError
 from proxy.errors import DocumentError
 
 
@@ -22,18 +26,44 @@ class Kind(StrEnum):
     MOBI = "mobi"
     FB2 = "fb2"
     CBZ = "cbz"
+    IMAGE = "image"
     DOCX = "docx"
+    ODT = "odt"
+    RTF = "rtf"
     HTML = "html"
+    XLSX = "xlsx"
+    XLS = "xls"
+    ODS = "ods"
+    PPTX = "pptx"
+    ODP = "odp"
     TEXT = "text"
+    MARKDOWN = "markdown"
+    CSV = "csv"
+    JSON = "json"
+    CODE = "code"
 
 
-MUPDF_KINDS = frozenset({Kind.PDF, Kind.XPS, Kind.EPUB, Kind.MOBI, Kind.FB2, Kind.CBZ})
+MUPDF_KINDS = frozenset({Kind.PDF, Kind.XPS, Kind.MOBI, Kind.FB2, Kind.CBZ, Kind.IMAGE})
+PAGED_KINDS = MUPDF_KINDS | {Kind.PPTX, Kind.ODP}
+"""Formats whose units are pages or slides of their own, counted against `max_pages`."""
+TEXT_KINDS = frozenset({Kind.TEXT, Kind.MARKDOWN, Kind.CSV, Kind.JSON, Kind.CODE})
+"""Decoded in a thread of the main process: no native parser, linear in the input."""
 
 LIBRARY = {
     **{kind: "PyMuPDF" for kind in MUPDF_KINDS},
+    Kind.IMAGE: "PyMuPDF",
+    Kind.EPUB: "selectolax",
     Kind.DOCX: "python-docx",
+    Kind.ODT: "odfpy",
+    Kind.ODS: "odfpy",
+    Kind.ODP: "odfpy",
+    Kind.RTF: "striprtf",
     Kind.HTML: "selectolax",
-    Kind.TEXT: "text",
+    Kind.XLSX: "openpyxl",
+    Kind.XLS: "xlrd",
+    Kind.PPTX: "python-pptx",
+    **{kind: "text" for kind in TEXT_KINDS},
+    Kind.CSV: "csv",
 }
 
 _IMAGE_MAGIC = (
@@ -45,68 +75,121 @@ _IMAGE_MAGIC = (
     (b"II*\x00", "TIFF"),
     (b"MM\x00*", "TIFF"),
 )
+OCR_IMAGES = frozenset({"PNG", "JPEG", "TIFF"})
+"""Images read as documents by OCR; others are refused (send them as image_url parts)."""
 _OLE2 = b"\xd0\xcf\x11\xe0\xa1\xb1\x1a\xe1"
+_OLE2_WORKBOOK = ("Workbook".encode("utf-16-le"), "Book\x00".encode("utf-16-le"))
 _BOMS = (codecs.BOM_UTF8, codecs.BOM_UTF16_LE, codecs.BOM_UTF16_BE)
 _IMAGE_EXTS = {".png", ".jpg", ".jpeg", ".gif", ".webp", ".bmp", ".tif", ".tiff", ".svg", ".heic"}
-_BINARY_EXTS = {".pdf", ".xps", ".oxps", ".epub", ".mobi", ".cbz", ".docx"}
 _HTML_EXTS = {".html", ".htm", ".xhtml"}
-_TEXT_EXTS = {".txt", ".md", ".markdown", ".csv", ".tsv", ".json", ".yaml", ".yml", ".xml"}
-_IMAGE_SUFFIXES = (".png", ".jpg", ".jpeg", ".gif", ".webp", ".bmp")
-# A real .docx or .epub unpacks to a few times its size; far more is a zip bomb.
-MAX_UNPACKED_BYTES = 1024 * 1024 * 1024
+_MARKDOWN_EXTS = {".md", ".markdown", ".mdown", ".mkd", ".rst"}
+_CSV_EXTS = {".csv", ".tsv"}
+_JSON_EXTS = {".json", ".jsonl", ".ndjson", ".geojson"}
+CODE_LANGUAGES = {
+    ".py": "python", ".pyi": "python", ".js": "javascript", ".mjs": "javascript",
+    ".cjs": "javascript", ".jsx": "jsx", ".ts": "typescript", ".tsx": "tsx", ".java": "java",
+    ".kt": "kotlin", ".scala": "scala", ".go": "go", ".rs": "rust", ".c": "c", ".h": "c",
+    ".cc": "cpp", ".cpp": "cpp", ".cxx": "cpp", ".hpp": "cpp", ".cs": "csharp",
+    ".swift": "swift", ".m": "objectivec", ".rb": "ruby", ".php": "php", ".pl": "perl",
+    ".lua": "lua", ".r": "r", ".jl": "julia", ".sh": "bash", ".bash": "bash", ".zsh": "zsh",
+    ".ps1": "powershell", ".sql": "sql", ".yaml": "yaml", ".yml": "yaml", ".toml": "toml",
+    ".ini": "ini", ".cfg": "ini", ".xml": "xml", ".css": "css", ".scss": "scss",
+    ".proto": "protobuf", ".dockerfile": "dockerfile", ".tf": "hcl", ".hs": "haskell",
+    ".ex": "elixir", ".exs": "elixir", ".erl": "erlang", ".clj": "clojure", ".dart": "dart",
+    ".vue": "vue", ".svelte": "svelte", ".gradle": "groovy", ".groovy": "groovy",
+}  # fmt: skip
+_CODE_NAMES = {"dockerfile": "dockerfile", "makefile": "makefile", "jenkinsfile": "groovy"}
+_ODF_MIMETYPES = {
+    b"application/vnd.oasis.opendocument.text": Kind.ODT,
+    b"application/vnd.oasis.opendocument.spreadsheet": Kind.ODS,
+    b"application/vnd.oasis.opendocument.presentation": Kind.ODP,
+}
+EXTENSION_KINDS = {
+    ".pdf": Kind.PDF, ".xps": Kind.XPS, ".oxps": Kind.XPS, ".epub": Kind.EPUB,
+    ".mobi": Kind.MOBI, ".fb2": Kind.FB2, ".cbz": Kind.CBZ, ".docx": Kind.DOCX,
+    ".odt": Kind.ODT, ".rtf": Kind.RTF, ".xlsx": Kind.XLSX, ".xlsm": Kind.XLSX,
+    ".xls": Kind.XLS, ".ods": Kind.ODS, ".pptx": Kind.PPTX, ".odp": Kind.ODP,
+    ".txt": Kind.TEXT, ".text": Kind.TEXT, ".log": Kind.TEXT,
+    **{ext: Kind.HTML for ext in _HTML_EXTS}, **{ext: Kind.MARKDOWN for ext in _MARKDOWN_EXTS},
+    **{ext: Kind.CSV for ext in _CSV_EXTS}, **{ext: Kind.JSON for ext in _JSON_EXTS},
+    **{ext: Kind.CODE for ext in CODE_LANGUAGES},
+    **{ext: Kind.IMAGE for ext in (".png", ".jpg", ".jpeg", ".tif", ".tiff")},
+}  # fmt: skip
+_BINARY_KINDS = frozenset(EXTENSION_KINDS.values()) - TEXT_KINDS - {Kind.HTML, Kind.FB2}
+_MARKDOWN_HINT = re.compile(rb"^(#{1,6} \S|```|\* \S|- \S|\d+\. \S|\|.*\|\s*$)", re.MULTILINE)
+_HTML_HINT = re.compile(rb"<!doctype html|<html[\s>]|<head[\s>]|<body[\s>]")
+
+
+def declared_kind(name: str) -> Kind | None:
+    """The kind a file's name claims, if it claims one."""
+    path = PurePath(name)
+    if path.name.lower() in _CODE_NAMES:
+        return Kind.CODE
+    return EXTENSION_KINDS.get(path.suffix.lower())
+
+
+def code_language(name: str) -> str:
+    path = PurePath(name)
+    return _CODE_NAMES.get(path.name.lower()) or CODE_LANGUAGES.get(path.suffix.lower(), "")
 
 
 def detect(name: str, data: bytes) -> Kind:
     """Return the kind of document, or raise DocumentError saying why it cannot be parsed."""
+    try:
+        return _detect(name, data)
+    except ExtractError as exc:
+        raise DocumentError(name, exc.reason, code=exc.code) from None
+
+
+def _detect(name: str, data: bytes) -> Kind:
     ext = PurePath(name).suffix.lower()
+    declared = declared_kind(name)
     if not data:
-        raise DocumentError(name, "is empty (0 bytes)", code="empty_document")
+        raise ExtractError("is empty (0 bytes)", "empty_document")
     head = data[:8192]
     image = _image_format(head)
+    if image in OCR_IMAGES:
+        return Kind.IMAGE
     if image is not None:
-        raise DocumentError(
-            name, f"is an image ({image}), not a document", code="image_not_document"
+        raise ExtractError(
+            f"is an image ({image}), not a document; send it as an image_url part",
+            "image_not_document",
         )
     # PDF readers accept a header anywhere in the first KiB, but a note about PDFs named
     # .md or .txt must stay text: for those only a header at the very start counts.
     if data.startswith(b"%PDF-") or (
-        ext not in _TEXT_EXTS | _HTML_EXTS and b"%PDF-" in data[:1024]
+        (declared is None or declared not in TEXT_KINDS | {Kind.HTML}) and b"%PDF-" in data[:1024]
     ):
         return Kind.PDF
     if head.startswith(_OLE2):
-        raise DocumentError(
-            name,
-            "is a legacy Microsoft Office file (OLE2: .doc/.xls/.ppt), which is not supported;"
-            " save it as .docx or PDF",
-            code="unsupported_format",
-        )
+        return _ole2_kind(ext, data)
     if data[60:68] == b"BOOKMOBI":
         return Kind.MOBI
     if head.startswith((b"PK\x03\x04", b"PK\x05\x06")):
-        return _zip_kind(name, ext, data)
-    if ext in _BINARY_EXTS:
-        raise DocumentError(
-            name,
-            f"is not a valid {ext[1:].upper()} file (its content does not match the format)",
-            code="corrupt_document",
-        )
-    if ext in _IMAGE_EXTS and ext != ".svg":
-        raise DocumentError(name, "is not a valid image or document", code="unsupported_format")
+        return _zip_kind(ext, data)
+    if head.startswith(b"{\\rtf"):
+        return Kind.RTF
     if not looks_like_text(head):
-        raise DocumentError(
-            name,
-            "is not a supported document format (unrecognised binary data)",
-            code="unsupported_format",
+        if declared in _BINARY_KINDS:
+            raise ExtractError(
+                f"is not a valid {ext[1:].upper()} file (its content does not match the format)",
+                "corrupt_document",
+            )
+        raise ExtractError(
+            "is not a supported document format (unrecognised binary data)", "unsupported_format"
         )
     if ext == ".svg":
-        raise DocumentError(name, "is an image (SVG), not a document", code="image_not_document")
+        raise ExtractError("is an image (SVG), not a document", "image_not_document")
     sniff = head[:4096].lower()
     if ext == ".fb2" or b"<fictionbook" in sniff:
         return Kind.FB2
-    if ext in _HTML_EXTS:
+    if declared in TEXT_KINDS or declared == Kind.HTML:
+        return declared
+    # No name, an unknown one, or a binary format's name on text: the content decides.
+    if _HTML_HINT.search(sniff[:1024]):
         return Kind.HTML
-    if ext not in _TEXT_EXTS and (b"<!doctype html" in sniff[:512] or b"<html" in sniff):
-        return Kind.HTML
+    if declared is not None and _MARKDOWN_HINT.search(head):
+        return Kind.MARKDOWN
     return Kind.TEXT
 
 
@@ -135,33 +218,42 @@ def looks_like_text(head: bytes) -> bool:
         return charset_normalizer.from_bytes(head).best() is not None
 
 
-def _zip_kind(name: str, ext: str, data: bytes) -> Kind:
-    try:
-        with zipfile.ZipFile(io.BytesIO(data)) as archive:
-            infos = archive.infolist()
-            names = {info.filename for info in infos}
-            mimetype = archive.read("mimetype")[:64] if "mimetype" in names else b""
-    except (zipfile.BadZipFile, OSError, EOFError, ValueError) as exc:
-        label = f"{ext[1:].upper()} file" if ext else "ZIP archive"
-        raise DocumentError(name, f"is a corrupt {label} ({exc})", code="corrupt_document") from exc
-    if sum(info.file_size for info in infos) > MAX_UNPACKED_BYTES:
-        raise DocumentError(
-            name, "unpacks to more than 1 GiB (a zip bomb?)", code="document_too_large"
-        )
+def _ole2_kind(ext: str, data: bytes) -> Kind:
+    # The compound file's directory names its streams in UTF-16: a workbook says so.
+    if ext == ".xls" or any(marker in data[: 4 * 1024 * 1024] for marker in _OLE2_WORKBOOK):
+        return Kind.XLS
+    raise ExtractError(
+        "is a legacy Microsoft Office file (OLE2: .doc/.ppt), which is not supported;"
+        " save it as .docx/.pptx or PDF",
+        "unsupported_format",
+    )
+
+
+def _zip_kind(ext: str, data: bytes) -> Kind:
+    label = f"{ext[1:].upper()} file" if ext else "ZIP archive"
+    with open_zip(data, label) as archive:
+        names = set(archive.namelist())
+        try:
+            mimetype = read_head(archive, "mimetype") if "mimetype" in names else b""
+        except Exception as exc:  # any failure to inflate a few bytes: a corrupt container
+            raise ExtractError(f"is a corrupt {label} ({exc})", "corrupt_document") from exc
     if "word/document.xml" in names:
         return Kind.DOCX
+    if "xl/workbook.xml" in names:
+        return Kind.XLSX
+    if "ppt/presentation.xml" in names:
+        return Kind.PPTX
+    for prefix, kind in _ODF_MIMETYPES.items():
+        if mimetype.startswith(prefix):
+            return kind
     if mimetype.startswith(b"application/epub+zip") or "META-INF/container.xml" in names:
         return Kind.EPUB
     if any(entry.lower().endswith(".fdseq") for entry in names):
         return Kind.XPS
-    if "xl/workbook.xml" in names or "ppt/presentation.xml" in names:
-        what = "an Excel workbook (.xlsx)" if "xl/workbook.xml" in names else "a PowerPoint (.pptx)"
-        raise DocumentError(
-            name, f"is {what}, which is not supported; export it as PDF", code="unsupported_format"
-        )
     files = [entry for entry in names if not entry.endswith("/")]
-    if ext == ".cbz" or (files and all(f.lower().endswith(_IMAGE_SUFFIXES) for f in files)):
+    if ext == ".cbz" or (files and all(f.lower().endswith(_CBZ_IMAGES) for f in files)):
         return Kind.CBZ
-    raise DocumentError(
-        name, "is a ZIP archive, not a supported document", code="unsupported_format"
-    )
+    raise ExtractError("is a ZIP archive, not a supported document", "unsupported_format")
+
+
+_CBZ_IMAGES = (".png", ".jpg", ".jpeg", ".gif", ".webp", ".bmp")

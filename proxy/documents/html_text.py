@@ -7,6 +7,8 @@ import re
 from selectolax.lexbor import LexborHTMLParser, LexborNode
 
 from proxy.documents.failure import ExtractError
+from proxy.documents.job import Job
+from proxy.documents.markdown import cell, table
 from proxy.documents.text import decode_text, tidy
 
 
@@ -58,8 +60,8 @@ def nesting_depth(html: str) -> int:
     return deepest
 
 
-def html_to_text(data: bytes) -> str:
-    """Readable text of an HTML page: the main content if marked, else the body."""
+def html_to_text(data: bytes, job: Job | None = None) -> str:
+    """Readable Markdown of an HTML page: the main content if marked, else the body."""
     declared = _META_CHARSET.search(data[:4096])
     html = decode_text(data, declared.group(1).decode("ascii") if declared else None)
     if nesting_depth(html) > MAX_DEPTH:
@@ -73,10 +75,13 @@ def html_to_text(data: bytes) -> str:
     for node in tree.css(_CHROME):
         node.decompose()
     root = tree.css_first('main, [role="main"], article') or tree.body or tree.root
-    title = tree.css_first("title")
+    title_node = tree.css_first("title")
+    title = " ".join(title_node.text().split()) if title_node is not None else ""
+    if job is not None:
+        job.title(title)
     text = _render(root) if root is not None else ""
-    if title is not None and title.text().strip() and title.text().strip() not in text[:500]:
-        text = f"# {title.text().strip()}\n\n{text}"
+    if title and title not in text[:500]:
+        text = f"# {title}\n\n{text}"
     return tidy(text)
 
 
@@ -101,12 +106,35 @@ def _render(root: LexborNode) -> str:
             continue
         if not node.is_element_node or tag in _DROP:
             continue
+        if tag == "table" and not in_pre:
+            rendered = _data_table(node)
+            if rendered is not None:
+                out.append(f"\n\n{rendered}\n\n")
+                continue
         out.append(_before(tag))
         stack.append((node, True, in_pre))
         children = list(node.iter(include_text=True))
         inner_pre = in_pre or tag == "pre"
         stack.extend((child, False, inner_pre) for child in reversed(children))
     return "".join(out)
+
+
+def _data_table(node: LexborNode) -> str | None:
+    """A table of short cells as a Markdown table; None for a layout table (cells holding
+    paragraphs, lists or other tables), which is rendered as ordinary blocks."""
+    if node.css_first("table, p, div, ul, ol, h1, h2, h3, h4, h5, h6, pre, blockquote"):
+        return None
+    rows: list[list[str]] = []
+    for row in node.css("tr"):
+        cells = [cell(child.text(separator=" ")) for child in row.iter() if child.tag in _CELL]
+        if any(len(text) > LAYOUT_CELL_CHARS for text, _ in cells):
+            return None
+        if any(text for text, _ in cells):
+            rows.append([text for text, _ in cells])
+    return table(rows) if rows else None
+
+
+LAYOUT_CELL_CHARS = 500
 
 
 def _before(tag: str) -> str:

@@ -15,3 +15,9 @@ class ParseLimits:
     max_pages: int = 2000
     max_chars: int = 5_000_000
     timeout_s: float = 60.0
+    max_rows: int = 5000
+    """Rows read per sheet (or CSV file); more are cut, with a warning."""
+    max_columns: int = 100
+    """Columns read per sheet; more are cut, with a warning."""
+    ocr_page_s: float = 30.0
+    """Seconds each page read by OCR adds to `timeout_s`."""

@@ -1,4 +1,4 @@
-"""The parsed form of a document: its pages of text, keyed by the sha256 of its bytes."""
+"""The parsed form of a document: its units of text (pages, sections, sheets, slides)."""
 
 from __future__ import annotations
 
@@ -11,21 +11,44 @@ StatusSink = Callable[[str], None]
 
 @dataclass(frozen=True)
 class Page:
-    """One page of extracted text; `number` is 1-based as a reader would cite it."""
+    """One unit of extracted text, in reading order.
+
+    `number` is 1-based: the page number for paged formats (PDF, XPS, images), else the unit's
+    position. `location` is where a person finds it: `page=4`, `section=2.3 Refunds`,
+    `sheet=Q3`, `slide=4`, `line=120`; empty means `page=<number>` (older cache entries).
+    """
 
     number: int
     text: str
+    location: str = ""
+    title: str = ""
+    ocr: bool = False
+
+    @property
+    def where(self) -> str:
+        return self.location or f"page={self.number}"
+
+
+@dataclass(frozen=True)
+class DocumentWarning:
+    """Something lossy happened while reading (repaired file, OCR, rows cut); `message`
+    completes "<file>: ..."."""
+
+    code: str
+    message: str
 
 
 @dataclass(frozen=True)
 class ParsedDocument:
-    """A document turned into text, page by page."""
+    """A document turned into text, unit by unit; `title` is the document's own title, if any."""
 
     name: str
     sha256: str
     kind: str
     library: str
     pages: tuple[Page, ...]
+    title: str | None = None
+    warnings: tuple[DocumentWarning, ...] = ()
 
     @property
     def text(self) -> str:
@@ -34,3 +57,7 @@ class ParsedDocument:
     @property
     def char_count(self) -> int:
         return sum(len(page.text) for page in self.pages)
+
+    @property
+    def ocr_pages(self) -> list[int]:
+        return [page.number for page in self.pages if page.ocr]

@@ -13,23 +13,26 @@ import structlog
 
 from proxy.documents.cache import DocumentCache
 from proxy.documents.collect import PageCollector
-from proxy.documents.detect import LIBRARY, Kind, detect
+from proxy.documents.detect import LIBRARY, PAGED_KINDS, TEXT_KINDS, Kind, declared_kind, detect
 from proxy.documents.failure import ExtractError
+from proxy.documents.job import Job
 from proxy.documents.limits import ParseLimits
-from proxy.documents.model import Page, ParsedDocument, StatusSink
+from proxy.documents.model import DocumentWarning, Page, ParsedDocument, StatusSink
+from proxy.documents.ocr import ENABLE_HINT, OcrStatus
+from proxy.documents.plain import text_sections
 from proxy.documents.pool import (
     WorkerCrashed,
     WorkerPool,
     WorkerTimeout,
     WorkerUnavailable,
 )
-from proxy.documents.text import decode_text, split_pages, tidy
 from proxy.errors import DocumentError, PayloadTooLarge, ProxyError
 
 log = structlog.get_logger(__name__)
 
 _INLINE_BYTES = 4 * 1024 * 1024
-_SCANNABLE = frozenset({Kind.PDF, Kind.XPS, Kind.CBZ})
+_SCANNABLE = frozenset({Kind.PDF, Kind.XPS, Kind.CBZ, Kind.IMAGE})
+_OCR_OFF = OcrStatus(None, "not configured")
 
 
 def _quiet(_: str) -> None:
@@ -47,10 +50,14 @@ class DocumentParser:
         *,
         worker_argv: Sequence[str] | None = None,
         cache_max_bytes: int | None = None,
+        ocr: OcrStatus = _OCR_OFF,
+        recycle_rss_bytes: int | None = None,
     ) -> None:
         self.limits = limits or ParseLimits()
+        self.ocr = ocr
         self.cache = DocumentCache(cache_dir, max_bytes=cache_max_bytes)
-        self.pool = WorkerPool(workers, argv=worker_argv)
+        recycle = {} if recycle_rss_bytes is None else {"recycle_rss_bytes": recycle_rss_bytes}
+        self.pool = WorkerPool(workers, argv=worker_argv, **recycle)
         self._inflight: dict[str, asyncio.Future[ParsedDocument]] = {}
 
     async def start(self) -> None:
@@ -72,6 +79,16 @@ class DocumentParser:
                 code="document_too_large",
             )
         kind = detect(name, data)
+        declared = declared_kind(name)
+        if declared is not None and declared != kind:
+            # Clients label by habit (every attachment "application/pdf", any name): the
+            # bytes decide, and the disagreement is worth a line when a parse looks odd.
+            log.info(
+                "content differs from the declared type",
+                file=name,
+                declared=str(declared),
+                parsed_as=str(kind),
+            )
         cached = await self._cached(data, kind)
         if isinstance(cached, ParsedDocument):
             self._check_size(name, cached)
@@ -109,17 +126,25 @@ class DocumentParser:
         started = time.perf_counter()
         library = LIBRARY[kind]
         emit(f"Loading parser for {name}...")
-        if kind == Kind.TEXT:
-            pages = await self._parse_text(name, data, emit)
+        collector = PageCollector(
+            name, library, self.limits.max_chars, emit, self.limits.ocr_page_s
+        )
+        if kind in TEXT_KINDS:
+            pages = await self._parse_text(name, kind, data, collector)
         else:
-            pages = await self._parse_in_worker(name, kind, data, emit)
-        document = ParsedDocument(name, sha256, kind, library, tuple(pages))
+            pages = await self._parse_in_worker(name, kind, data, collector)
+        document = ParsedDocument(
+            name,
+            sha256,
+            kind,
+            library,
+            tuple(pages),
+            collector.title,
+            tuple(collector.warnings),
+        )
         self._check_size(name, document)
         if not any(page.text.strip() for page in document.pages):
-            hint = (
-                "; it may be a scanned document without a text layer" if kind in _SCANNABLE else ""
-            )
-            raise DocumentError(name, f"has no extractable text{hint}", code="no_text")
+            raise DocumentError(name, f"has no extractable text{self._hint(kind)}", code="no_text")
         self.cache.remember(document)
         await asyncio.to_thread(self.cache.store, document)
         log.info(
@@ -147,12 +172,24 @@ class DocumentParser:
                 self.cache.remember(document)
         return document or sha256
 
+    def _hint(self, kind: Kind) -> str:
+        if kind not in _SCANNABLE:
+            return ""
+        if self.ocr.on:
+            return "; it may be a scanned document, and OCR found no text on its pages either"
+        return (
+            "; it may be a scanned document without a text layer. Reading scans (OCR) is off"
+            f" ({self.ocr.reason}): to turn it on, {ENABLE_HINT}"
+        )
+
     def _check_size(self, name: str, document: ParsedDocument) -> None:
         # Also applies to cache hits: the limits may be lower than when the entry was made.
         # Characters first: text formats have pages only because the parser cuts them.
         if document.char_count > self.limits.max_chars:
             raise self._too_much_text(name)
-        if len(document.pages) > self.limits.max_pages:
+        # Reflowable formats have as many sections as they have headings: their units are
+        # merged down to max_pages instead, and max_chars bounds them.
+        if document.kind in PAGED_KINDS and len(document.pages) > self.limits.max_pages:
             raise DocumentError(
                 name,
                 f"has {len(document.pages)} pages, more than the limit of"
@@ -167,34 +204,66 @@ class DocumentParser:
             code="too_much_text",
         )
 
-    async def _parse_text(self, name: str, data: bytes, emit: StatusSink) -> list[Page]:
+    async def _parse_text(
+        self, name: str, kind: Kind, data: bytes, collector: PageCollector
+    ) -> list[Page]:
         # Decoding text runs no native parser that could hang or crash, and is linear in
         # the (already size-limited) input: a thread is safe and skips the pool hop.
         # No encoding spends more than 4 bytes on a character: refuse before decoding.
         if len(data) > 4 * self.limits.max_chars:
             raise self._too_much_text(name)
-        emit(f"{LIBRARY[Kind.TEXT]} loaded for {name}...")
-        emit(f"Parsing file {name}... (0%)")
+        collector.on_message({"t": "ack"})
+        job = Job(
+            kind,
+            name,
+            max_pages=self.limits.max_pages,
+            max_chars=self.limits.max_chars,
+            max_rows=self.limits.max_rows,
+            max_columns=self.limits.max_columns,
+            on_warning=lambda code, message: collector.warnings.append(
+                DocumentWarning(code, message)
+            ),
+        )
+        titles: list[str] = []
+        job.on_title = titles.append
         try:
-            texts = await asyncio.wait_for(
-                asyncio.to_thread(lambda: split_pages(tidy(decode_text(data)))),
+            sections = await asyncio.wait_for(
+                asyncio.to_thread(text_sections, kind, name, data, job),
                 self.limits.timeout_s,
             )
         except ExtractError as exc:
             raise DocumentError(name, exc.reason, code=exc.code) from None
         except TimeoutError:
             raise self._timeout(name) from None
-        emit(f"Parsing file {name}... (100%)")
-        return [Page(number, text) for number, text in enumerate(texts, start=1)]
+        collector.title = titles[0] if titles else None
+        collector.on_message({"t": "count", "n": len(sections)})
+        collector.add(
+            [
+                Page(number, section.text, section.location, section.title)
+                for number, section in enumerate(sections, start=1)
+            ]
+        )
+        return collector.finish()
 
     async def _parse_in_worker(
-        self, name: str, kind: Kind, data: bytes, emit: StatusSink
+        self, name: str, kind: Kind, data: bytes, collector: PageCollector
     ) -> list[Page]:
-        collector = PageCollector(name, LIBRARY[kind], self.limits.max_chars, emit)
+        ocr = self.ocr.options
         job = {
             "kind": str(kind),
+            "name": name,
             "max_pages": self.limits.max_pages,
             "max_chars": self.limits.max_chars,
+            "max_rows": self.limits.max_rows,
+            "max_columns": self.limits.max_columns,
+            "ocr": None
+            if ocr is None
+            else {
+                "languages": list(ocr.languages),
+                "dpi": ocr.dpi,
+                "max_pages": ocr.max_pages,
+                "tessdata": ocr.tessdata,
+            },
         }
         try:
             await self.pool.run(job, data, self.limits.timeout_s, collector.on_message)

@@ -19,6 +19,9 @@ log = structlog.get_logger(__name__)
 
 WORKER_MEMORY_BYTES = 4 * 1024**3
 """Address-space cap per worker, so a hostile file fails its parse instead of the machine."""
+RECYCLE_RSS_BYTES = 1024**3
+"""A worker still holding more than this after a job is replaced: freed memory is not always
+given back to the system, and a bomb's heap would otherwise stay until the next job."""
 _PACKAGE_ROOT = str(Path(__file__).resolve().parents[2])
 _READ_BUFFER = 4 * 1024 * 1024
 STARTUP_TIMEOUT_S = 120.0
@@ -83,6 +86,7 @@ class WorkerPool:
         *,
         argv: Sequence[str] | None = None,
         memory_bytes: int = WORKER_MEMORY_BYTES,
+        recycle_rss_bytes: int = RECYCLE_RSS_BYTES,
     ) -> None:
         self._size = max(1, size)
         self._argv = list(argv or [sys.executable, "-m", "proxy.documents.worker"])
@@ -91,6 +95,9 @@ class WorkerPool:
         self._live: set[_Worker] = set()
         self._tasks: set[asyncio.Task[None]] = set()
         self._closed = False
+        self._recycle_rss_bytes = recycle_rss_bytes
+        self.recycled = 0
+        """Workers replaced for holding too much memory after a job."""
         self.jobs = 0
         """Jobs handed to a worker so far (tests read it to prove a cache hit skipped the pool)."""
 
@@ -104,21 +111,32 @@ class WorkerPool:
             self._queue().put_nowait(worker)
 
     async def run(
-        self, job: Message, data: bytes, timeout_s: float, on_message: Callable[[Message], None]
+        self,
+        job: Message,
+        data: bytes,
+        timeout_s: float,
+        on_message: Callable[[Message], float | None],
     ) -> None:
-        """Run one job, passing each frame to `on_message`, until `done` or `error` arrives."""
+        """Run one job, passing each frame to `on_message`, until `done` or `error` arrives.
+
+        `on_message` may return seconds to add to the time limit (slow steps such as OCR).
+        """
         for attempt in (1, 2):
             worker = await self._acquire()
             self.jobs += 1
-            acked = finished = False
+            acked = finished = bloated = False
             try:
-                async with asyncio.timeout(timeout_s):
+                async with asyncio.timeout(timeout_s) as deadline:
                     await worker.send(job, data)
                     while not finished:
                         message = await worker.receive()
                         acked = True
                         finished = message.get("t") in ("done", "error")
-                        on_message(message)
+                        if finished:
+                            bloated = int(message.get("rss", 0)) > self._recycle_rss_bytes
+                        extra = on_message(message)
+                        if extra and deadline.when() is not None:
+                            deadline.reschedule(deadline.when() + extra)  # type: ignore[operator]
                 return
             except TimeoutError:
                 raise WorkerTimeout() from None
@@ -130,9 +148,14 @@ class WorkerPool:
                 await _wait_briefly(worker.proc)
                 raise WorkerCrashed(worker.proc.returncode) from exc
             finally:
-                if finished:
+                if finished and not bloated:
                     self._queue().put_nowait(worker)
                 else:
+                    if bloated:
+                        self.recycled += 1
+                        log.info(
+                            "parse worker recycled: memory kept after a job", pid=worker.proc.pid
+                        )
                     self._replace(worker)
 
     async def close(self) -> None:

@@ -9,17 +9,16 @@ import os
 import resource
 import sys
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
+from pathlib import Path
 from typing import Any, BinaryIO
 
 # Imported up front so that a job never waits for a library to load.
-from proxy.documents.detect import MUPDF_KINDS, Kind
-from proxy.documents.docx_text import docx_to_text
+from proxy.documents.extract import extract_units
 from proxy.documents.failure import ExtractError
-from proxy.documents.html_text import html_to_text
-from proxy.documents.mupdf import PageText, mupdf_pages, mupdf_warnings
+from proxy.documents.job import Job, OcrOptions, Units
+from proxy.documents.mupdf import mupdf_warnings
 from proxy.documents.protocol import pack_json, read_frame
-from proxy.documents.text import decode_text, split_pages, tidy
 
 FLUSH_SECONDS = 0.05
 FLUSH_CHARS = 512 * 1024
@@ -27,64 +26,70 @@ PIPE_BYTES = 1024 * 1024
 Send = Callable[[dict[str, Any]], None]
 
 
-def extract(
-    kind: str,
-    data: bytes,
-    max_pages: int,
-    on_count: Callable[[int], None],
-) -> Iterator[PageText]:
-    """Pages of one document; tests replace this to make a worker hang or crash."""
-    if kind in MUPDF_KINDS:
-        yield from mupdf_pages(data, kind, max_pages, on_count)
-        return
-    if kind == Kind.DOCX:
-        text = docx_to_text(data)
-    elif kind == Kind.HTML:
-        text = html_to_text(data)
-    else:
-        text = tidy(decode_text(data))
-    pages = split_pages(text)
-    if len(pages) > max_pages:
-        raise ExtractError(
-            f"has {len(pages)} pages, more than the limit of {max_pages} pages", "too_many_pages"
+def extract(kind: str, data: bytes, job: Job) -> Units:
+    """Units of one document; tests replace this to make a worker hang or crash."""
+    return extract_units(kind, data, job)
+
+
+def job_from(spec: dict[str, Any], send: Send) -> Job:
+    ocr = spec.get("ocr")
+    return Job(
+        kind=str(spec["kind"]),
+        name=str(spec.get("name", "")),
+        max_pages=int(spec["max_pages"]),
+        max_chars=int(spec["max_chars"]),
+        max_rows=int(spec.get("max_rows", 5000)),
+        max_columns=int(spec.get("max_columns", 100)),
+        ocr=OcrOptions(
+            languages=tuple(ocr["languages"]),
+            dpi=int(ocr["dpi"]),
+            max_pages=int(ocr["max_pages"]),
+            tessdata=str(ocr.get("tessdata", "")),
         )
-    on_count(len(pages))
-    yield from enumerate(pages, start=1)
+        if ocr
+        else None,
+        on_count=lambda n: send({"t": "count", "n": n}),
+        on_ocr=lambda n, total: send({"t": "ocr", "n": n, "total": total}),
+        on_warning=lambda code, message: send({"t": "warn", "code": code, "message": message}),
+        on_title=lambda title: send({"t": "title", "title": title}),
+    )
 
 
-def run_job(job: dict[str, Any], data: bytes, send: Send) -> None:
-    """Extract one document, sending pages in batches so the parent can report progress."""
-    max_chars = int(job["max_chars"])
-    batch: list[PageText] = []
-    batch_chars = total_chars = 0
+def run_job(spec: dict[str, Any], data: bytes, send: Send) -> None:
+    """Extract one document, sending units in batches so the parent can report progress."""
+    job = job_from(spec, send)
+    batch: list[list[Any]] = []
+    batch_chars = total_chars = sent = 0
     last_flush = time.monotonic()
 
-    def flush(done: int) -> None:
+    def flush() -> None:
         nonlocal batch, batch_chars, last_flush
-        send({"t": "pages", "pages": batch, "done": done})
+        send({"t": "pages", "pages": batch, "done": sent})
         batch, batch_chars, last_flush = [], 0, time.monotonic()
 
-    total = number = 0
-
-    def on_count(count: int) -> None:
-        nonlocal total
-        total = count
-        send({"t": "count", "n": count})
-
-    pages = extract(job["kind"], data, int(job["max_pages"]), on_count)
-    for number, raw in pages:
-        text = _clean(raw)
+    for unit in extract(job.kind, data, job):
+        text = _clean(unit.text)
         total_chars += len(text)
-        if total_chars > max_chars:
+        if total_chars > job.max_chars:
             raise ExtractError(
-                f"has more than {max_chars} characters of text, over the limit", "too_much_text"
+                f"has more than {job.max_chars} characters of text, over the limit",
+                "too_much_text",
             )
-        batch.append((number, text))
+        batch.append([unit.number, text, _clean(unit.location), _clean(unit.title), unit.ocr])
         batch_chars += len(text)
+        sent += 1
         if batch_chars >= FLUSH_CHARS or time.monotonic() - last_flush >= FLUSH_SECONDS:
-            flush(number)
-    # `done` counts skipped pages too: a broken last page must not hold progress below 100%.
-    flush(total or number)
+            flush()
+    flush()
+
+
+def resident_bytes() -> int:
+    """This process's resident memory now (not its peak): what it keeps after a job."""
+    try:
+        pages = int(Path("/proc/self/statm").read_text().split()[1])
+    except (OSError, ValueError, IndexError):
+        return 0
+    return pages * os.sysconf("SC_PAGE_SIZE")
 
 
 def _clean(text: str) -> str:
@@ -122,7 +127,15 @@ def serve(stdin: BinaryIO, channel: BinaryIO) -> None:
             run_job(json.loads(raw), data, send)
         except ExtractError as exc:
             reason = _escape(exc.reason)
-            send({"t": "error", "reason": reason, "code": exc.code, "warnings": _warnings()})
+            send(
+                {
+                    "t": "error",
+                    "reason": reason,
+                    "code": exc.code,
+                    "warnings": _warnings(),
+                    "rss": resident_bytes(),
+                }
+            )
         except MemoryError:
             reason = "needs more memory to parse than a parser may use"
             send({"t": "error", "reason": reason, "code": "document_too_large"})
@@ -130,9 +143,17 @@ def serve(stdin: BinaryIO, channel: BinaryIO) -> None:
             return
         except Exception as exc:
             reason = f"could not be parsed ({type(exc).__name__}: {exc})"
-            send({"t": "error", "reason": _escape(reason[:500]), "code": "invalid_document"})
+            reason = _escape(reason[:500])
+            send(
+                {
+                    "t": "error",
+                    "reason": reason,
+                    "code": "invalid_document",
+                    "rss": resident_bytes(),
+                }
+            )
         else:
-            send({"t": "done", "warnings": _warnings()})
+            send({"t": "done", "warnings": _warnings(), "rss": resident_bytes()})
 
 
 def main() -> None:

@@ -1,4 +1,5 @@
-"""Test parse worker: `%PDF-HANG` hangs, `%PDF-CRASH` segfaults, `%PDF-GREEDY` overallocates."""
+"""Test parse worker: `%PDF-HANG` hangs, `%PDF-CRASH` segfaults, `%PDF-GREEDY` overallocates,
+`%PDF-BLOAT` keeps 300 MB after its job."""
 
 from __future__ import annotations
 
@@ -6,30 +7,31 @@ import os
 import signal
 import sys
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
 from proxy.documents import worker
+from proxy.documents.job import Job, Unit
 
 _real_extract = worker.extract
+_kept: list[bytearray] = []
 
 
-def _extract(
-    kind: str,
-    data: bytes,
-    max_pages: int,
-    on_count: Callable[[int], None],
-) -> Iterator[tuple[int, str]]:
+def _extract(kind: str, data: bytes, job: Job) -> Iterator[Unit]:
     if data.startswith(b"%PDF-HANG"):
-        on_count(1)
+        job.on_count(1)
         time.sleep(3600)
+    if data.startswith(b"%PDF-BLOAT"):
+        block = bytearray(300 * 1024**2)
+        block[:: 4096] = b"x" * len(block[:: 4096])  # touched, so it is resident
+        _kept.append(block)
     if data.startswith(b"%PDF-GREEDY"):
         bytearray(64 * 1024**3)
     if data.startswith(b"%PDF-CRASH"):
         os.kill(os.getpid(), signal.SIGSEGV)
-    return _real_extract(kind, data, max_pages, on_count)
+    return _real_extract(kind, data, job)
 
 
 if __name__ == "__main__":

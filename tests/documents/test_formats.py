@@ -103,7 +103,7 @@ def test_docx_paragraphs_headings_and_tables_in_order() -> None:
     buffer = io.BytesIO()
     document.save(buffer)
     assert docx_to_text(buffer.getvalue()) == (
-        "# Report\n\nBefore the table.\n\n| a | b |\n| c | d |\n\nAfter the table."
+        "# Report\n\nBefore the table.\n\n| a | b |\n|---|---|\n| c | d |\n\nAfter the table."
     )
 
 

@@ -1,0 +1,152 @@
+"""Reflowable text (Markdown) cut on its own structure: one unit per heading, else by paragraphs.
+
+Each unit carries a location a person can find: `section=<heading>` under a heading,
+`paragraph=N` or `line=N` where the text has no headings.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from typing import Literal
+
+from proxy.documents.text import PAGE_CHARS, split_pages, tidy
+
+Anchor = Literal["line", "paragraph"]
+
+_HEADING = re.compile(r"^(#{1,6})[ \t]+(.+?)[ \t#]*$")
+_FENCE = re.compile(r"^[ \t]{0,3}(`{3,}|~{3,})")
+_EMPHASIS = re.compile(r"[*_`]+")
+MAX_LABEL_CHARS = 100
+
+
+@dataclass(frozen=True)
+class Section:
+    """A unit of a reflowable document."""
+
+    text: str
+    location: str
+    title: str = ""
+
+
+@dataclass
+class _Raw:
+    level: int  # 0 for text before the first heading
+    title: str
+    path: str
+    lines: list[tuple[int, int, str]]  # (line number, paragraph number, line)
+
+
+def split_sections(
+    text: str,
+    *,
+    anchor: Anchor = "paragraph",
+    headings: bool = True,
+    part_chars: int = PAGE_CHARS,
+    max_units: int = 2000,
+) -> list[Section]:
+    """Units of `text` in order; every non-blank line of the input is in exactly one of them."""
+    raws = _by_heading(text, headings)
+    units: list[Section] = []
+    carried: list[tuple[int, int, str]] = []  # heading lines of sections with no body
+    seen_titles: set[str] = set()
+    for raw in raws:
+        lines = carried + raw.lines
+        body = [line for _, _, line in raw.lines[1 if raw.level else 0 :] if line.strip()]
+        if raw.level and not body:
+            carried = lines
+            continue
+        carried = []
+        if raw.level:
+            label = raw.title if raw.title not in seen_titles else raw.path
+            seen_titles.add(raw.title)
+            location = "section=" + _label(label)
+            parts = _parts(lines, part_chars)
+            for index, (_, _, part) in enumerate(parts):
+                title = raw.path if index == 0 else f"{raw.path} (continued)"
+                units.append(Section(part, location, title))
+        else:
+            for line_no, paragraph_no, part in _parts(lines, part_chars):
+                number = line_no if anchor == "line" else paragraph_no
+                units.append(Section(part, f"{anchor}={number}"))
+    if carried:
+        units.extend(Section(part, f"{anchor}=1") for _, _, part in _parts(carried, part_chars))
+    return merge_units(units, max_units)
+
+
+def _by_heading(text: str, headings: bool) -> list[_Raw]:
+    raws = [_Raw(0, "", "", [])]
+    path: list[tuple[int, str]] = []
+    fence: str | None = None
+    paragraph = 0
+    blank = True
+    for number, line in enumerate(text.split("\n"), start=1):
+        if line.strip() and blank:
+            paragraph += 1
+        blank = not line.strip()
+        opened = _FENCE.match(line)
+        if opened:
+            marks = opened.group(1)
+            if fence is None:
+                fence = marks
+            elif marks[0] == fence[0] and len(marks) >= len(fence):
+                fence = None
+        match = _HEADING.match(line) if headings and fence is None and not opened else None
+        if match:
+            level, title = len(match.group(1)), _EMPHASIS.sub("", match.group(2)).strip()
+            path = [(lvl, name) for lvl, name in path if lvl < level] + [(level, title)]
+            raws.append(_Raw(level, title, " > ".join(name for _, name in path), []))
+        raws[-1].lines.append((number, paragraph, line))
+    return raws
+
+
+def _parts(lines: list[tuple[int, int, str]], part_chars: int) -> list[tuple[int, int, str]]:
+    """Lines grouped into parts of at most `part_chars`, cut between paragraphs if possible."""
+    paragraphs: list[tuple[int, int, list[str]]] = []
+    for line_no, paragraph_no, line in lines:
+        if not line.strip():
+            continue
+        if paragraphs and paragraphs[-1][1] == paragraph_no:
+            paragraphs[-1][2].append(line)
+        else:
+            paragraphs.append((line_no, paragraph_no, [line]))
+    parts: list[tuple[int, int, str]] = []
+    current: list[str] = []
+    start: tuple[int, int] = (0, 0)
+    size = 0
+    for line_no, paragraph_no, paragraph_lines in paragraphs:
+        paragraph = "\n".join(paragraph_lines)
+        if current and size + len(paragraph) + 2 > part_chars:
+            parts.append((*start, tidy("\n\n".join(current))))
+            current, size = [], 0
+        if len(paragraph) > part_chars:
+            parts.extend(
+                (line_no, paragraph_no, piece) for piece in split_pages(tidy(paragraph), part_chars)
+            )
+            continue
+        if not current:
+            start = (line_no, paragraph_no)
+        current.append(paragraph)
+        size += len(paragraph) + 2
+    if current:
+        parts.append((*start, tidy("\n\n".join(current))))
+    return [part for part in parts if part[2]]
+
+
+def _label(title: str) -> str:
+    title = " ".join(title.split())
+    return title if len(title) <= MAX_LABEL_CHARS else title[: MAX_LABEL_CHARS - 1] + "…"
+
+
+def merge_units(units: list[Section], max_units: int) -> list[Section]:
+    """Over `max_units`, neighbours share a unit (named by the first): bounded, nothing lost."""
+    if len(units) <= max_units:
+        return units
+    size = -(-len(units) // max_units)
+    merged = []
+    for start in range(0, len(units), size):
+        group = units[start : start + size]
+        merged.append(
+            Section("\n\n".join(unit.text for unit in group), group[0].location, group[0].title)
+        )
+    return merged
