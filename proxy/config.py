@@ -91,6 +91,22 @@ class UpstreamSettings(Section):
         return value.rstrip("/")
 
 
+class OcrSettings(Section):
+    enabled: Literal["auto"] | bool = "auto"
+    languages: list[str] = Field(default_factory=lambda: ["eng"], min_length=1)
+    dpi: int = Field(300, ge=72, le=600)
+    max_pages: int = Field(50, ge=0)
+    page_timeout_s: float = Field(30, gt=0)
+
+    @field_validator("languages")
+    @classmethod
+    def _language_codes(cls, value: list[str]) -> list[str]:
+        for code in value:
+            if not code or not all(c.isascii() and (c.isalnum() or c == "_") for c in code):
+                raise ValueError(f"{code!r} is not a Tesseract language code (eng, deu, chi_sim)")
+        return value
+
+
 class DocumentSettings(Section):
     roots: dict[str, Path] = Field(default_factory=dict)
     reference_prefix: str = "#file:"
@@ -100,6 +116,10 @@ class DocumentSettings(Section):
     parse_timeout_s: float = Field(60, gt=0)
     parse_workers: int = Field(2, ge=1)
     cache_max_mb: float = Field(2048, gt=0)
+    max_sheet_rows: int = Field(5000, ge=1)
+    max_sheet_columns: int = Field(100, ge=1)
+    worker_recycle_mb: float = Field(1024, gt=0)
+    ocr: OcrSettings = Field(default_factory=OcrSettings)
 
 
 class ModelSettings(Section):

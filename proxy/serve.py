@@ -76,6 +76,9 @@ def check_formats(settings: Settings) -> None:
 def serve(settings: Settings) -> int:
     check_workers(settings)
     check_formats(settings)
+    from proxy.wiring import ocr_of
+
+    ocr_of(settings)  # documents.ocr.enabled: true without Tesseract's data stops here
     configure_logging(settings.server.log_format, settings.server.log_level)
     if settings.server.workers == 1:
         _run(settings, None)

@@ -10,6 +10,7 @@ import structlog
 
 from proxy.config import ConfigError, Settings
 from proxy.documents import DocumentParser, ParseLimits
+from proxy.documents.ocr import OcrStatus, OcrUnavailable, ocr_status
 from proxy.files.store import FileStore
 from proxy.formats import FormatRegistry
 from proxy.guard.texts import GuardedTexts
@@ -40,6 +41,15 @@ def make_files(settings: Settings) -> FileStore:
     )
 
 
+def ocr_of(settings: Settings) -> OcrStatus:
+    """`documents.ocr` resolved against what is installed; required but missing stops start-up."""
+    ocr = settings.documents.ocr
+    try:
+        return ocr_status(ocr.enabled, ocr.languages, ocr.dpi, ocr.max_pages)
+    except OcrUnavailable as error:
+        raise ConfigError(f"config key documents.ocr.enabled: {error}") from error
+
+
 def make_parser(settings: Settings) -> DocumentParser:
     documents = settings.documents
     limits = ParseLimits(
@@ -47,12 +57,19 @@ def make_parser(settings: Settings) -> DocumentParser:
         max_pages=documents.max_pages,
         max_chars=documents.max_chars,
         timeout_s=documents.parse_timeout_s,
+        max_rows=documents.max_sheet_rows,
+        max_columns=documents.max_sheet_columns,
+        ocr_page_s=documents.ocr.page_timeout_s,
     )
+    ocr = ocr_of(settings)
+    log.info("OCR of scanned pages and images: " + ocr.describe())
     return DocumentParser(
         data_dir(settings) / "parsed",
         limits,
         documents.parse_workers,
         cache_max_bytes=int(documents.cache_max_mb * 1024 * 1024),
+        ocr=ocr,
+        recycle_rss_bytes=int(documents.worker_recycle_mb * 1024 * 1024),
     )
 
 

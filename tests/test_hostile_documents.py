@@ -234,9 +234,10 @@ def test_every_corpus_document(
         ("pdf_broken/zero-bytes.pdf", "empty_file"),
         ("pdf/libreoffice-writer-password.pdf", "encrypted_document"),
         ("other/test_open2.doc", "unsupported_format"),
-        ("pdf_broken/smile-png-named.pdf", "image_not_document"),
     ):
         assert outcomes[broken] == code
+    # A PNG named .pdf is an image: read by OCR when it is on (a smiley has no text).
+    assert outcomes["pdf_broken/smile-png-named.pdf"] in ("image_not_document", "no_text")
     plain_chat_ok(base)
 
 
@@ -373,9 +374,12 @@ def test_zero_bytes_and_wrong_extensions(hostile_proxy: str, upstream: FakeUpstr
         "empty.txt": (b"", {"empty_file"}),
         "pdf-named.txt": (pdf, {"ok"}),
         "pdf-named.docx": (pdf, {"ok"}),
-        "png-named.pdf": (png, {"image_not_document"}),
+        # An image (a broken one here): refused as such, or, with OCR on, as unreadable.
+        "png-named.pdf": (png, {"image_not_document", "corrupt_document"}),
         "docx-named.pdf": (buffer.getvalue(), {"ok"}),
-        "text-named.pdf": (b"just some text", {"corrupt_document"}),
+        # Content over the declared type: text named .pdf is read as the text it is.
+        "text-named.pdf": (b"just some text", {"ok"}),
+        "binary-named.pdf": (bytes(range(256)) * 4, {"corrupt_document"}),
         "binary-named.txt": (bytes(range(256)) * 4, {"unsupported_format"}),
     }
     for name, (data, expected) in cases.items():

@@ -110,7 +110,8 @@ def exercise(
         retrieval = body(part, enrich={"strategy": "retrieval"})
         assert client.post(CHAT, json=retrieval).status_code == 200
         assert client.post("/v1/enrich/preview", json=body(part)).status_code == 200
-        rejected = client.post(CHAT, json=body(file_part("t.pdf", data=data_url)))
+        binary = base64.b64encode(DOC_MARKER.encode() + bytes(range(32)) * 8).decode()
+        rejected = client.post(CHAT, json=body(file_part("t.bin", data=binary)))
         assert rejected.status_code == 400
         upstream.chat_mode = "error"
         assert client.post(CHAT, json=body(part)).status_code == 500

@@ -112,7 +112,8 @@ def test_old_files_only_take_the_retrieval_path(
     preview = response.json()
     assert preview["strategy"] == "retrieval"
     assert preview["decision"]["reason"] == "only files from earlier messages"
-    assert preview["citations"] == ["old.txt#page=1"]
+    # Plain text has no pages: the citation names the line its passage starts on.
+    assert preview["citations"] == ["old.txt#line=1"]
     last = preview["upstream"]["body"]["messages"][-1]["content"]
     assert "sourdough" in last and last.endswith("Where can I buy sourdough bread?")
 

@@ -79,6 +79,14 @@ class DocumentParser:
                 code="document_too_large",
             )
         kind = detect(name, data)
+        if kind == Kind.IMAGE and not self.ocr.on:
+            raise DocumentError(
+                name,
+                "is an image, not a document; send it as an image_url part for a vision model,"
+                f" or have its text read: OCR is off ({self.ocr.reason}); to turn it on,"
+                f" {ENABLE_HINT}",
+                code="image_not_document",
+            )
         declared = declared_kind(name)
         if declared is not None and declared != kind:
             # Clients label by habit (every attachment "application/pdf", any name): the

@@ -11,6 +11,7 @@ from proxy.http.keys import SERVICES
 async def healthz(request: web.Request) -> web.Response:
     """The proxy is up; is the upstream reachable? (llama.cpp `/health`, else `/v1/models`)."""
     upstream = request.app[SERVICES].upstream
+    details = {"ocr": request.app[SERVICES].parser.ocr.describe()}
     try:
         status, _ = await upstream.get_json("/health")
         if status == 404:
@@ -22,12 +23,18 @@ async def healthz(request: web.Request) -> web.Response:
                 "proxy": "ok",
                 "upstream": "unreachable",
                 "detail": error.message,
+                "details": details,
             },
             status=503,
         )
     healthy = status < 500
     return web.json_response(
-        {"status": "ok" if healthy else "degraded", "proxy": "ok", "upstream": status},
+        {
+            "status": "ok" if healthy else "degraded",
+            "proxy": "ok",
+            "upstream": status,
+            "details": details,
+        },
         status=200 if healthy else 503,
     )
 

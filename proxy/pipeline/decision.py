@@ -32,6 +32,7 @@ class Candidate:
 
     file: str
     page: int
+    location: str
     score: float
     outcome: str  # "kept" | "shortened" | "below threshold" | "over budget"
     snippet: str
@@ -103,6 +104,10 @@ class Decision:
     context_shift: ContextShift | None = None
     adapter: AdapterRecord | None = None
     window: WindowShare | None = None
+    documents: list[dict[str, Any]] = field(default_factory=list)
+    """Each parsed document: kind, title, locations, OCR'd pages, warnings (documents.report)."""
+    warnings: list[str] = field(default_factory=list)
+    """Lossy steps, one line each: `report.pdf: was damaged and has been repaired; ...`."""
 
     def to_json(self) -> dict[str, Any]:
         """Plain JSON values; the budget's numbers sit at the top level, absent parts are left
@@ -118,6 +123,10 @@ class Decision:
             record.update(dataclasses.asdict(self.budget))
         if self.guard is not None:
             record["guard"] = self.guard
+        if self.documents:
+            record["documents"] = self.documents
+        if self.warnings:
+            record["warnings"] = self.warnings
         for name, part in (
             ("retrieval", self.retrieval),
             ("context_shift", self.context_shift),

@@ -38,6 +38,8 @@ class Chunk:
     text: str
     page_start: int
     page_end: int
+    location: str = ""
+    """Where the passage starts, as a person finds it: `page=4`, `section=Refunds`, ..."""
 
 
 def chunk_document(
@@ -53,6 +55,7 @@ def chunk_document(
     if not 0 <= overlap < chunk_tokens:
         raise ValueError("overlap must be at least 0 and less than chunk_tokens")
     text, page_offsets, page_numbers = _join_pages(doc)
+    where = {page.number: page.where for page in doc.pages}
     if not text:
         return []
     # A per-call cache: semchunk counts the same pieces many times, and its own memoizer
@@ -73,6 +76,7 @@ def chunk_document(
                 text=passage,
                 page_start=first,
                 page_end=last,
+                location=where[first],
             )
         )
     return chunks

@@ -279,6 +279,7 @@ class VectorIndex:
                 "filename": chunk.filename,
                 "page_start": chunk.page_start,
                 "page_end": chunk.page_end,
+                "location": chunk.location,
                 "index": chunk.index,
             }
             for chunk in batch

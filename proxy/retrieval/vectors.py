@@ -26,6 +26,7 @@ class Hit:
     page_start: int
     page_end: int
     index: int
+    location: str = ""
 
 
 def hit_from(text: str, meta: Mapping[str, Any], similarity: float) -> Hit:
@@ -36,6 +37,8 @@ def hit_from(text: str, meta: Mapping[str, Any], similarity: float) -> Hit:
         page_start=int(str(meta["page_start"])),
         page_end=int(str(meta["page_end"])),
         index=int(str(meta["index"])),
+        # Passages indexed before units had locations were all on pages.
+        location=str(meta.get("location") or f"page={meta['page_start']}"),
     )
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from proxy.documents.model import ParsedDocument
+from proxy.documents.report import document_record, warning_lines, warnings_header
 from proxy.pipeline.exchange import Exchange
 from proxy.pipeline.references import FileRef
 from proxy.pipeline.services import Services
@@ -11,7 +12,22 @@ from proxy.pipeline.services import Services
 async def parse_refs(
     refs: list[FileRef], exchange: Exchange, services: Services
 ) -> list[ParsedDocument]:
-    return [await services.parser.parse(ref.name, ref.data, exchange.status) for ref in refs]
+    documents = [await services.parser.parse(ref.name, ref.data, exchange.status) for ref in refs]
+    note_documents(exchange, documents)
+    return documents
+
+
+def note_documents(exchange: Exchange, documents: list[ParsedDocument]) -> None:
+    """Each document in the decision record; lossy steps (repair, OCR, cuts) told the user as
+    a status line and an `X-Enrich-Warnings` header."""
+    lines = exchange.decision.warnings
+    for document in documents:
+        exchange.decision.documents.append(document_record(document))
+        for line in warning_lines([document]):
+            exchange.status(f"Warning: {line}")
+            lines.append(line)
+    if lines:
+        exchange.response_headers["X-Enrich-Warnings"] = warnings_header(lines)
 
 
 async def parse_new_documents(exchange: Exchange, services: Services) -> None:

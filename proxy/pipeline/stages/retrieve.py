@@ -6,6 +6,7 @@ import time
 from typing import Any
 
 from proxy.documents.model import ParsedDocument
+from proxy.documents.report import location_fragment
 from proxy.guard.neutralise import GuardReport
 from proxy.pipeline.decision import Candidate, RetrievalRecord
 from proxy.pipeline.exchange import Exchange
@@ -20,8 +21,10 @@ from proxy.retrieval.retriever import Retriever
 
 
 def citation_of(meta: dict[str, Any]) -> str:
-    """`report.pdf#page=4`, the way PDF viewers open a page."""
-    return f"{meta['filename']}#page={meta['page_start']}"
+    """`report.pdf#page=4` (the way PDF viewers open a page), `handbook.docx#section=Refunds`,
+    `sheet.xlsx#sheet=Q3`, `deck.pptx#slide=4`."""
+    location = meta.get("location") or f"page={meta['page_start']}"
+    return f"{meta['filename']}#{location_fragment(location)}"
 
 
 async def retrieve(exchange: Exchange, services: Services) -> None:
@@ -94,6 +97,7 @@ def guarded_candidates(
                 "filename": document.name,
                 "page_start": hit.page_start,
                 "page_end": hit.page_end,
+                "location": hit.location,
                 "score": hit.score,
                 "file_id": file_ids.get(document.name),
             }
@@ -132,6 +136,7 @@ def outcomes(
                 Candidate(
                     file=document.name,
                     page=hit.page_start,
+                    location=hit.location,
                     score=round(hit.score, 4),
                     outcome=outcome,
                     snippet=hit.text[:SNIPPET_CHARS],
@@ -159,9 +164,11 @@ def search_result(meta: dict[str, Any], text: str) -> dict[str, Any]:
         "url": citation_of(meta),
         "snippet": text[:500],
         "source": "attachment",
-        "page": meta["page_start"],
+        "location": meta.get("location") or f"page={meta['page_start']}",
         "score": round(float(meta["score"]), 4),
     }
+    if result["location"].startswith("page="):
+        result["page"] = meta["page_start"]
     if meta.get("file_id"):
         result["file_id"] = meta["file_id"]
     return result
