@@ -1,8 +1,10 @@
 """ZIP containers (DOCX, XLSX, PPTX, ODF, EPUB) opened under bounds: entries, sizes, ratios.
 
-Checked from the central directory alone, before anything is decompressed. Python's zipfile
-never inflates a member past its declared size, so declared sizes within bounds bound the
-real expansion too.
+The central directory is checked first (entry count, declared sizes, ratios, methods), before
+anything is inflated. Declared sizes can lie, and zipfile's `read()` inflates a member's whole
+stream before cutting it to the declared size, so in the parse worker every member is also
+inflated once in small steps, and one that grows past its declared size is refused before a
+library reads it (`verify=True`).
 """
 
 from __future__ import annotations
@@ -10,6 +12,7 @@ from __future__ import annotations
 import io
 import struct
 import zipfile
+import zlib
 
 from proxy.documents.failure import ExtractError
 
@@ -22,9 +25,14 @@ MAX_RATIO = 100
 """Compressed XML reaches 10-30:1; a member over 1 MiB that claims more than 100:1 is a bomb."""
 _EOCD = b"PK\x05\x06"
 _EOCD_SIZE = 22
+_LOCAL_HEADER = 30
+_STEP = 1024 * 1024
+# Only stored and deflated members: bzip2 and LZMA inflate without an output bound in
+# zipfile, even for a read of a few bytes, and no office format uses them.
+_METHODS = frozenset({zipfile.ZIP_STORED, zipfile.ZIP_DEFLATED})
 
 
-def open_zip(data: bytes, label: str = "ZIP archive") -> zipfile.ZipFile:
+def open_zip(data: bytes, label: str = "ZIP archive", *, verify: bool = False) -> zipfile.ZipFile:
     """The archive, once its directory is known to be small and its members within bounds."""
     _check_directory(data, label)
     try:
@@ -33,15 +41,51 @@ def open_zip(data: bytes, label: str = "ZIP archive") -> zipfile.ZipFile:
         raise ExtractError(f"is a corrupt {label} ({exc})", "corrupt_document") from exc
     try:
         check_members(archive.infolist())
+        if verify:
+            for info in archive.infolist():
+                _verify(data, info, label)
     except ExtractError:
         archive.close()
         raise
     return archive
 
 
+def _verify(data: bytes, info: zipfile.ZipInfo, label: str) -> None:
+    """Inflate one member in 1 MiB steps; refuse it if it grows past its declared size."""
+    at = info.header_offset
+    header = data[at : at + _LOCAL_HEADER]
+    if len(header) < _LOCAL_HEADER or not header.startswith(b"PK\x03\x04"):
+        raise ExtractError(f"is a corrupt {label} (bad local header)", "corrupt_document")
+    name_length, extra_length = struct.unpack_from("<HH", header, 26)
+    start = at + _LOCAL_HEADER + name_length + extra_length
+    stream = data[start : start + info.compress_size]
+    if info.compress_type == zipfile.ZIP_STORED:
+        produced = len(stream)
+    else:
+        inflater = zlib.decompressobj(-15)
+        produced, pending = 0, stream
+        try:
+            while pending and produced <= info.file_size:
+                produced += len(inflater.decompress(pending, _STEP))
+                pending = inflater.unconsumed_tail
+        except zlib.error as exc:
+            raise ExtractError(f"is a corrupt {label} ({exc})", "corrupt_document") from exc
+    if produced > info.file_size:
+        raise ExtractError(
+            f"has a member ({info.filename[:100]}) that inflates past its declared size"
+            f" of {info.file_size} bytes (a zip bomb?)",
+            "document_too_large",
+        )
+
+
 def check_members(infos: list[zipfile.ZipInfo]) -> None:
     total = 0
     for info in infos:
+        if info.compress_type not in _METHODS:
+            raise ExtractError(
+                f"uses a compression method ({info.compress_type}) no document format uses",
+                "unsupported_format",
+            )
         total += info.file_size
         if info.file_size > MAX_MEMBER_BYTES or (
             info.file_size > MIB and info.file_size > MAX_RATIO * max(1, info.compress_size)

@@ -9,6 +9,7 @@ import docx
 from docx.table import Table
 from docx.text.paragraph import Paragraph
 
+from proxy.documents.archive import open_zip
 from proxy.documents.failure import ExtractError
 from proxy.documents.job import Job
 from proxy.documents.markdown import cell, heading, table
@@ -19,6 +20,7 @@ _LIST_LEVEL = re.compile(r"^List (?:Bullet|Number|Paragraph|Continue)(?: (\d))?$
 
 def docx_to_text(data: bytes, job: Job | None = None) -> str:
     """Body of a Word document as Markdown: `#` headings, `-` list items, `|` tables."""
+    open_zip(data, "DOCX file", verify=True).close()
     try:
         document = docx.Document(io.BytesIO(data))
     except Exception as exc:

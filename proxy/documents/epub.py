@@ -26,7 +26,7 @@ _PARSER = etree.XMLParser(
 
 
 def epub_to_text(data: bytes, job: Job) -> str:
-    with open_zip(data, "EPUB file") as archive:
+    with open_zip(data, "EPUB file", verify=True) as archive:
         try:
             return _book(archive, job)
         except (KeyError, etree.XMLSyntaxError, zipfile.BadZipFile, ValueError) as exc:

@@ -20,7 +20,7 @@ _TEXT_NODE = 3
 
 
 def load_odf(data: bytes, label: str, job: Job) -> Any:
-    open_zip(data, label).close()  # bounds first: odfpy reads every member it knows
+    open_zip(data, label, verify=True).close()  # bounds first: odfpy reads every member
     try:
         document = load(io.BytesIO(data))
     except Exception as exc:

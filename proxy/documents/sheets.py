@@ -21,7 +21,7 @@ Grid = list[list[str]]
 def xlsx_sheets(data: bytes, job: Job) -> list[tuple[str, Grid]]:
     import openpyxl  # imported here: only the worker that meets a workbook pays for it
 
-    open_zip(data, "XLSX file").close()
+    open_zip(data, "XLSX file", verify=True).close()
     try:
         book = openpyxl.load_workbook(io.BytesIO(data), read_only=True, data_only=True)
     except Exception as exc:

@@ -18,7 +18,7 @@ def pptx_slides(data: bytes, job: Job) -> list[tuple[str, str, str]]:
     """(title, body, speaker notes) of each slide, in order."""
     import pptx
 
-    open_zip(data, "PPTX file").close()
+    open_zip(data, "PPTX file", verify=True).close()
     try:
         deck: Any = pptx.Presentation(io.BytesIO(data))
     except Exception as exc:

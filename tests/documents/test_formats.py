@@ -108,7 +108,7 @@ def test_docx_paragraphs_headings_and_tables_in_order() -> None:
 
 
 def test_corrupt_docx_is_an_extract_error() -> None:
-    with pytest.raises(ExtractError, match="not a readable DOCX"):
+    with pytest.raises(ExtractError, match="corrupt DOCX"):
         docx_to_text(b"PK\x03\x04 not really a zip")
 
 

@@ -142,3 +142,33 @@ async def test_memory_cap_fails_the_parse_not_the_machine(
         await parser.parse("greedy.pdf", b"%PDF-GREEDY\n")
     assert caught.value.code == "document_too_large"
     assert len((await parser.parse("fine.pdf", make_pdf(page_texts))).pages) == 7
+
+
+async def test_a_worker_left_holding_memory_is_recycled(
+    tmp_path: Path, make_pdf: PdfMaker, page_texts: list[str]
+) -> None:
+    parser = DocumentParser(
+        tmp_path, workers=1, worker_argv=HOOK_WORKER, recycle_rss_bytes=200 * 1024**2
+    )
+    await parser.start()
+    try:
+        [before] = parser.pool.pids()
+        bloated = b"%PDF-BLOAT" + make_pdf(["keeps 300 MB after its job"])[5:]
+        document = await parser.parse("bloat.pdf", bloated)
+        assert "keeps 300 MB" in document.text  # the job itself succeeded
+        assert parser.pool.recycled == 1
+        fresh = await parser.parse("next.pdf", make_pdf(page_texts))
+        assert fresh.pages[0].text == page_texts[0]
+        assert before not in parser.pool.pids()
+        for _ in range(200):
+            if _gone(before):
+                break
+            await asyncio.sleep(0.01)
+        assert _gone(before)
+        # An ordinary job keeps its worker.
+        [kept] = parser.pool.pids()
+        await parser.parse("again.pdf", make_pdf(["small"]))
+        assert parser.pool.pids() == [kept]
+        assert parser.pool.recycled == 1
+    finally:
+        await parser.close()
