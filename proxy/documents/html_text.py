@@ -122,7 +122,8 @@ def _render(root: LexborNode) -> str:
 def _data_table(node: LexborNode) -> str | None:
     """A table of short cells as a Markdown table; None for a layout table (cells holding
     paragraphs, lists or other tables), which is rendered as ordinary blocks."""
-    if node.css_first("table, p, div, ul, ol, h1, h2, h3, h4, h5, h6, pre, blockquote"):
+    blocks = node.css("table, p, div, ul, ol, h1, h2, h3, h4, h5, h6, pre, blockquote")
+    if any(inner.mem_id != node.mem_id for inner in blocks):
         return None
     rows: list[list[str]] = []
     for row in node.css("tr"):

@@ -101,33 +101,47 @@ def _by_heading(text: str, headings: bool) -> list[_Raw]:
 
 
 def _parts(lines: list[tuple[int, int, str]], part_chars: int) -> list[tuple[int, int, str]]:
-    """Lines grouped into parts of at most `part_chars`, cut between paragraphs if possible."""
-    paragraphs: list[tuple[int, int, list[str]]] = []
+    """Lines grouped into parts of at most `part_chars`, cut between paragraphs if possible,
+    else between lines; each part with the line and paragraph number it starts at."""
+    paragraphs: list[list[tuple[int, int, str]]] = []
     for line_no, paragraph_no, line in lines:
         if not line.strip():
             continue
-        if paragraphs and paragraphs[-1][1] == paragraph_no:
-            paragraphs[-1][2].append(line)
+        if paragraphs and paragraphs[-1][0][1] == paragraph_no:
+            paragraphs[-1].append((line_no, paragraph_no, line))
         else:
-            paragraphs.append((line_no, paragraph_no, [line]))
+            paragraphs.append([(line_no, paragraph_no, line)])
+    pieces: list[tuple[int, int, str]] = []
+    for paragraph in paragraphs:
+        text = "\n".join(line for _, _, line in paragraph)
+        if len(text) <= part_chars:
+            pieces.append((paragraph[0][0], paragraph[0][1], text))
+            continue
+        # A long run of lines without a blank one (hard-wrapped text, logs): cut by lines.
+        group: list[tuple[int, int, str]] = []
+        size = 0
+        for line_no, paragraph_no, line in [*paragraph, (0, 0, "")]:
+            if group and (not line or size + len(line) + 1 > part_chars):
+                joined = "\n".join(item for _, _, item in group)
+                pieces.extend(
+                    (group[0][0], group[0][1], piece) for piece in split_pages(joined, part_chars)
+                )
+                group, size = [], 0
+            if line:
+                group.append((line_no, paragraph_no, line))
+                size += len(line) + 1
     parts: list[tuple[int, int, str]] = []
     current: list[str] = []
     start: tuple[int, int] = (0, 0)
     size = 0
-    for line_no, paragraph_no, paragraph_lines in paragraphs:
-        paragraph = "\n".join(paragraph_lines)
-        if current and size + len(paragraph) + 2 > part_chars:
+    for line_no, paragraph_no, piece in pieces:
+        if current and size + len(piece) + 2 > part_chars:
             parts.append((*start, tidy("\n\n".join(current))))
             current, size = [], 0
-        if len(paragraph) > part_chars:
-            parts.extend(
-                (line_no, paragraph_no, piece) for piece in split_pages(tidy(paragraph), part_chars)
-            )
-            continue
         if not current:
             start = (line_no, paragraph_no)
-        current.append(paragraph)
-        size += len(paragraph) + 2
+        current.append(piece)
+        size += len(piece) + 2
     if current:
         parts.append((*start, tidy("\n\n".join(current))))
     return [part for part in parts if part[2]]

@@ -63,7 +63,7 @@ FAILS: dict[str, tuple[str, str]] = {
     "pdf_broken/bug1980958.pdf": ("no_text", "no extractable text"),
     "pdf_broken/zero-bytes.pdf": ("empty_document", "is empty"),
     # OCR is off for this parser: an image is refused, saying how to have it read.
-    "pdf_broken/smile-png-named.pdf": ("image_not_document", "enable OCR"),
+    "pdf_broken/smile-png-named.pdf": ("image_not_document", "OCR is off"),
     "pdf_broken/tracemonkey-truncated.pdf": ("corrupt_document", "truncated or corrupt"),
     "docx/having-images.docx": ("no_text", "no extractable text"),
     "other/test_open2.doc": ("unsupported_format", "legacy Microsoft Office"),
