@@ -9,9 +9,9 @@ import docx
 import openpyxl
 import pptx
 import pymupdf
-from odf.opendocument import OpenDocumentPresentation, OpenDocumentSpreadsheet, OpenDocumentText
 from odf.draw import Frame, Page, TextBox
 from odf.namespaces import PRESENTATIONNS
+from odf.opendocument import OpenDocumentPresentation, OpenDocumentSpreadsheet, OpenDocumentText
 from odf.presentation import Notes
 from odf.style import MasterPage, PageLayout
 from odf.table import Table, TableCell, TableRow

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 import pytest_asyncio
 
-from proxy.documents import DocumentParser, ParseLimits, ParsedDocument
+from proxy.documents import DocumentParser, ParsedDocument, ParseLimits
 from tests.documents import makers
 
 pytestmark = pytest.mark.asyncio(loop_scope="module")
@@ -61,7 +61,7 @@ async def test_rows_over_the_cap_are_cut_with_a_warning(parser: DocumentParser) 
     assert "extra 47" not in document.text
     [warning] = document.warnings
     assert warning.code == "rows_cut"
-    assert "sheet Q3 has more than 50 rows; only the first 50 were read" == warning.message
+    assert warning.message == "sheet Q3 has more than 50 rows; only the first 50 were read"
 
 
 async def test_csv_is_a_table_located_by_row(parser: DocumentParser) -> None:
