@@ -160,7 +160,7 @@ def sheet_sections(
                 end += 1
             rows = [header, *body[start:end]]
             first, last = start + 2, end + 1
-            span = f"rows {first}-{last}" if last >= first else "header"
+            span = f"rows {first}-{last}" if last > first else f"row {last}"
             heading = f"## Sheet: {name} ({span})" if location == "sheet" else ""
             text = "\n\n".join(part for part in (heading, table(rows)) if part)
             where = f"sheet={name}" if location == "sheet" else f"row={first}"
