@@ -87,8 +87,10 @@ def test_the_full_content_prompt_names_sheets_and_sections(
         "| Item | Amount | Owner |\n|---|---|---|\n| Coffee | 12.5 | Ann |"
     )
     assert "## Sheet: Notes (row 1)\n\n| Approved by the board |" in sent
-    assert sent.endswith("** end of budget.xlsx **\n\nBased on the content above, please provide"
-                         " a response to the user query.\n\nUser query: What did coffee cost?")  # fmt: skip
+    assert sent.endswith(
+        "** end of budget.xlsx **\n\nBased on the content above, please provide"
+        " a response to the user query.\n\nUser query: What did coffee cost?"
+    )
 
 
 def test_a_repaired_file_is_said_out_loud(make_proxy: Callable[..., str]) -> None:

@@ -24,8 +24,10 @@ def test_headings_make_sections_named_by_their_heading() -> None:
 
 def test_a_heading_with_no_body_joins_the_next_section() -> None:
     units = split_sections("# Policies\n\n## Refunds\n\nPaid back.")
-    assert units == [Section("# Policies\n\n## Refunds\n\nPaid back.", "section=Refunds",
-                             "Policies > Refunds")]  # fmt: skip
+    expected = Section(
+        "# Policies\n\n## Refunds\n\nPaid back.", "section=Refunds", "Policies > Refunds"
+    )
+    assert units == [expected]
 
 
 def test_repeated_headings_are_told_apart_by_their_path() -> None:
