@@ -1,4 +1,6 @@
-"""Pages/second of DocumentParser (cold cache) against raw PyMuPDF, and cached-parse latency."""
+"""Pages/second of DocumentParser (cold cache) against raw PyMuPDF, with and without PDF table
+extraction, the table finder run on every page (what the ruling-line gate avoids), OCR pages/s,
+and cached-parse latency."""
 
 from __future__ import annotations
 
@@ -8,20 +10,23 @@ import statistics
 import sys
 import tempfile
 import time
+from dataclasses import replace
 from pathlib import Path
-from typing import Any
-
-import pymupdf
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from proxy.documents import DocumentParser
 from proxy.documents.cache import DocumentCache
+from proxy.documents.mupdf import _mupdf
+from proxy.documents.ocr import ocr_status
 
 CORPUS = Path(__file__).resolve().parents[2] / "shared" / "corpus" / "pdf"
-FILES = ("GeoTopo-komprimiert.pdf", "freeculture.pdf")
+FILES = ("GeoTopo-komprimiert.pdf", "freeculture.pdf", "chinese-tables.pdf")
+SCAN = "test_3863.pdf"
+OCR_PAGES = 4
 RUNS = 5
-_mupdf: Any = pymupdf
+TABLES = "DocumentParser.parse()"
+PLAIN = "  same, pdf_tables: false"
 
 
 def cpu_seconds(pids: list[int]) -> float:
@@ -33,20 +38,24 @@ def cpu_seconds(pids: list[int]) -> float:
     return time.process_time() + ticks / os.sysconf("SC_CLK_TCK")
 
 
-def raw_seconds(data: bytes) -> tuple[float, float]:
-    """Wall and CPU seconds of plain `page.get_text()` over every page, in this process."""
+def raw_seconds(data: bytes, every_page_tables: bool = False) -> tuple[float, float]:
+    """Wall and CPU seconds of plain `page.get_text()` over every page, in this process
+    (and of PyMuPDF's table finder on every page, if asked)."""
     cpu, started = time.process_time(), time.perf_counter()
     with _mupdf.open(stream=data, filetype="pdf") as document:
         for page in document:
             page.get_text()
+            if every_page_tables:
+                page.find_tables()
     return time.perf_counter() - started, time.process_time() - cpu
 
 
 async def ours_seconds(
-    parser: DocumentParser, name: str, data: bytes, cache: Path
+    parser: DocumentParser, name: str, data: bytes, cache: Path, tables: bool = True
 ) -> tuple[float, float]:
     """A full parse (size check, detect, sha256, worker, cache write) with an empty cache."""
     parser.cache = DocumentCache(cache)
+    parser.limits = replace(parser.limits, pdf_tables=tables)
     pids = parser.pool.pids()
     cpu, started = cpu_seconds(pids), time.perf_counter()
     await parser.parse(name, data)
@@ -84,6 +93,36 @@ def _line(label: str, pages: int, walls: list[float], cpus: list[float], raw: fl
     )
 
 
+async def ocr_pages_per_second(scratch: Path) -> None:
+    path = CORPUS / SCAN
+    status = ocr_status("auto", ["eng"], 300, OCR_PAGES)
+    if not path.exists() or status.options is None:
+        print(f"OCR: skipped ({status.describe()}, {path.name} present: {path.exists()})")
+        return
+    data = path.read_bytes()
+    parser = DocumentParser(scratch / "ocr", workers=1, ocr=status)
+    await parser.start()
+    started = time.perf_counter()
+    document = await parser.parse(SCAN, data)
+    wall = time.perf_counter() - started
+    await parser.close()
+    with _mupdf.open(stream=data, filetype="pdf") as scan:
+        raw_started = time.perf_counter()
+        for index in range(OCR_PAGES):
+            page = scan.load_page(index)
+            textpage = page.get_textpage_ocr(
+                language="eng", dpi=300, full=True, tessdata=status.options.tessdata
+            )
+            page.get_text(textpage=textpage)
+        raw = time.perf_counter() - raw_started
+    print(
+        f"OCR, {SCAN} (scanned forms), first {OCR_PAGES} pages at 300 dpi, eng:\n"
+        f"  DocumentParser.parse()   {len(document.ocr_pages) / wall:6.2f} pages/s"
+        f"  ({wall:.2f} s, {len(document.text)} characters read)\n"
+        f"  raw get_textpage_ocr()   {OCR_PAGES / raw:6.2f} pages/s  ({raw:.2f} s)"
+    )
+
+
 async def main() -> None:
     present = [CORPUS / file for file in FILES if (CORPUS / file).exists()]
     if not present:
@@ -91,10 +130,9 @@ async def main() -> None:
         return
     with tempfile.TemporaryDirectory() as scratch_dir:
         scratch = Path(scratch_dir)
-        label = "DocumentParser.parse()"
-        parsers = {label: DocumentParser(scratch / "ours", workers=2)}
+        parser = DocumentParser(scratch / "ours", workers=2)
         started = time.perf_counter()
-        await parsers[label].start()
+        await parser.start()
         print(f"worker pool start-up (2 workers, ready): {time.perf_counter() - started:.2f} s")
         print(
             f"best of {RUNS} interleaved runs, cold cache for ours; CPU = this process + workers"
@@ -104,31 +142,34 @@ async def main() -> None:
             data = path.read_bytes()
             with _mupdf.open(stream=data, filetype="pdf") as document:
                 pages = document.page_count
-            walls: dict[str, list[float]] = {"raw": []}
-            cpus: dict[str, list[float]] = {"raw": []}
+            walls: dict[str, list[float]] = {"raw": [], TABLES: [], PLAIN: []}
+            cpus: dict[str, list[float]] = {"raw": [], TABLES: [], PLAIN: []}
             for run in range(RUNS):
-                wall, cpu = raw_seconds(data)
-                walls["raw"].append(wall)
-                cpus["raw"].append(cpu)
-                for name, parser in parsers.items():
-                    cache = scratch / f"{path.name}-{len(name)}-{run}"
-                    wall, cpu = await ours_seconds(parser, path.name, data, cache)
-                    walls.setdefault(name, []).append(wall)
-                    cpus.setdefault(name, []).append(cpu)
+                for label in walls:
+                    cache = scratch / f"{path.name}-{len(label)}-{run}"
+                    if label == "raw":
+                        wall, cpu = raw_seconds(data)
+                    else:
+                        tables = label == TABLES
+                        wall, cpu = await ours_seconds(parser, path.name, data, cache, tables)
+                    walls[label].append(wall)
+                    cpus[label].append(cpu)
+            every_wall, every_cpu = raw_seconds(data, every_page_tables=True)
             raw = min(walls["raw"])
             print(f"{path.name}: {pages} pages")
             for name in walls:
                 shown = "raw pymupdf get_text()" if name == "raw" else name
                 print(_line(shown, pages, walls[name], cpus[name], raw))
-            memory = await memory_hit_ms(parsers[label], data)
-            disk = await disk_hit_ms(scratch / f"{path.name}-{len(label)}-0", data)
+            print(_line("raw + find_tables() all", pages, [every_wall], [every_cpu], raw))
+            memory = await memory_hit_ms(parser, data)
+            disk = await disk_hit_ms(scratch / f"{path.name}-{len(TABLES)}-0", data)
             print(
                 f"  cached, in-memory LRU     {memory:.2f} ms (median of 20)\n"
                 f"  cached, disk entry        {statistics.median(disk):.2f} ms"
                 f" (median of 10 fresh parsers; first {disk[0]:.2f} ms)"
             )
-        for parser in parsers.values():
-            await parser.close()
+        await parser.close()
+        await ocr_pages_per_second(scratch)
 
 
 if __name__ == "__main__":

@@ -116,6 +116,7 @@ class DocumentSettings(Section):
     parse_timeout_s: float = Field(60, gt=0)
     parse_workers: int = Field(2, ge=1)
     cache_max_mb: float = Field(2048, gt=0)
+    pdf_tables: bool = True
     max_sheet_rows: int = Field(5000, ge=1)
     max_sheet_columns: int = Field(100, ge=1)
     worker_recycle_mb: float = Field(1024, gt=0)

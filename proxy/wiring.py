@@ -60,6 +60,7 @@ def make_parser(settings: Settings) -> DocumentParser:
         max_rows=documents.max_sheet_rows,
         max_columns=documents.max_sheet_columns,
         ocr_page_s=documents.ocr.page_timeout_s,
+        pdf_tables=documents.pdf_tables,
     )
     ocr = ocr_of(settings)
     log.info("OCR of scanned pages and images: " + ocr.describe())

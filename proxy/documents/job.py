@@ -52,6 +52,7 @@ class Job:
     max_rows: int = 5000
     max_columns: int = 100
     ocr: OcrOptions | None = None
+    tables: bool = True
     on_count: Callable[[int], None] = _ignore
     on_ocr: Callable[[int, int], None] = _ignore
     on_warning: Callable[[str, str], None] = _ignore

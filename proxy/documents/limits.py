@@ -20,4 +20,6 @@ class ParseLimits:
     max_columns: int = 100
     """Columns read per sheet; more are cut, with a warning."""
     ocr_page_s: float = 30.0
+    pdf_tables: bool = True
+    """Look for tables on PDF pages with ruling lines (Markdown tables in reading position)."""
     """Seconds each page read by OCR adds to `timeout_s`."""

@@ -4,7 +4,10 @@ from __future__ import annotations
 
 import bisect
 import sys
+import time
 from typing import Any
+
+import structlog
 
 from proxy.documents.failure import ExtractError
 from proxy.documents.job import Job, OcrOptions, Unit, Units
@@ -18,6 +21,7 @@ for _addon in ("pymupdf.layout", "pymupdf4llm"):
 
 import pymupdf  # noqa: E402
 
+log = structlog.get_logger(__name__)
 # PyMuPDF's calls are untyped; going through Any keeps mypy --strict quiet without ignores.
 _mupdf: Any = pymupdf
 
@@ -27,6 +31,12 @@ _mupdf.TOOLS.mupdf_display_warnings(False)
 if hasattr(_mupdf, "no_recommend_layout"):
     _mupdf.no_recommend_layout()
 
+TABLE_SHARE = 0.6
+"""Time the table finder may take, as a share of the plain extraction time so far: a parse
+stays at least about half as fast as plain text extraction (0.6, not 1.0: one finder call
+may overrun the budget), whatever the document draws. bench/parse.py measures it."""
+TABLE_FLOOR_S = 0.1
+"""...but a short document may always spend this much on tables (a one-page table sheet)."""
 MIN_TEXT_CHARS = 16
 """A page with fewer characters than this and an image is read by OCR (when OCR is on)."""
 _ALWAYS_IMAGES = frozenset({"cbz", "image"})
@@ -71,18 +81,18 @@ def _pages(document: Any, job: Job, label: str) -> Units:
     titles = _outline(document)
     unreadable: list[int] = []
     scanned: list[int] = []
-    tables = 0
+    budget = _TableBudget(job.tables and job.kind == "pdf")
     for index in range(count):
         try:
+            started = time.perf_counter()
             page = document.load_page(index)
             text = page.get_text()
-            if job.kind == "pdf" and ruled(page):
-                found = text_with_tables(page)
-                if found is not None:
-                    text, number, cut = found
-                    tables += number
-                    if cut:
-                        job.warn("cell_cut", "table cells longer than 2000 characters were cut")
+            budget.extracted(time.perf_counter() - started)
+            found = budget.tables(page)
+            if found is not None:
+                text, cut = found
+                if cut:
+                    job.warn("cell_cut", "table cells longer than 2000 characters were cut")
             if len(text.strip()) < MIN_TEXT_CHARS and _has_images(page, job.kind):
                 scanned.append(index)
                 continue
@@ -92,6 +102,8 @@ def _pages(document: Any, job: Job, label: str) -> Units:
             unreadable.append(index + 1)
             continue
         yield Unit(index + 1, text, f"page={index + 1}", _title(titles, index + 1))
+    if budget.skipped:
+        log.info("table search stopped: time budget spent", file=job.name, pages=budget.skipped)
     if scanned:
         yield from _ocr(document, job, scanned, titles, unreadable)
     if unreadable:
@@ -103,6 +115,33 @@ def _pages(document: Any, job: Job, label: str) -> Units:
             "repaired",
             f"was damaged and has been repaired; {read} of {count} pages could be read",
         )
+
+
+class _TableBudget:
+    """Runs the table finder on ruled pages while its time stays within TABLE_SHARE of the
+    plain extraction time (or TABLE_FLOOR_S); counts the pages it had to skip after that."""
+
+    def __init__(self, enabled: bool) -> None:
+        self.enabled = enabled
+        self.extract_s = 0.0
+        self.spent_s = 0.0
+        self.skipped = 0
+
+    def extracted(self, seconds: float) -> None:
+        self.extract_s += seconds
+
+    def tables(self, page: Any) -> tuple[str, bool] | None:
+        if not self.enabled:
+            return None
+        if self.spent_s > max(TABLE_FLOOR_S, TABLE_SHARE * self.extract_s):
+            self.skipped += 1
+            return None
+        started = time.perf_counter()
+        try:
+            found = text_with_tables(page) if ruled(page) else None
+        finally:
+            self.spent_s += time.perf_counter() - started
+        return None if found is None else (found[0], found[2])
 
 
 def _ocr(document: Any, job: Job, indexes: list[int], titles: Any, unreadable: list[int]) -> Units:

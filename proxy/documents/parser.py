@@ -264,6 +264,7 @@ class DocumentParser:
             "max_chars": self.limits.max_chars,
             "max_rows": self.limits.max_rows,
             "max_columns": self.limits.max_columns,
+            "tables": self.limits.pdf_tables,
             "ocr": None
             if ocr is None
             else {

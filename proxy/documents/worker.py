@@ -40,6 +40,7 @@ def job_from(spec: dict[str, Any], send: Send) -> Job:
         max_chars=int(spec["max_chars"]),
         max_rows=int(spec.get("max_rows", 5000)),
         max_columns=int(spec.get("max_columns", 100)),
+        tables=bool(spec.get("tables", True)),
         ocr=OcrOptions(
             languages=tuple(ocr["languages"]),
             dpi=int(ocr["dpi"]),
