@@ -11,6 +11,12 @@ ENV PYTHONDONTWRITEBYTECODE=1 \
     PROXY__SERVER__DATA_DIR=/data \
     PROXY__SERVER__LOG_FORMAT=json
 
+# Tesseract's language data for OCR of scanned pages (documents.ocr); add tesseract-ocr-<lang>
+# for other languages.
+RUN apt-get update \
+    && apt-get install -y --no-install-recommends tesseract-ocr tesseract-ocr-eng \
+    && rm -rf /var/lib/apt/lists/*
+
 WORKDIR /app
 COPY pyproject.toml README.md ./
 COPY proxy ./proxy
