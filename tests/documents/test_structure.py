@@ -179,3 +179,29 @@ async def test_corpus_reflowable_formats_name_sections(
     markdown = await parser.parse("README.md", readme)
     assert markdown.title == "Readability.js"
     assert "section=Basic usage" in [page.location for page in markdown.pages]
+
+
+async def test_titles_locations_and_warnings_survive_the_disk_cache(tmp_path: Path) -> None:
+    data, handbook = makers.budget_xlsx(rows=6000), makers.handbook_docx()
+    writer = DocumentParser(tmp_path, workers=1)
+    reader = DocumentParser(tmp_path, workers=1)
+    try:
+        first = await writer.parse("big.xlsx", data)
+        await writer.parse("h.docx", handbook)
+        again = await reader.parse("renamed.xlsx", data)
+        assert reader.pool.jobs == 0
+        assert again.pages == first.pages and again.warnings == first.warnings
+        assert [w.code for w in again.warnings] == ["rows_cut"]
+        assert (await reader.parse("h.docx", handbook)).title == "Staff handbook"
+    finally:
+        await writer.close()
+        await reader.close()
+
+
+async def test_pdf_tables_can_be_turned_off(tmp_path: Path) -> None:
+    plain = DocumentParser(tmp_path, ParseLimits(pdf_tables=False), workers=1)
+    try:
+        document = await plain.parse("results.pdf", makers.ruled_table_pdf())
+        assert "|" not in document.text and "North" in document.text
+    finally:
+        await plain.close()
