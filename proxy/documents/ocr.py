@@ -51,8 +51,9 @@ def find_tessdata(languages: Sequence[str], search: Sequence[str] = _SEARCH) -> 
     candidates = [os.environ.get("TESSDATA_PREFIX", "")]
     for pattern in search:
         candidates.extend(sorted(glob.glob(pattern), reverse=True))
+    folders = [folder for folder in candidates if folder and Path(folder).is_dir()]
     best_missing: list[str] = list(languages)
-    for folder in filter(None, candidates):
+    for folder in folders:
         missing = [
             lang for lang in languages if not (Path(folder) / f"{lang}.traineddata").is_file()
         ]
@@ -60,9 +61,9 @@ def find_tessdata(languages: Sequence[str], search: Sequence[str] = _SEARCH) -> 
             return folder, ""
         if len(missing) < len(best_missing):
             best_missing = missing
-    if len(best_missing) == len(languages):
+    if not folders:
         return "", "Tesseract language data not found"
-    return "", "no Tesseract language data for " + ", ".join(best_missing)
+    return "", f"no Tesseract language data for {', '.join(best_missing)} in {', '.join(folders)}"
 
 
 def ocr_status(

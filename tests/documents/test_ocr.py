@@ -26,7 +26,10 @@ def test_language_data_is_found_in_the_folder_that_has_every_language(tmp_path: 
             (folder / f"{language}.traineddata").write_bytes(b"x")
     search = [str(tmp_path / "*" / "tessdata")]
     assert find_tessdata(["eng", "deu"], search) == (str(both), "")
-    assert find_tessdata(["eng", "fra"], search) == ("", "no Tesseract language data for fra")
+    assert find_tessdata(["eng", "fra"], search) == (
+        "",
+        f"no Tesseract language data for fra in {both}, {only_eng}",
+    )
     assert find_tessdata(["eng"], [str(tmp_path / "none")])[0] in ("", TESSDATA)
 
 
@@ -118,3 +121,16 @@ async def test_the_corpus_scans_are_answered_from_ocr(corpus_dir: Path, tmp_path
         assert [page.number for page in document.pages] == list(range(1, 9))
     finally:
         await parser.close()
+
+
+def test_required_ocr_without_its_data_stops_start_up() -> None:
+    from proxy.config import ConfigError, load_settings
+    from proxy.wiring import ocr_of
+
+    settings = load_settings(
+        None, environ={}, overrides={"documents": {"ocr": {"enabled": True, "languages": ["xyz"]}}}
+    )
+    with pytest.raises(ConfigError, match="documents.ocr.enabled is true but .*xyz"):
+        ocr_of(settings)
+    off = load_settings(None, environ={}, overrides={"documents": {"ocr": {"enabled": False}}})
+    assert not ocr_of(off).on
