@@ -130,7 +130,7 @@ def test_required_ocr_without_its_data_stops_start_up() -> None:
     settings = load_settings(
         None, environ={}, overrides={"documents": {"ocr": {"enabled": True, "languages": ["xyz"]}}}
     )
-    with pytest.raises(ConfigError, match="documents.ocr.enabled is true but .*xyz"):
+    with pytest.raises(ConfigError, match=r"documents\.ocr\.enabled is true but .*xyz"):
         ocr_of(settings)
     off = load_settings(None, environ={}, overrides={"documents": {"ocr": {"enabled": False}}})
     assert not ocr_of(off).on
