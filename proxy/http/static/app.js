@@ -150,7 +150,7 @@ function passagesTable(retrieval) {
   }));
   const table = el("table", {},
     el("thead", {}, el("tr", {},
-      el("th", { class: "n", text: "#" }), el("th", { text: "file" }), el("th", { class: "n", text: "page" }),
+      el("th", { class: "n", text: "#" }), el("th", { text: "file" }), el("th", { text: "where" }),
       el("th", { class: "n", text: "score" }), el("th", { text: "outcome" }), el("th", { text: "snippet" }))));
   const body = el("tbody");
   candidates.forEach((c, index) => {
@@ -158,7 +158,7 @@ function passagesTable(retrieval) {
     body.append(el("tr", { class: "candidate" },
       el("td", { class: "n", text: String(index + 1) }),
       el("td", {}, el("span", { class: "name", title: c.file, text: c.file })),
-      el("td", { class: "n", text: n(c.page) }),
+      el("td", {}, el("span", { class: "name", title: c.location || "", text: c.location || `page=${n(c.page)}` })),
       el("td", { class: "n", text: Number(c.score).toFixed(3) }),
       el("td", { class: `outcome ${String(c.outcome).replace(/ /g, "-")}`, text: c.outcome }),
       el("td", { class: "snippet", title: snippet }, el("span", { class: "snippet-text", text: snippet })),
