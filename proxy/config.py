@@ -60,6 +60,7 @@ class ServerSettings(Section):
     shutdown_grace_s: float = Field(30, ge=0)
     decision_log_size: int = Field(200, ge=0, le=100_000)  # 0: no /ui, no decisions endpoint
     decision_log_snippets: bool = True
+    max_storage_mb_per_key: float | None = Field(None, gt=0)  # None: no quota
 
 
 class SpawnSettings(Section):

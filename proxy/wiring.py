@@ -11,7 +11,7 @@ import structlog
 from proxy.config import ConfigError, Settings
 from proxy.documents import DocumentParser, ParseLimits
 from proxy.documents.ocr import OcrStatus, OcrUnavailable, ocr_status
-from proxy.files.store import FileStore
+from proxy.files.store import DiskFileStore
 from proxy.formats import FormatRegistry
 from proxy.guard.texts import GuardedTexts
 from proxy.metrics import Metrics
@@ -35,9 +35,12 @@ def data_dir(settings: Settings) -> Path:
     return path
 
 
-def make_files(settings: Settings) -> FileStore:
-    return FileStore(
-        data_dir(settings) / "files", int(settings.documents.max_file_mb * 1024 * 1024)
+def make_files(settings: Settings) -> DiskFileStore:
+    quota = settings.server.max_storage_mb_per_key
+    return DiskFileStore(
+        data_dir(settings) / "files",
+        int(settings.documents.max_file_mb * 1024 * 1024),
+        quota_bytes=None if quota is None else int(quota * 1024 * 1024),
     )
 
 

@@ -11,7 +11,8 @@ import openai
 import pytest
 
 from proxy.errors import PayloadTooLarge
-from proxy.files.store import FileNotFound, FileStore
+from proxy.files.protocol import FileNotFound
+from proxy.files.store import DiskFileStore
 from tests.fakes.upstream import FakeUpstream
 
 
@@ -58,28 +59,29 @@ def test_chat_with_a_file_id(make_proxy: Callable[..., str], upstream: FakeUpstr
 
 
 def test_same_bytes_stored_once_and_survive_restart(tmp_path: Path) -> None:
-    store = FileStore(tmp_path, max_bytes=1000)
-    first = store.begin_upload()
+    store = DiskFileStore(tmp_path, max_bytes=1000)
+    first = store.begin_upload("team-a")
     first.write(b"same")
     a = first.commit("a.txt", "user_data")
-    second = store.begin_upload()
+    second = store.begin_upload("team-b")
     second.write(b"same")
     b = second.commit("b.txt", "user_data")
     assert a.id != b.id and a.sha256 == b.sha256
     assert len(list((tmp_path / "blobs").iterdir())) == 1
-    reopened = FileStore(tmp_path, max_bytes=1000)
-    assert {f.id for f in reopened.list()} == {a.id, b.id}
-    reopened.delete(a.id)
-    assert reopened.read(b.id)[1] == b"same"  # the blob stays while another upload uses it
-    reopened.delete(b.id)
+    reopened = DiskFileStore(tmp_path, max_bytes=1000)
+    assert {f.id for f in reopened.list(None)} == {a.id, b.id}
+    assert reopened.usage("team-a") == reopened.usage("team-b") == 4  # each pays in full
+    reopened.delete(a.id, "team-a")
+    assert reopened.read(b.id, "team-b")[1] == b"same"  # the blob stays while another uses it
+    reopened.delete(b.id, None)
     assert not list((tmp_path / "blobs").iterdir())
     with pytest.raises(FileNotFound):
-        reopened.get(b.id)
+        reopened.get(b.id, None)
 
 
 def test_oversized_upload_leaves_nothing(tmp_path: Path) -> None:
-    store = FileStore(tmp_path, max_bytes=10)
-    upload = store.begin_upload()
+    store = DiskFileStore(tmp_path, max_bytes=10)
+    upload = store.begin_upload("anonymous")
     with pytest.raises(PayloadTooLarge):
         upload.write(b"x" * 11)
     upload.abort()

@@ -1,58 +1,30 @@
-"""The Files API store: content-addressed blobs plus one metadata record per upload, on disk."""
+"""The Files API store on local disk: content-addressed blobs shared by reference count, one
+metadata record per upload, every change made under one lock that all worker processes share."""
 
 from __future__ import annotations
 
 import contextlib
+import fcntl
 import hashlib
 import json
 import os
-import re
 import tempfile
 import time
 import uuid
-from dataclasses import asdict, dataclass
+from collections.abc import Iterator
+from dataclasses import asdict
 from pathlib import Path
-from typing import Any
+from typing import Any, BinaryIO
 
-from proxy.errors import PayloadTooLarge, ProxyError
+from proxy.errors import PayloadTooLarge
+from proxy.files.protocol import FILE_ID, FileNotFound, Owner, QuotaExceeded, StoredFile
 
-FILE_ID = re.compile(r"^file-[a-f0-9]{24}$")
-
-
-class FileNotFound(ProxyError):
-    """No stored file has this id (404)."""
-
-    status = 404
-    type = "invalid_request_error"
-
-
-@dataclass(frozen=True)
-class StoredFile:
-    """What OpenAI's Files API returns for a file, plus the sha256 of its bytes."""
-
-    id: str
-    bytes: int
-    created_at: int
-    filename: str
-    purpose: str
-    sha256: str
-
-    def to_openai(self) -> dict[str, Any]:
-        return {
-            "id": self.id,
-            "object": "file",
-            "bytes": self.bytes,
-            "created_at": self.created_at,
-            "filename": self.filename,
-            "purpose": self.purpose,
-            "status": "processed",
-            "expires_at": None,
-            "status_details": None,
-        }
+UPLOAD_PREFIX = ".upload-"
+TEMP_PREFIX = ".tmp-"
 
 
 def _atomic_write(path: Path, data: bytes) -> None:
-    fd, temp = tempfile.mkstemp(dir=path.parent, prefix=".tmp-")
+    fd, temp = tempfile.mkstemp(dir=path.parent, prefix=TEMP_PREFIX)
     try:
         with os.fdopen(fd, "wb") as handle:
             handle.write(data)
@@ -65,31 +37,90 @@ def _atomic_write(path: Path, data: bytes) -> None:
         raise
 
 
-class FileStore:
-    """Uploads under `root`: `blobs/<sha256>` (stored once) and `meta/<id>.json` (one per upload).
+def _record(data: bytes) -> StoredFile:
+    return StoredFile(**json.loads(data))
+
+
+def _visible(stored: StoredFile, owner: Owner) -> bool:
+    return owner is None or stored.owner == owner
+
+
+class DiskFileStore:
+    """Uploads under `root`: `blobs/<sha256>` (stored once), `meta/<id>.json` (one per upload)
+    and `ledger.json` (reference count per blob, bytes per owner).
 
     Every write goes to a temp file first and is renamed into place, so a crash never leaves a
-    half-written file that later reads as complete. The methods block: call them off the loop.
+    half-written file that later reads as complete. Commits and deletes hold `.lock` (an
+    fcntl lock, so it holds across the worker processes sharing `root` as well as across
+    threads): a delete can never remove a blob that an upload of the same bytes has just
+    counted. Reads take no lock. The methods block: call them off the loop.
     """
 
-    def __init__(self, root: Path, max_bytes: int) -> None:
+    def __init__(self, root: Path, max_bytes: int, quota_bytes: int | None = None) -> None:
         self.root = root
         self.max_bytes = max_bytes
+        self.quota_bytes = quota_bytes
         self.blobs = root / "blobs"
         self.meta = root / "meta"
+        self.ledger_path = root / "ledger.json"
         self.blobs.mkdir(parents=True, exist_ok=True)
         self.meta.mkdir(parents=True, exist_ok=True)
+        self.recover()
 
-    def begin_upload(self) -> Upload:
-        return Upload(self)
+    @contextlib.contextmanager
+    def _locked(self) -> Iterator[None]:
+        # A new open file description per call: flock then excludes other threads of this
+        # process too, not only other processes.
+        with open(self.root / ".lock", "a+b") as lock:
+            fcntl.flock(lock, fcntl.LOCK_EX)
+            yield
 
-    def _commit(self, upload: Upload, filename: str, purpose: str) -> StoredFile:
+    def _ledger(self) -> dict[str, dict[str, int]]:
+        try:
+            data: dict[str, dict[str, int]] = json.loads(self.ledger_path.read_bytes())
+        except FileNotFoundError:
+            return {"refs": {}, "usage": {}}
+        return data
+
+    def _records(self) -> Iterator[StoredFile]:
+        for entry in self.meta.glob("file-*.json"):
+            with contextlib.suppress(FileNotFoundError, ValueError, TypeError):
+                yield _record(entry.read_bytes())
+
+    def recover(self) -> None:
+        """After a crash: drop temp files nobody writes any more, count references again from
+        the metadata records, and remove blobs no record uses."""
+        with self._locked():
+            for directory in (self.blobs, self.meta, self.root):
+                for temp in directory.glob(".*-*"):
+                    if temp.name.startswith((UPLOAD_PREFIX, TEMP_PREFIX)) and _abandoned(temp):
+                        with contextlib.suppress(FileNotFoundError):
+                            temp.unlink()
+            refs: dict[str, int] = {}
+            usage: dict[str, int] = {}
+            for stored in self._records():
+                refs[stored.sha256] = refs.get(stored.sha256, 0) + 1
+                usage[stored.owner] = usage.get(stored.owner, 0) + stored.bytes
+            for blob in self.blobs.iterdir():
+                if not blob.name.startswith(".") and blob.name not in refs:
+                    with contextlib.suppress(FileNotFoundError):
+                        blob.unlink()
+            _atomic_write(self.ledger_path, json.dumps({"refs": refs, "usage": usage}).encode())
+
+    def usage(self, owner: str) -> int:
+        return self._ledger()["usage"].get(owner, 0)
+
+    def begin_upload(self, owner: str) -> DiskUpload:
+        room = self.max_bytes
+        if self.quota_bytes is not None:
+            left = self.quota_bytes - self.usage(owner)
+            if left <= 0:
+                raise QuotaExceeded(self.quota_bytes)
+            room = min(room, left)
+        return DiskUpload(self, owner, room)
+
+    def _commit(self, upload: DiskUpload, filename: str, purpose: str) -> StoredFile:
         sha = upload.hasher.hexdigest()
-        blob = self.blobs / sha
-        if blob.exists():
-            os.unlink(upload.temp)
-        else:
-            os.replace(upload.temp, blob)
         stored = StoredFile(
             id=f"file-{uuid.uuid4().hex[:24]}",
             bytes=upload.size,
@@ -97,63 +128,105 @@ class FileStore:
             filename=filename,
             purpose=purpose,
             sha256=sha,
+            owner=upload.owner,
         )
-        _atomic_write(self.meta / f"{stored.id}.json", json.dumps(asdict(stored)).encode())
+        with self._locked():
+            ledger = self._ledger()
+            used = ledger["usage"].get(upload.owner, 0)
+            if self.quota_bytes is not None and used + upload.size > self.quota_bytes:
+                raise QuotaExceeded(self.quota_bytes)
+            # Always renamed over the blob, whether or not the same bytes are stored already:
+            # the same work either way, so no caller can time whether another holds them.
+            os.replace(upload.temp, self.blobs / sha)
+            _atomic_write(self.meta / f"{stored.id}.json", json.dumps(asdict(stored)).encode())
+            ledger["refs"][sha] = ledger["refs"].get(sha, 0) + 1
+            ledger["usage"][upload.owner] = used + upload.size
+            _atomic_write(self.ledger_path, json.dumps(ledger).encode())
         return stored
 
-    def get(self, file_id: str) -> StoredFile:
+    def get(self, file_id: str, owner: Owner) -> StoredFile:
         if not FILE_ID.match(file_id):
-            raise FileNotFound(f"no such file: {file_id!r}", param="file_id", code="file_not_found")
+            raise FileNotFound(file_id)
         try:
-            data = json.loads((self.meta / f"{file_id}.json").read_bytes())
+            stored = _record((self.meta / f"{file_id}.json").read_bytes())
         except FileNotFoundError:
-            raise FileNotFound(
-                f"no such file: {file_id!r}", param="file_id", code="file_not_found"
-            ) from None
-        return StoredFile(**data)
+            raise FileNotFound(file_id) from None
+        if not _visible(stored, owner):
+            raise FileNotFound(file_id)
+        return stored
 
-    def read(self, file_id: str) -> tuple[StoredFile, bytes]:
-        stored = self.get(file_id)
-        return stored, (self.blobs / stored.sha256).read_bytes()
+    def open(self, file_id: str, owner: Owner) -> tuple[StoredFile, BinaryIO]:
+        stored = self.get(file_id, owner)
+        try:
+            return stored, open(self.blobs / stored.sha256, "rb")
+        except FileNotFoundError:
+            raise FileNotFound(file_id) from None  # deleted since the record was read
 
-    def path(self, stored: StoredFile) -> Path:
-        return self.blobs / stored.sha256
+    def read(self, file_id: str, owner: Owner) -> tuple[StoredFile, bytes]:
+        stored, handle = self.open(file_id, owner)
+        with handle:
+            return stored, handle.read()
 
-    def list(self, purpose: str | None = None) -> list[StoredFile]:
-        files = []
-        for entry in self.meta.glob("file-*.json"):
-            with contextlib.suppress(FileNotFoundError, ValueError, TypeError):
-                stored = StoredFile(**json.loads(entry.read_bytes()))
-                if purpose is None or stored.purpose == purpose:
-                    files.append(stored)
+    def list(self, owner: Owner, purpose: str | None = None) -> list[StoredFile]:
+        files = [
+            stored
+            for stored in self._records()
+            if _visible(stored, owner) and (purpose is None or stored.purpose == purpose)
+        ]
         return sorted(files, key=lambda f: (f.created_at, f.id), reverse=True)
 
-    def delete(self, file_id: str) -> StoredFile:
-        stored = self.get(file_id)
-        os.unlink(self.meta / f"{file_id}.json")
-        if not any(other.sha256 == stored.sha256 for other in self.list()):
-            with contextlib.suppress(FileNotFoundError):
-                os.unlink(self.blobs / stored.sha256)
+    def delete(self, file_id: str, owner: Owner) -> StoredFile:
+        with self._locked():
+            stored = self.get(file_id, owner)
+            os.unlink(self.meta / f"{file_id}.json")
+            ledger = self._ledger()
+            left = ledger["refs"].get(stored.sha256, 1) - 1
+            if left > 0:
+                ledger["refs"][stored.sha256] = left
+            else:
+                ledger["refs"].pop(stored.sha256, None)
+                with contextlib.suppress(FileNotFoundError):
+                    os.unlink(self.blobs / stored.sha256)
+            used = ledger["usage"].get(stored.owner, 0) - stored.bytes
+            ledger["usage"][stored.owner] = max(0, used)
+            _atomic_write(self.ledger_path, json.dumps(ledger).encode())
         return stored
 
 
-class Upload:
+def _abandoned(temp: Path) -> bool:
+    """A temp file whose writer is gone: its writer holds an fcntl lock on it while alive."""
+    try:
+        with open(temp, "rb") as handle:
+            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            return True
+    except BlockingIOError:
+        return False
+    except FileNotFoundError:
+        return False
+
+
+class DiskUpload:
     """Bytes of one upload on their way to disk, hashed and size-checked as they arrive."""
 
-    def __init__(self, store: FileStore) -> None:
+    def __init__(self, store: DiskFileStore, owner: str, room: int) -> None:
         self.store = store
+        self.owner = owner
+        self.room = room  # the smaller of documents.max_file_mb and what the quota leaves
         self.hasher = hashlib.sha256()
         self.size = 0
-        fd, temp = tempfile.mkstemp(dir=store.blobs, prefix=".upload-")
+        fd, temp = tempfile.mkstemp(dir=store.blobs, prefix=UPLOAD_PREFIX)
         self.temp = Path(temp)
-        self.handle = os.fdopen(fd, "wb")
+        self.handle: Any = os.fdopen(fd, "wb")
+        fcntl.flock(self.handle, fcntl.LOCK_EX)  # alive: recovery leaves this file alone
 
     def write(self, chunk: bytes) -> None:
         self.size += len(chunk)
-        if self.size > self.store.max_bytes:
+        if self.size > self.room:
+            if self.size <= self.store.max_bytes and self.store.quota_bytes is not None:
+                raise QuotaExceeded(self.store.quota_bytes)
             raise PayloadTooLarge(
                 f"the file is larger than documents.max_file_mb "
-                f"({self.store.max_bytes // (1024 * 1024)} MiB)",
+                f"({self.store.max_bytes / (1024 * 1024):g} MiB)",
                 param="file",
                 code="file_too_large",
             )
@@ -163,8 +236,10 @@ class Upload:
     def commit(self, filename: str, purpose: str) -> StoredFile:
         self.handle.flush()
         os.fsync(self.handle.fileno())
-        self.handle.close()
-        return self.store._commit(self, filename, purpose)
+        try:
+            return self.store._commit(self, filename, purpose)
+        finally:
+            self.handle.close()
 
     def abort(self) -> None:
         self.handle.close()

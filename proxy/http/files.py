@@ -11,17 +11,20 @@ from urllib.parse import quote
 from aiohttp import BodyPartReader, web
 
 from proxy.errors import BadRequest, ProxyError
-from proxy.files.store import FileStore, Upload
-from proxy.http.keys import ROUTE, SERVICES
+from proxy.files.protocol import FileStore, Owner, Upload
+from proxy.http.keys import CALLER, ROUTE, SERVICES
 
+CHUNK_BYTES = 1 << 20
 PURPOSES = frozenset({"assistants", "batch", "fine-tune", "vision", "user_data", "evals"})
 
 
 def _store(request: web.Request) -> FileStore:
     request[ROUTE] = "files"
-    store = request.app[SERVICES].files
-    assert isinstance(store, FileStore)
-    return store
+    return request.app[SERVICES].files
+
+
+def owner_scope(request: web.Request) -> Owner:
+    return request[CALLER].scope
 
 
 def storage_error(exc: OSError) -> ProxyError:
@@ -47,8 +50,10 @@ async def abort(upload: Upload) -> None:
     try:
         await asyncio.to_thread(upload.abort)
     except OSError:
-        with contextlib.suppress(OSError):
-            os.unlink(upload.temp)
+        temp = getattr(upload, "temp", None)  # a disk upload's temp file
+        if temp is not None:
+            with contextlib.suppress(OSError):
+                os.unlink(temp)
 
 
 async def create_file(request: web.Request) -> web.Response:
@@ -67,11 +72,11 @@ async def create_file(request: web.Request) -> web.Response:
             if stored is not None:
                 raise BadRequest("send one 'file' field per upload", param="file")
             try:
-                upload = await asyncio.to_thread(store.begin_upload)
+                upload = await asyncio.to_thread(store.begin_upload, request[CALLER].name)
             except OSError as exc:
                 raise storage_error(exc) from exc
             try:
-                while chunk := await part.read_chunk(1 << 20):
+                while chunk := await part.read_chunk(CHUNK_BYTES):
                     await asyncio.to_thread(upload.write, chunk)
                 filename = part.filename or "upload"
                 pending = (upload, filename)
@@ -101,7 +106,7 @@ async def create_file(request: web.Request) -> web.Response:
 
 async def list_files(request: web.Request) -> web.Response:
     store = _store(request)
-    files = await asyncio.to_thread(store.list, request.query.get("purpose"))
+    files = await asyncio.to_thread(store.list, owner_scope(request), request.query.get("purpose"))
     return web.json_response(
         {"object": "list", "data": [f.to_openai() for f in files], "has_more": False}
     )
@@ -109,26 +114,39 @@ async def list_files(request: web.Request) -> web.Response:
 
 async def retrieve_file(request: web.Request) -> web.Response:
     store = _store(request)
-    stored = await asyncio.to_thread(store.get, request.match_info["file_id"])
+    stored = await asyncio.to_thread(store.get, request.match_info["file_id"], owner_scope(request))
     return web.json_response(stored.to_openai())
 
 
 async def file_content(request: web.Request) -> web.StreamResponse:
     store = _store(request)
-    stored = await asyncio.to_thread(store.get, request.match_info["file_id"])
-    return web.FileResponse(
-        store.path(stored),
-        headers={
-            "Content-Type": "application/octet-stream",
-            # RFC 6266 form: a client-chosen name can hold quotes or line breaks.
-            "Content-Disposition": f"attachment; filename*=UTF-8''{quote(stored.filename)}",
-        },
+    stored, handle = await asyncio.to_thread(
+        store.open, request.match_info["file_id"], owner_scope(request)
     )
+    try:
+        response = web.StreamResponse(
+            headers={
+                "Content-Type": "application/octet-stream",
+                # RFC 6266 form: a client-chosen name can hold quotes or line breaks.
+                "Content-Disposition": f"attachment; filename*=UTF-8''{quote(stored.filename)}",
+            },
+        )
+        response.content_length = stored.bytes
+        await response.prepare(request)
+        # Read from the handle opened above: a delete meanwhile cannot cut the answer short.
+        while chunk := await asyncio.to_thread(handle.read, CHUNK_BYTES):
+            await response.write(chunk)
+        await response.write_eof()
+        return response
+    finally:
+        handle.close()
 
 
 async def delete_file(request: web.Request) -> web.Response:
     store = _store(request)
-    stored = await asyncio.to_thread(store.delete, request.match_info["file_id"])
+    stored = await asyncio.to_thread(
+        store.delete, request.match_info["file_id"], owner_scope(request)
+    )
     return web.json_response({"id": stored.id, "object": "file", "deleted": True})
 
 

@@ -21,6 +21,11 @@ class Caller:
     name: str = "anonymous"
     admin: bool = False
 
+    @property
+    def scope(self) -> str | None:
+        """Whose files and records this caller sees: its own, or (admin) everyone's (None)."""
+        return None if self.admin else self.name
+
 
 ANONYMOUS = Caller()
 

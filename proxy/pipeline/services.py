@@ -14,7 +14,7 @@ from proxy.upstream.client import UpstreamClient
 
 if TYPE_CHECKING:
     from proxy.documents.parser import DocumentParser
-    from proxy.files.store import FileStore
+    from proxy.files.protocol import FileStore
     from proxy.formats import FormatRegistry
     from proxy.guard.texts import GuardedTexts
     from proxy.retrieval.retriever import Retriever

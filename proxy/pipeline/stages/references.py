@@ -87,8 +87,9 @@ def _read_path(path: Path, name: str, max_bytes: int) -> bytes:
     return path.read_bytes()
 
 
-async def read_reference(ref: FileRef, services: Services) -> FileRef:
-    """The reference with its bytes (and, for uploads, the stored name and id)."""
+async def read_reference(ref: FileRef, services: Services, scope: str | None) -> FileRef:
+    """The reference with its bytes (and, for uploads, the stored name and id); a file id is
+    looked up among the files `scope` may see (None: an admin's, all of them)."""
     documents = services.settings.documents
     max_bytes = int(documents.max_file_mb * 1024 * 1024)
     if ref.origin == "file_data":
@@ -96,7 +97,7 @@ async def read_reference(ref: FileRef, services: Services) -> FileRef:
         # The base64 text is not needed again: let it go with the body.
         return dataclasses.replace(ref, data=data, locator="")
     if ref.origin == "file_id":
-        stored, data = await asyncio.to_thread(services.files.read, ref.locator)
+        stored, data = await asyncio.to_thread(services.files.read, ref.locator, scope)
         name = ref.name if ref.name != ref.locator else stored.filename
         return dataclasses.replace(ref, name=name, data=data, file_id=stored.id)
     path = resolve_document_path(documents.roots, ref.locator)
@@ -114,5 +115,5 @@ async def extract_references(exchange: Exchange, services: Services) -> None:
     exchange.body["messages"] = found.messages
     exchange.query = found.query
     for ref in found.refs:
-        read = await read_reference(ref, services)
+        read = await read_reference(ref, services, exchange.caller.scope)
         (exchange.new_refs if read.new else exchange.old_refs).append(read)

@@ -1,0 +1,101 @@
+"""What the Files API routes and the references stage need from a file store, whatever backs it."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from typing import Any, BinaryIO, Protocol
+
+from proxy.errors import ProxyError
+
+FILE_ID = re.compile(r"^file-[a-f0-9]{24}$")
+
+# `owner=None` in a call means "any owner": what an admin key sees.
+Owner = str | None
+
+
+class FileNotFound(ProxyError):
+    """No stored file has this id, or it belongs to another key (404 either way: ids never leak
+    whose they are)."""
+
+    status = 404
+    type = "invalid_request_error"
+
+    def __init__(self, file_id: str) -> None:
+        super().__init__(f"no such file: {file_id!r}", param="file_id", code="file_not_found")
+
+
+class QuotaExceeded(ProxyError):
+    """The key's stored files would exceed server.max_storage_mb_per_key (507)."""
+
+    status = 507
+    type = "insufficient_storage"
+
+    def __init__(self, limit_bytes: int) -> None:
+        super().__init__(
+            "this key's stored files would exceed server.max_storage_mb_per_key "
+            f"({limit_bytes / (1024 * 1024):g} MiB); delete some files first",
+            param="file",
+            code="storage_quota_exceeded",
+        )
+
+
+@dataclass(frozen=True)
+class StoredFile:
+    """What OpenAI's Files API returns for a file, plus who owns it and the sha256 of its bytes."""
+
+    id: str
+    bytes: int
+    created_at: int
+    filename: str
+    purpose: str
+    sha256: str
+    owner: str = "anonymous"  # records written before files had owners belong to nobody's key
+
+    def to_openai(self) -> dict[str, Any]:
+        return {
+            "id": self.id,
+            "object": "file",
+            "bytes": self.bytes,
+            "created_at": self.created_at,
+            "filename": self.filename,
+            "purpose": self.purpose,
+            "status": "processed",
+            "expires_at": None,
+            "status_details": None,
+        }
+
+
+class Upload(Protocol):
+    """Bytes of one upload on their way into the store; nothing is visible before `commit`."""
+
+    def write(self, chunk: bytes) -> None: ...
+
+    def commit(self, filename: str, purpose: str) -> StoredFile: ...
+
+    def abort(self) -> None: ...
+
+
+class FileStore(Protocol):
+    """A store of uploads that each belong to one owner. The methods block: call them off the
+    event loop. A file another owner holds is reported exactly as a missing one (FileNotFound).
+    Same bytes may be stored once, but nothing an owner sees (ids, timing, quota) tells whether
+    another owner holds them."""
+
+    def begin_upload(self, owner: str) -> Upload: ...
+
+    def get(self, file_id: str, owner: Owner) -> StoredFile: ...
+
+    def open(self, file_id: str, owner: Owner) -> tuple[StoredFile, BinaryIO]:
+        """The record and a readable handle on its bytes (the caller closes it)."""
+        ...
+
+    def read(self, file_id: str, owner: Owner) -> tuple[StoredFile, bytes]: ...
+
+    def list(self, owner: Owner, purpose: str | None = None) -> list[StoredFile]: ...
+
+    def delete(self, file_id: str, owner: Owner) -> StoredFile: ...
+
+    def usage(self, owner: str) -> int:
+        """Bytes of the files `owner` holds (each upload counts in full, shared bytes or not)."""
+        ...
