@@ -19,6 +19,9 @@ from pydantic import (
 )
 
 ENV_PREFIX = "PROXY__"
+# Shorter proxy keys are refused: an empty one (an unset environment variable) would otherwise
+# look like a key, and a short one can be guessed.
+MIN_KEY_CHARS = 16
 
 
 class Section(BaseModel):
@@ -36,6 +39,18 @@ class ApiKey(Section):
     name: str = Field(min_length=1, max_length=64, pattern=r"^[A-Za-z0-9._@-]+$")
     key: str
     admin: bool = False  # sees every identity's files and requests
+
+    @field_validator("key")
+    @classmethod
+    def _long_enough(cls, value: str) -> str:
+        if value != value.strip():
+            raise ValueError("a proxy key must not start or end with spaces")
+        if len(value) < MIN_KEY_CHARS:
+            raise ValueError(
+                f"a proxy key must be at least {MIN_KEY_CHARS} characters "
+                f"(this one has {len(value)}); an empty one usually means an unset variable"
+            )
+        return value
 
 
 def _named_key(value: Any) -> Any:
@@ -61,6 +76,9 @@ class ServerSettings(Section):
     decision_log_size: int = Field(200, ge=0, le=100_000)  # 0: no /ui, no decisions endpoint
     decision_log_snippets: bool = True
     max_storage_mb_per_key: float | None = Field(None, gt=0)  # None: no quota
+    header_timeout_s: float = Field(30, gt=0)
+    body_timeout_s: float = Field(30, gt=0)
+    max_connections_per_client: int = Field(128, ge=0)  # 0: no cap
 
 
 class SpawnSettings(Section):
@@ -114,6 +132,8 @@ class DocumentSettings(Section):
     max_file_mb: float = Field(50, gt=0)
     max_pages: int = Field(2000, ge=1)
     max_chars: int = Field(5_000_000, ge=1)
+    max_files_per_request: int = Field(20, ge=1)
+    max_request_chars: int = Field(10_000_000, ge=1)
     parse_timeout_s: float = Field(60, gt=0)
     parse_workers: int = Field(2, ge=1)
     cache_max_mb: float = Field(2048, gt=0)

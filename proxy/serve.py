@@ -3,18 +3,17 @@
 from __future__ import annotations
 
 import asyncio
-import multiprocessing
-import os
-import signal
+import ipaddress
 import socket
-from types import FrameType
 
 import structlog
 from aiohttp import web
 
 from proxy.config import ConfigError, Settings
 from proxy.http.app import make_app
+from proxy.http.connections import AddressGate, GatedSite
 from proxy.logs import configure_logging
+from proxy.workers import stop_with_parent, supervise
 
 log = structlog.get_logger(__name__)
 
@@ -44,22 +43,70 @@ def _event_loop() -> asyncio.AbstractEventLoop:
     return loop
 
 
-def _run(settings: Settings, sock: socket.socket | None) -> None:
-    configure_logging(settings.server.log_format, settings.server.log_level)
-    app = make_app(settings)
-    web.run_app(
-        app,
-        host=None if sock else settings.server.host,
-        port=None if sock else settings.server.port,
-        sock=sock,
+def listening_socket(settings: Settings) -> socket.socket:
+    host = settings.server.host
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    return socket.create_server((host, settings.server.port), family=family, backlog=1024)
+
+
+def exposure_warning(settings: Settings) -> str | None:
+    """A warning when the proxy listens beyond this machine with no keys: anyone reaching the
+    port can use the upstream and every uploaded file."""
+    if settings.server.api_keys:
+        return None
+    host = settings.server.host
+    if host == "localhost":
+        return None
+    try:
+        if ipaddress.ip_address(host).is_loopback:
+            return None
+    except ValueError:
+        pass  # a host name: it may resolve beyond loopback
+    return (
+        f"listening on {host} without server.api_keys: anyone who can reach this port can use "
+        "the upstream and read every uploaded file"
+    )
+
+
+async def _serve(settings: Settings, sock: socket.socket) -> None:
+    server = settings.server
+    runner = web.AppRunner(
+        make_app(settings),
+        handle_signals=True,
         # A client that goes away cancels its handler, which closes the upstream request:
         # llama-server stops generating for nobody.
         handler_cancellation=True,
-        shutdown_timeout=settings.server.shutdown_grace_s,
+        shutdown_timeout=server.shutdown_grace_s,
         access_log=None,
-        print=lambda message: log.info("listening", detail=str(message).strip()),
-        loop=_event_loop(),
+        # aiohttp closes a connection whose next request's headers are not complete this long
+        # after it opened or after the last answer: the header read timeout.
+        keepalive_timeout=server.header_timeout_s,
     )
+    await runner.setup()
+    try:
+        site = GatedSite(runner, sock, AddressGate(server.max_connections_per_client))
+        await site.start()
+        log.info("listening", detail=site.name)
+        while True:
+            await asyncio.sleep(3600)
+    finally:
+        await runner.cleanup()
+
+
+def _run(settings: Settings, sock: socket.socket, parent: int | None = None) -> None:
+    """One serving process until SIGTERM/SIGINT (then in-flight requests get the grace)."""
+    if parent is not None:
+        stop_with_parent(parent)
+    configure_logging(settings.server.log_format, settings.server.log_level)
+    loop = _event_loop()
+    asyncio.set_event_loop(loop)
+    try:
+        loop.run_until_complete(_serve(settings, sock))
+    except (web.GracefulExit, KeyboardInterrupt):
+        pass
+    finally:
+        loop.run_until_complete(loop.shutdown_asyncgens())
+        loop.close()
 
 
 def check_formats(settings: Settings) -> None:
@@ -80,32 +127,14 @@ def serve(settings: Settings) -> int:
 
     ocr_of(settings)  # documents.ocr.enabled: true without Tesseract's data stops here
     configure_logging(settings.server.log_format, settings.server.log_level)
+    warning = exposure_warning(settings)
+    if warning:
+        log.warning("no proxy keys", detail=warning)
+    sock = listening_socket(settings)
     if settings.server.workers == 1:
-        _run(settings, None)
+        _run(settings, sock)
         return 0
-    sock = socket.create_server(
-        (settings.server.host, settings.server.port), reuse_port=False, backlog=1024
-    )
     sock.set_inheritable(True)
-    context = multiprocessing.get_context("fork")
-    workers = [
-        context.Process(target=_run, args=(settings, sock), name=f"proxy-worker-{index}")
-        for index in range(settings.server.workers)
-    ]
-    for worker in workers:
-        worker.start()
-    log.info("workers started", count=len(workers), pids=[w.pid for w in workers])
-
-    def forward(signum: int, frame: FrameType | None) -> None:
-        for worker in workers:
-            if worker.pid is not None and worker.is_alive():
-                os.kill(worker.pid, signum)
-
-    signal.signal(signal.SIGTERM, forward)
-    signal.signal(signal.SIGINT, forward)
-    codes = []
-    for worker in workers:
-        worker.join()
-        codes.append(worker.exitcode or 0)
-    sock.close()
-    return 0 if all(code == 0 for code in codes) else 1
+    return supervise(
+        settings.server.workers, lambda sock, parent: _run(settings, sock, parent), sock
+    )

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import hashlib
+import json
 import subprocess
 import sys
 from pathlib import Path
@@ -34,14 +35,14 @@ def test_environment_overrides_file(tmp_path: Path) -> None:
         path,
         environ={
             "PROXY__UPSTREAM__BASE_URL": "http://b:2/",
-            "PROXY__SERVER__API_KEYS": "[k1, k2]",
+            "PROXY__SERVER__API_KEYS": "[key-one-0123456789, key-two-0123456789]",
             "PROXY__RETRIEVAL__LIMIT": "5",
             "PROXY__MODELS__MY-MODEL__CONTEXT_LENGTH": "8192",
         },
     )
     assert settings.upstream.base_url == "http://b:2"
     assert settings.server.port == 9000
-    assert [k.key for k in settings.server.api_keys] == ["k1", "k2"]
+    assert [k.key for k in settings.server.api_keys] == ["key-one-0123456789", "key-two-0123456789"]
     assert settings.retrieval.limit == 5
     assert settings.model_settings("my-model").context_length == 8192
 
@@ -112,27 +113,41 @@ def test_keys_have_names_and_plain_keys_are_named_by_their_digest() -> None:
         overrides={
             "server": {
                 "api_keys": [
-                    "plain-secret-1",
-                    {"name": "team-a", "key": "secret-a"},
-                    {"name": "ops", "key": "secret-ops", "admin": True},
+                    "plain-secret-0001",
+                    {"name": "team-a", "key": "secret-a-0123456789"},
+                    {"name": "ops", "key": "secret-ops-0123456789", "admin": True},
                 ]
             }
         },
     )
     plain, team, ops = settings.server.api_keys
-    digest = hashlib.sha256(b"plain-secret-1").hexdigest()[:12]
-    assert (plain.name, plain.key, plain.admin) == (f"key-{digest}", "plain-secret-1", False)
+    digest = hashlib.sha256(b"plain-secret-0001").hexdigest()[:12]
+    assert (plain.name, plain.key, plain.admin) == (f"key-{digest}", "plain-secret-0001", False)
     assert (team.name, team.admin) == ("team-a", False)
     assert (ops.name, ops.admin) == ("ops", True)
     # The same plain key keeps its identity wherever it stands in the list.
-    again = load_settings(
-        None, environ={}, overrides={"server": {"api_keys": ["other-key", "plain-secret-1"]}}
-    )
+    keys = ["other-key-0123456789", "plain-secret-0001"]
+    again = load_settings(None, environ={}, overrides={"server": {"api_keys": keys}})
     assert again.server.api_keys[1].name == plain.name
 
 
 def test_a_key_name_must_be_a_plain_identifier() -> None:
     with pytest.raises(ConfigError, match=r"server\.api_keys\.0\.name"):
-        load_settings(
-            None, environ={}, overrides={"server": {"api_keys": [{"name": "a b/c", "key": "k"}]}}
-        )
+        keys = [{"name": "a b/c", "key": "k" * 20}]
+        load_settings(None, environ={}, overrides={"server": {"api_keys": keys}})
+
+
+@pytest.mark.parametrize("bad", ["", "short"])
+def test_empty_or_short_keys_stop_the_proxy(
+    bad: str, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.setenv("PROXY__SERVER__API_KEYS", json.dumps(["a-long-enough-key-0001", bad]))
+    assert main([]) == 2
+    err = capsys.readouterr().err
+    assert "config key server.api_keys.1.key" in err  # the position of the bad key
+    assert "at least 16 characters" in err
+
+
+def test_a_key_with_surrounding_spaces_is_refused() -> None:
+    with pytest.raises(ConfigError, match=r"server\.api_keys\.0\.key"):
+        load_settings(None, environ={}, overrides={"server": {"api_keys": [" " * 20]}})

@@ -166,12 +166,12 @@ def test_upstream_api_key_replaces_client_key(
 
 
 def test_proxy_keys(make_proxy: Callable[..., str], upstream: FakeUpstream) -> None:
-    base = make_proxy(server={"api_keys": ["proxy-key"]})
+    base = make_proxy(server={"api_keys": ["proxy-key-0123456789"]})
     with pytest.raises(openai.AuthenticationError) as caught:
         client(base).chat.completions.create(model="m", messages=MESSAGES)  # type: ignore[arg-type]
     assert caught.value.status_code == 401
     assert caught.value.body["type"] == "authentication_error"  # type: ignore[index]
-    ok = openai.OpenAI(base_url=base + "/v1", api_key="proxy-key", max_retries=0)
+    ok = openai.OpenAI(base_url=base + "/v1", api_key="proxy-key-0123456789", max_retries=0)
     ok.chat.completions.create(model="m", messages=MESSAGES)  # type: ignore[arg-type]
     assert httpx.get(base + "/v1/models").status_code == 401
     assert httpx.get(base + "/healthz").status_code == 200

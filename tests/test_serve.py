@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import socket
@@ -9,7 +10,7 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import httpx
@@ -36,6 +37,8 @@ def launch(tmp_path: Path) -> Iterator[object]:
         process = subprocess.Popen(
             [sys.executable, "-m", "proxy", "--upstream", upstream, "--port", str(port), *args],
             cwd=ROOT,
+            # Its own process group: teardown stops the workers too, whatever the parent did.
+            start_new_session=True,
             env={
                 **os.environ,
                 "PROXY__SERVER__DATA_DIR": str(tmp_path / "data"),
@@ -59,17 +62,53 @@ def launch(tmp_path: Path) -> Iterator[object]:
     start.processes = processes  # type: ignore[attr-defined]
     yield start
     for process in processes:
-        if process.poll() is None:
-            process.kill()
-            process.wait(10)
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(process.pid, signal.SIGKILL)
+        process.wait(10)
 
 
-def test_sigterm_lets_an_in_flight_stream_finish(launch: object, upstream: FakeUpstream) -> None:
-    upstream.chunk_delay = 0.3  # about 2 s of streaming
-    base = launch(upstream.base_url)  # type: ignore[operator, attr-defined]
-    process = launch.processes[-1]  # type: ignore[attr-defined]
-    received: list[bytes] = []
+def children_of(pid: int) -> list[int]:
+    """Live (not zombie) processes whose parent is `pid`, from /proc."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            state, ppid = (entry / "stat").read_text().rsplit(")", 1)[1].split()[:2]
+        except (OSError, IndexError, ValueError):
+            continue
+        if int(ppid) == pid and state != "Z":
+            found.append(int(entry.name))
+    return found
 
+
+def alive(pid: int) -> bool:
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except (OSError, IndexError):
+        return False
+    return state != "Z"
+
+
+def wait_for(condition: Callable[[], bool], seconds: float = 60) -> bool:
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        if condition():
+            return True
+        time.sleep(0.1)
+    return condition()
+
+
+def refuses_connections(base: str) -> bool:
+    host, port = base.removeprefix("http://").split(":")
+    try:
+        socket.create_connection((host, int(port)), timeout=1).close()
+    except OSError:
+        return True
+    return False
+
+
+def stream_in_thread(base: str, received: list[bytes]) -> threading.Thread:
     def read_stream() -> None:
         body = {"messages": [{"role": "user", "content": "hi"}], "stream": True}
         with httpx.stream("POST", base + "/v1/chat/completions", json=body, timeout=30) as response:
@@ -77,6 +116,15 @@ def test_sigterm_lets_an_in_flight_stream_finish(launch: object, upstream: FakeU
 
     reader = threading.Thread(target=read_stream)
     reader.start()
+    return reader
+
+
+def test_sigterm_lets_an_in_flight_stream_finish(launch: object, upstream: FakeUpstream) -> None:
+    upstream.chunk_delay = 0.3  # about 2 s of streaming
+    base = launch(upstream.base_url)  # type: ignore[operator, attr-defined]
+    process = launch.processes[-1]  # type: ignore[attr-defined]
+    received: list[bytes] = []
+    reader = stream_in_thread(base, received)
     time.sleep(0.8)
     process.send_signal(signal.SIGTERM)
     reader.join(30)
@@ -99,3 +147,49 @@ def test_several_workers_share_the_port(launch: object, upstream: FakeUpstream) 
         )
         assert response.status_code == 200
     assert len([r for r in upstream.requests if r.path == "/v1/chat/completions"]) == 10
+
+
+WORKERS = ("--workers", "2")
+SERVER_STORE = {"PROXY__VECTOR_STORE__MODE": "server"}
+
+
+@pytest.mark.slow
+def test_workers_stop_when_the_parent_is_killed_hard(
+    launch: object, upstream: FakeUpstream
+) -> None:
+    upstream.chunk_delay = 0.3  # about 2 s of streaming
+    base = launch(upstream.base_url, *WORKERS, env=SERVER_STORE)  # type: ignore[operator, attr-defined]
+    parent = launch.processes[-1]  # type: ignore[attr-defined]
+    assert wait_for(lambda: len(children_of(parent.pid)) == 2)
+    workers = children_of(parent.pid)
+    received: list[bytes] = []
+    reader = stream_in_thread(base, received)
+    time.sleep(0.8)
+    parent.send_signal(signal.SIGKILL)  # as an out-of-memory kill or a supervisor would
+    parent.wait(10)
+    reader.join(30)
+    # The request in flight finished within the shutdown grace; then nothing is left.
+    assert b"".join(received).rstrip().endswith(b"data: [DONE]")
+    assert wait_for(lambda: not any(alive(pid) for pid in workers), 30)
+    assert refuses_connections(base)
+
+
+@pytest.mark.slow
+def test_the_parent_restarts_a_worker_that_dies(launch: object, upstream: FakeUpstream) -> None:
+    base = launch(upstream.base_url, *WORKERS, env=SERVER_STORE)  # type: ignore[operator, attr-defined]
+    parent = launch.processes[-1]  # type: ignore[attr-defined]
+    assert wait_for(lambda: len(children_of(parent.pid)) == 2)
+    first, second = children_of(parent.pid)
+    os.kill(first, signal.SIGKILL)
+    assert wait_for(lambda: len(set(children_of(parent.pid)) - {first}) == 2)
+    assert second in children_of(parent.pid)
+    for _ in range(6):
+        response = httpx.post(
+            base + "/v1/chat/completions",
+            json={"messages": [{"role": "user", "content": "hi"}]},
+            timeout=30,
+        )
+        assert response.status_code == 200
+    parent.send_signal(signal.SIGTERM)
+    assert parent.wait(30) == 0
+    assert not children_of(parent.pid)

@@ -6,6 +6,7 @@ from collections.abc import AsyncIterator
 
 import aiohttp
 from aiohttp import web
+from aiohttp.typedefs import Handler
 
 from proxy.config import Settings
 from proxy.http import files, ui
@@ -54,5 +55,23 @@ def make_app(settings: Settings) -> web.Application:
     app.router.add_get("/v1/enrich/decisions", decisions_route)
     ui.add_routes(app)
     files.add_routes(app)
+    # What the proxy serves itself is never forwarded, whatever the method: other methods on
+    # these paths are a 405 here, not a request the upstream receives with our upstream key.
+    for resource in list(app.router.resources()):
+        assert isinstance(resource, web.Resource)
+        allowed = sorted({route.method for route in resource} - {"HEAD"})
+        resource.add_route("*", not_allowed(allowed))
+    app.router.add_route("*", "/v1/files/{tail:.*}", not_found)
     app.router.add_route("*", "/{tail:.*}", passthrough)
     return app
+
+
+def not_allowed(allowed: list[str]) -> Handler:
+    async def handler(request: web.Request) -> web.StreamResponse:
+        raise web.HTTPMethodNotAllowed(request.method, allowed)
+
+    return handler
+
+
+async def not_found(request: web.Request) -> web.StreamResponse:
+    raise web.HTTPNotFound()

@@ -22,6 +22,10 @@ async def parse_body(raw: bytes) -> dict[str, Any]:
             if len(raw) > OFF_LOOP_BYTES
             else json.loads(raw)
         )
+    except RecursionError:
+        raise BadRequest(
+            "the request body is nested too deeply to read", code="invalid_json"
+        ) from None
     except UnicodeDecodeError as exc:
         raise BadRequest("the request body is not UTF-8 JSON", code="invalid_json") from exc
     except ValueError as exc:
@@ -35,7 +39,10 @@ async def serialise(body: dict[str, Any]) -> bytes:
     def dump() -> bytes:
         return json.dumps(body, ensure_ascii=False).encode()
 
-    return await asyncio.to_thread(dump) if text_size(body) > OFF_LOOP_BYTES else dump()
+    try:
+        return await asyncio.to_thread(dump) if text_size(body) > OFF_LOOP_BYTES else dump()
+    except RecursionError:
+        raise BadRequest("the request body is nested too deeply", code="invalid_json") from None
 
 
 def text_size(body: dict[str, Any]) -> int:

@@ -13,7 +13,7 @@ from aiohttp import web
 from aiohttp.typedefs import Handler
 
 from proxy.config import ApiKey
-from proxy.errors import PayloadTooLarge, ProxyError
+from proxy.errors import BadRequest, PayloadTooLarge, ProxyError
 from proxy.http.keys import CALLER, REQUEST_ID, ROUTE, SERVICES, UPSTREAM_SECONDS
 from proxy.http.ui import PAGE_PATHS
 from proxy.pipeline.exchange import ANONYMOUS, Caller
@@ -23,6 +23,25 @@ log = structlog.get_logger("proxy.access")
 # Ids we accept from clients: printable, short, no header tricks.
 REQUEST_ID_SHAPE = re.compile(r"^[A-Za-z0-9._:\-]{1,128}$")
 OPEN_PATHS = frozenset({"/healthz", "/metrics"})
+OPEN_METHODS = frozenset({"GET", "HEAD"})
+
+
+def is_open(request: web.Request) -> bool:
+    """Only reading the health and metrics pages (and the /ui page's static files) needs no
+    key; any other method is a request like every other (and the proxy answers it itself:
+    nothing here is forwarded)."""
+    return request.path in OPEN_PATHS | PAGE_PATHS and request.method in OPEN_METHODS
+
+
+def target_error(request: web.Request) -> ProxyError | None:
+    """Request targets the proxy refuses: absolute-form (`GET http://host/path`) would put a
+    client-chosen URL where the upstream's path goes."""
+    if not request.raw_path.startswith("/"):
+        return BadRequest(
+            "the request target must be a path (origin-form, e.g. /v1/models), not a URL",
+            code="invalid_request_target",
+        )
+    return None
 
 
 def error_response(error: ProxyError, request_id: str | None = None) -> web.Response:
@@ -37,6 +56,13 @@ def _http_exception_error(exc: web.HTTPException) -> ProxyError:
             code="request_too_large",
         )
     kind = "not_found_error" if exc.status == 404 else "invalid_request_error"
+    if exc.status == 405:
+        return ProxyError(
+            f"{exc.reason}: this path is served by the proxy itself and is never forwarded",
+            status=405,
+            type=kind,
+            code="method_not_allowed",
+        )
     return ProxyError(exc.reason, status=exc.status, type=kind)
 
 
@@ -73,8 +99,11 @@ async def proxy_middleware(request: web.Request, handler: Handler) -> web.Stream
         caller = caller_of(request, keys) if keys else ANONYMOUS
         if caller is not None:
             request[CALLER] = caller
-        if caller is None and request.path not in OPEN_PATHS | PAGE_PATHS:
-            response: web.StreamResponse = error_response(
+        refused = target_error(request)
+        if refused is not None:
+            response: web.StreamResponse = error_response(refused, request_id)
+        elif caller is None and not is_open(request):
+            response = error_response(
                 ProxyError(
                     "a valid proxy API key is required (Authorization: Bearer <key>)",
                     status=401,
@@ -112,7 +141,7 @@ async def proxy_middleware(request: web.Request, handler: Handler) -> web.Stream
         route = request.get(ROUTE, "passthrough")
         upstream_seconds = request.get(UPSTREAM_SECONDS)
         metrics.observe_request(route, request.method, status, duration, upstream_seconds)
-        if request.path not in OPEN_PATHS:
+        if not is_open(request):
             log.info(
                 "request",
                 method=request.method,
