@@ -35,3 +35,22 @@ def configure_logging(fmt: str = "console", level: str = "info") -> None:
         cache_logger_on_first_use=True,
     )
     logging.basicConfig(level=max(LEVELS[level], logging.WARNING), stream=sys.stderr)
+    server_log = logging.getLogger("aiohttp.server")
+    if not any(isinstance(f, OneLineClientErrors) for f in server_log.filters):
+        server_log.addFilter(OneLineClientErrors())
+
+
+class OneLineClientErrors(logging.Filter):
+    """aiohttp logs a request it cannot parse (a 10 KB header line, a `*` target) with a
+    traceback; it is the client's error, answered 400: one line is enough."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        from aiohttp.http_exceptions import HttpProcessingError
+
+        error = record.exc_info[1] if record.exc_info else None
+        if isinstance(error, HttpProcessingError):
+            reason = str(error.message).strip().splitlines()[0][:120]
+            record.msg, record.args = "bad request from a client (400): %s", (reason,)
+            record.exc_info, record.exc_text = None, None
+            record.levelno, record.levelname = logging.INFO, "INFO"
+        return True

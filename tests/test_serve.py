@@ -193,3 +193,75 @@ def test_the_parent_restarts_a_worker_that_dies(launch: object, upstream: FakeUp
     parent.send_signal(signal.SIGTERM)
     assert parent.wait(30) == 0
     assert not children_of(parent.pid)
+
+
+def open_socket(base: str, source: str = "127.0.0.1") -> socket.socket:
+    host, port = base.removeprefix("http://").split(":")
+    return socket.create_connection((host, int(port)), timeout=10, source_address=(source, 0))
+
+
+def read_all(sock: socket.socket) -> bytes:
+    answer = b""
+    with contextlib.suppress(OSError):
+        while chunk := sock.recv(65536):
+            answer += chunk
+    return answer
+
+
+SLOW_CLIENT_LIMITS = {
+    "PROXY__SERVER__MAX_CONNECTIONS_PER_CLIENT": "20",
+    "PROXY__SERVER__HEADER_TIMEOUT_S": "1",
+    "PROXY__SERVER__BODY_TIMEOUT_S": "1",
+}
+
+
+@pytest.mark.slow
+def test_slow_connections_from_one_address_are_capped(
+    launch: object, upstream: FakeUpstream
+) -> None:
+    base = launch(
+        upstream.base_url, env={**SLOW_CLIENT_LIMITS, "PROXY__SERVER__HEADER_TIMEOUT_S": "60"}
+    )  # type: ignore[operator, attr-defined]
+    held = [open_socket(base) for _ in range(20)]
+    for sock in held:
+        sock.sendall(b"GET /healthz HTTP/1.1\r\nHost: x\r\n")  # and never finish the headers
+    refused = [open_socket(base) for _ in range(30)]
+    try:
+        for sock in refused:
+            answer = read_all(sock)
+            assert answer.startswith(b"HTTP/1.1 429"), answer[:100]
+            assert b"too_many_connections" in answer
+        # Another address is served meanwhile; the capped one again once a slot is free.
+        other = open_socket(base, "127.0.0.2")
+        other.sendall(b"GET /healthz HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+        assert read_all(other).startswith(b"HTTP/1.1 200")
+        held.pop().close()
+        assert wait_for(lambda: httpx.get(base + "/healthz", timeout=5).status_code == 200, 10)
+    finally:
+        for sock in held + refused:
+            sock.close()
+
+
+@pytest.mark.slow
+def test_headers_and_bodies_that_stop_arriving_time_out(
+    launch: object, upstream: FakeUpstream
+) -> None:
+    base = launch(upstream.base_url, env=SLOW_CLIENT_LIMITS)  # type: ignore[operator, attr-defined]
+    trickle = open_socket(base)
+    trickle.sendall(b"GET /healthz HTTP/1.1\r\nHost: x\r\n")
+    for _ in range(30):  # a header line now and then, never the end of the headers
+        try:
+            trickle.sendall(b"X-Slow: 1\r\n")
+        except OSError:
+            break
+        time.sleep(0.2)
+    assert read_all(trickle) == b""  # closed by the proxy, unanswered
+    stalled = open_socket(base)
+    stalled.sendall(
+        b"POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+        b'Content-Length: 1000\r\n\r\n{"messages": '
+    )
+    answer = read_all(stalled)
+    assert answer.startswith(b"HTTP/1.1 408"), answer[:200]
+    assert b"server.body_timeout_s" in answer
+    assert not [r for r in upstream.requests if r.path == "/v1/chat/completions"]

@@ -10,6 +10,7 @@ from aiohttp.typedefs import Handler
 
 from proxy.config import Settings
 from proxy.http import files, ui
+from proxy.http.body import max_body_bytes
 from proxy.http.chat import chat_completions
 from proxy.http.decisions import decisions_route
 from proxy.http.keys import SERVICES
@@ -25,7 +26,7 @@ def make_app(settings: Settings) -> web.Application:
     """The proxy as an aiohttp application; its edges start and stop with it."""
     app = web.Application(
         middlewares=[proxy_middleware],
-        client_max_size=int(settings.server.max_body_mb * 1024 * 1024),
+        client_max_size=max_body_bytes(settings.server),
     )
     metrics = Metrics()
 

@@ -4,13 +4,64 @@ from __future__ import annotations
 
 import asyncio
 import json
-from typing import Any
+from collections.abc import Awaitable
+from typing import Any, TypeVar
 
-from proxy.errors import BadRequest
+from aiohttp import web
+
+from proxy.config import ServerSettings
+from proxy.errors import BadRequest, PayloadTooLarge, ProxyError
+
+T = TypeVar("T")
 
 # Bodies (and rewritten bodies) above this size are (de)serialised in a thread: a 60 MB base64
 # PDF takes long enough to stall every other request on the event loop.
 OFF_LOOP_BYTES = 1 << 20
+
+
+def max_body_bytes(server: ServerSettings) -> int:
+    return int(server.max_body_mb * 1024 * 1024)
+
+
+def body_too_large(limit: int) -> PayloadTooLarge:
+    return PayloadTooLarge(
+        "the request body is larger than the proxy's limit (server.max_body_mb): "
+        f"{limit / (1024 * 1024):g} MiB",
+        code="request_too_large",
+    )
+
+
+async def within(step: Awaitable[T], idle_s: float) -> T:
+    """One read of a request body, or a 408 when the client sends nothing for `idle_s`: aiohttp
+    has no body read timeout of its own, and a stalled upload would hold its connection."""
+    try:
+        return await asyncio.wait_for(step, idle_s)
+    except TimeoutError:
+        raise ProxyError(
+            f"the request body stopped arriving (nothing for {idle_s:g} s, server.body_timeout_s)",
+            status=408,
+            code="request_timeout",
+        ) from None
+
+
+def check_received(request: web.Request, limit: int) -> None:
+    """413 once more than `limit` bytes of body have arrived (chunked bodies have no length)."""
+    if request.content.total_bytes > limit:
+        raise body_too_large(limit)
+
+
+async def read_body(request: web.Request, limit: int, idle_s: float) -> bytes:
+    """The whole body, read as it streams in: at most `limit` bytes, no pause over `idle_s`."""
+    if request.content_length is not None and request.content_length > limit:
+        raise body_too_large(limit)
+    chunks = []
+    size = 0
+    while chunk := await within(request.content.readany(), idle_s):
+        size += len(chunk)
+        if size > limit:
+            raise body_too_large(limit)
+        chunks.append(chunk)
+    return b"".join(chunks)
 
 
 async def parse_body(raw: bytes) -> dict[str, Any]:

@@ -8,7 +8,7 @@ import aiohttp
 from aiohttp import web
 
 from proxy.errors import ProxyError
-from proxy.http.body import parse_body, serialise
+from proxy.http.body import max_body_bytes, parse_body, read_body, serialise
 from proxy.http.decorate import decorate_json, decorate_stream
 from proxy.http.keys import CALLER, EXCHANGE, FAILURE, REQUEST_ID, ROUTE, SERVICES, UPSTREAM_SECONDS
 from proxy.http.recording import recorded
@@ -22,13 +22,18 @@ from proxy.upstream.headers import client_response_headers, upstream_request_hea
 from proxy.upstream.relay import relay_response, sse_error_event
 
 
+async def read_request_body(request: web.Request, services: Services) -> bytes:
+    server = services.settings.server
+    return await read_body(request, max_body_bytes(server), server.body_timeout_s)
+
+
 async def prepare_exchange(
     request: web.Request, services: Services, status: StatusChannel | None = None
 ) -> Exchange:
     """Parse the body and run every stage; what would go upstream is then in `exchange.body`."""
     exchange = Exchange(
         request_id=request[REQUEST_ID],
-        body=await parse_body(await request.read()),
+        body=await parse_body(await read_request_body(request, services)),
         caller=request[CALLER],
     )
     request[EXCHANGE] = exchange

@@ -8,7 +8,7 @@ import json
 import socket
 from collections import Counter
 from collections.abc import Callable
-from typing import Any
+from typing import Any, cast
 
 import structlog
 from aiohttp import web
@@ -73,9 +73,9 @@ class GatedProtocol(asyncio.Protocol):
         self.address = str(peer[0]) if isinstance(peer, tuple) else "local"
         if not self.gate.admit(self.address):
             log.debug("connection refused", client=self.address, reason="per-client cap")
-            assert isinstance(transport, asyncio.WriteTransport)
-            transport.write(REFUSAL)
-            transport.close()
+            writer = cast(asyncio.Transport, transport)  # uvloop's are not asyncio subclasses
+            writer.write(REFUSAL)
+            writer.close()
             return
         self.inner = self.make_inner()
         self.inner.connection_made(transport)

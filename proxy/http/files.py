@@ -9,12 +9,15 @@ import os
 from urllib.parse import quote
 
 from aiohttp import BodyPartReader, web
+from aiohttp.http_exceptions import HttpProcessingError
 
 from proxy.errors import BadRequest, ProxyError
 from proxy.files.protocol import FileStore, Owner, Upload
+from proxy.http.body import body_too_large, check_received, max_body_bytes, within
 from proxy.http.keys import CALLER, ROUTE, SERVICES
 
 CHUNK_BYTES = 1 << 20
+MAX_FIELD_BYTES = 1024  # form fields other than the file ('purpose')
 PURPOSES = frozenset({"assistants", "batch", "fine-tune", "vision", "user_data", "evals"})
 
 
@@ -57,51 +60,79 @@ async def abort(upload: Upload) -> None:
 
 
 async def create_file(request: web.Request) -> web.Response:
+    """One upload, streamed to the store: the whole body is bounded by server.max_body_mb and
+    the file by documents.max_file_mb (and the key's quota), checked as the bytes arrive."""
     store = _store(request)
     if not request.content_type.startswith("multipart/"):
         raise BadRequest("upload files as multipart/form-data with fields 'file' and 'purpose'")
-    reader = await request.multipart()
+    server = request.app[SERVICES].settings.server
+    limit, idle_s = max_body_bytes(server), server.body_timeout_s
+    if request.content_length is not None and request.content_length > limit:
+        raise body_too_large(limit)
     purpose: str | None = None
-    stored = None
-    while (part := await reader.next()) is not None:
-        if not isinstance(part, BodyPartReader):
-            continue
-        if part.name == "purpose":
-            purpose = (await part.text()).strip()
-        elif part.name == "file":
-            if stored is not None:
-                raise BadRequest("send one 'file' field per upload", param="file")
-            try:
-                upload = await asyncio.to_thread(store.begin_upload, request[CALLER].name)
-            except OSError as exc:
-                raise storage_error(exc) from exc
-            try:
-                while chunk := await part.read_chunk(CHUNK_BYTES):
-                    await asyncio.to_thread(upload.write, chunk)
+    pending: tuple[Upload, str] | None = None
+    try:
+        reader = await request.multipart()
+        while (part := await within(reader.next(), idle_s)) is not None:
+            check_received(request, limit)
+            if not isinstance(part, BodyPartReader):
+                raise BadRequest("nested multipart bodies are not accepted", param="file")
+            if part.name == "purpose":
+                purpose = (await _small_field(part, request, limit, idle_s)).strip()
+            elif part.name == "file":
+                if pending is not None:
+                    raise BadRequest("send one 'file' field per upload", param="file")
+                try:
+                    upload = await asyncio.to_thread(store.begin_upload, request[CALLER].name)
+                except OSError as exc:
+                    raise storage_error(exc) from exc
                 filename = part.filename or "upload"
                 pending = (upload, filename)
-            except BaseException as exc:
-                await abort(upload)
-                if isinstance(exc, OSError) and not isinstance(exc, ConnectionError):
-                    raise storage_error(exc) from exc  # the disk, not the client going away
-                raise
-            stored = pending
-        else:
-            await part.release()
-    if stored is None:
-        raise BadRequest("the multipart body has no 'file' field", param="file")
-    upload, filename = stored
-    if purpose is None or purpose not in PURPOSES:
-        await abort(upload)
-        raise BadRequest(f"'purpose' must be one of {', '.join(sorted(PURPOSES))}", param="purpose")
-    try:
+                while chunk := await within(part.read_chunk(CHUNK_BYTES), idle_s):
+                    check_received(request, limit)
+                    await asyncio.to_thread(upload.write, chunk)
+            else:
+                while await within(part.read_chunk(CHUNK_BYTES), idle_s):
+                    check_received(request, limit)
+        if pending is None:
+            raise BadRequest("the multipart body has no 'file' field", param="file")
+        if purpose is None or purpose not in PURPOSES:
+            raise BadRequest(
+                f"'purpose' must be one of {', '.join(sorted(PURPOSES))}", param="purpose"
+            )
+        upload, filename = pending
         saved = await asyncio.to_thread(upload.commit, filename, purpose)
     except BaseException as exc:
-        await abort(upload)
-        if isinstance(exc, OSError):
-            raise storage_error(exc) from exc
+        if pending is not None:
+            await abort(pending[0])
+        if isinstance(exc, HttpProcessingError | ValueError):
+            # A malformed multipart body (a header line over 8 KiB, a bad boundary...).
+            raise BadRequest(
+                f"the multipart body is malformed: {_first_line(exc)}",
+                param="file",
+                code="invalid_multipart",
+            ) from None
+        if isinstance(exc, OSError) and not isinstance(exc, ConnectionError):
+            raise storage_error(exc) from exc  # the disk, not the client going away
         raise
     return web.json_response(saved.to_openai())
+
+
+async def _small_field(
+    part: BodyPartReader, request: web.Request, limit: int, idle_s: float
+) -> str:
+    data = b""
+    while chunk := await within(part.read_chunk(1024), idle_s):
+        check_received(request, limit)
+        data += chunk
+        if len(data) > MAX_FIELD_BYTES:
+            raise BadRequest(f"the {part.name!r} field is too long", param=part.name)
+    return data.decode("utf-8", errors="replace")
+
+
+def _first_line(exc: BaseException) -> str:
+    text = getattr(exc, "message", None) or str(exc) or type(exc).__name__
+    return str(text).strip().splitlines()[0][:120]
 
 
 async def list_files(request: web.Request) -> web.Response:

@@ -10,6 +10,7 @@ import time
 
 import structlog
 from aiohttp import web
+from aiohttp.http_exceptions import HttpProcessingError
 from aiohttp.typedefs import Handler
 
 from proxy.config import ApiKey
@@ -121,6 +122,13 @@ async def proxy_middleware(request: web.Request, handler: Handler) -> web.Stream
                 if exc.status < 400:
                     raise
                 response = error_response(_http_exception_error(exc), request_id)
+            except HttpProcessingError as exc:
+                # The body broke HTTP's rules as it was read (bad chunked encoding...).
+                message = str(exc.message).strip().splitlines()[0][:120]
+                response = error_response(
+                    BadRequest(f"malformed request: {message}", code="malformed_request"),
+                    request_id,
+                )
         if not response.prepared and "X-Request-ID" not in response.headers:
             response.headers["X-Request-ID"] = request_id
         status = response.status

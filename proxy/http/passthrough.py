@@ -6,6 +6,7 @@ import aiohttp
 import yarl
 from aiohttp import web
 
+from proxy.http.body import max_body_bytes, read_body
 from proxy.http.keys import REQUEST_ID, SERVICES, UPSTREAM_SECONDS
 from proxy.upstream.forward import Outgoing, forward
 from proxy.upstream.headers import upstream_request_headers
@@ -16,7 +17,8 @@ async def passthrough(request: web.Request) -> web.StreamResponse:
     services = request.app[SERVICES]
     upstream = services.upstream
     request_id = request[REQUEST_ID]
-    body = await request.read()
+    server = services.settings.server
+    body = await read_body(request, max_body_bytes(server), server.body_timeout_s)
     outgoing = Outgoing(
         method=request.method,
         # The raw path and query, still percent-encoded as the client sent them.
