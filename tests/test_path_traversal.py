@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import multiprocessing
 import os
+import time
+from collections import Counter
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -10,6 +13,8 @@ from typing import Any
 import httpx
 import pytest
 
+from proxy.errors import ProxyError
+from proxy.files.paths import read_document_path
 from tests.fakes.upstream import FakeUpstream
 
 SECRET = "SECRET-5f0c1e-do-not-leak"
@@ -131,3 +136,46 @@ def test_without_roots_paths_are_plain_text(
         response = httpx.post(base + CHAT, json=body, timeout=30)
         assert response.status_code == 200, response.text
         assert not leaked(upstream, response)
+
+
+def _swap_until(stop: Any, swaps: Any, sub: Path, parked: Path, outside: Path) -> None:
+    while not stop.is_set():
+        os.rename(sub, parked)
+        os.symlink(outside, sub)
+        time.sleep(0.0005)  # a moment as a link leading out of the root
+        os.unlink(sub)
+        os.rename(parked, sub)
+        swaps.value += 1
+        time.sleep(0.0005)  # a moment as a real directory, so that some reads succeed
+
+
+def test_a_directory_swapped_for_a_link_during_reads_never_leaks(tmp_path: Path) -> None:
+    """Another process swaps docs/sub between a real directory and a link to a directory
+    outside the root, as fast as it can; every read returns the inside file or is refused."""
+    docs, outside = tmp_path / "docs", tmp_path / "outside"
+    (docs / "sub").mkdir(parents=True)
+    outside.mkdir()
+    (docs / "sub" / "a.txt").write_text("inside")
+    (outside / "a.txt").write_text("TOP SECRET")
+    context = multiprocessing.get_context("fork")
+    stop, swaps = context.Event(), context.Value("i", 0)
+    swapper = context.Process(
+        target=_swap_until, args=(stop, swaps, docs / "sub", docs / "parked", outside)
+    )
+    swapper.start()
+    results: Counter[str] = Counter()
+    try:
+        attempts = 0
+        while (results["inside"] < 100 or swaps.value < 200) and attempts < 100_000:
+            attempts += 1
+            try:
+                data = read_document_path({"docs": docs}, "docs/sub/a.txt", "a.txt", 1 << 20)
+            except ProxyError:
+                results["refused"] += 1
+                continue
+            results[data.decode()] += 1
+    finally:
+        stop.set()
+        swapper.join(10)
+    assert results["TOP SECRET"] == 0, results
+    assert results["inside"] >= 100 and swaps.value >= 200, (results, swaps.value)

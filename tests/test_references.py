@@ -9,8 +9,9 @@ from pathlib import Path
 import pytest
 
 from proxy.errors import BadRequest, DocumentError, PayloadTooLarge
+from proxy.files.paths import resolve_document_path
 from proxy.pipeline.references import find_references
-from proxy.pipeline.stages.references import decode_file_data, resolve_document_path
+from proxy.pipeline.stages.references import decode_file_data
 
 
 def file_part(name: str, data: bytes = b"hello") -> dict[str, object]:

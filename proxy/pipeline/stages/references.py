@@ -7,9 +7,9 @@ import base64
 import binascii
 import dataclasses
 import re
-from pathlib import Path, PurePosixPath
 
 from proxy.errors import DocumentError, PayloadTooLarge
+from proxy.files.paths import read_document_path
 from proxy.pipeline.exchange import Exchange
 from proxy.pipeline.references import FileRef, find_references
 from proxy.pipeline.services import Services
@@ -43,50 +43,6 @@ def decode_file_data(name: str, value: str, max_bytes: int) -> bytes:
     return data
 
 
-def resolve_document_path(roots: dict[str, Path], reference: str) -> Path:
-    """`root/relative/path` inside a configured root, or a DocumentError; never outside a root."""
-    refuse = "path_not_allowed"
-    if not roots:
-        raise DocumentError(reference, "path references are off (no documents.roots)", code=refuse)
-    if "\x00" in reference or "\\" in reference:
-        raise DocumentError(reference, "the path contains forbidden characters", code=refuse)
-    root_name, _, relative = reference.partition("/")
-    if root_name not in roots:
-        known = ", ".join(sorted(roots))
-        raise DocumentError(
-            reference, f"unknown document root {root_name!r} (known: {known})", code=refuse
-        )
-    rel = PurePosixPath(relative)
-    if not relative or rel.is_absolute() or any(part in {"..", "."} for part in rel.parts):
-        raise DocumentError(
-            reference, "the path must be relative to the root, without '..'", code=refuse
-        )
-    root = roots[root_name].resolve()
-    try:
-        target = (root / rel).resolve(strict=True)
-    except (FileNotFoundError, NotADirectoryError):
-        raise DocumentError(
-            reference, "no such file in the document root", code="file_not_found"
-        ) from None
-    except (OSError, RuntimeError):
-        raise DocumentError(reference, "the path cannot be resolved", code=refuse) from None
-    if not target.is_relative_to(root):
-        raise DocumentError(reference, "the path leads outside its document root", code=refuse)
-    if not target.is_file():
-        raise DocumentError(reference, "not a regular file", code=refuse)
-    return target
-
-
-def _read_path(path: Path, name: str, max_bytes: int) -> bytes:
-    size = path.stat().st_size
-    if size > max_bytes:
-        raise PayloadTooLarge(
-            f"{name}: the file is larger than documents.max_file_mb ({max_bytes // 1048576} MiB)",
-            code="file_too_large",
-        )
-    return path.read_bytes()
-
-
 async def read_reference(ref: FileRef, services: Services, scope: str | None) -> FileRef:
     """The reference with its bytes (and, for uploads, the stored name and id); a file id is
     looked up among the files `scope` may see (None: an admin's, all of them)."""
@@ -100,8 +56,9 @@ async def read_reference(ref: FileRef, services: Services, scope: str | None) ->
         stored, data = await asyncio.to_thread(services.files.read, ref.locator, scope)
         name = ref.name if ref.name != ref.locator else stored.filename
         return dataclasses.replace(ref, name=name, data=data, file_id=stored.id)
-    path = resolve_document_path(documents.roots, ref.locator)
-    data = await asyncio.to_thread(_read_path, path, ref.name, max_bytes)
+    data = await asyncio.to_thread(
+        read_document_path, documents.roots, ref.locator, ref.name, max_bytes
+    )
     if not data:
         raise DocumentError(ref.name, "the file is empty (0 bytes)", code="empty_file")
     return dataclasses.replace(ref, data=data)
