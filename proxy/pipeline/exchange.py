@@ -58,6 +58,7 @@ class Exchange:
     new_refs: list[FileRef] = field(default_factory=list)
     old_refs: list[FileRef] = field(default_factory=list)
     new_documents: list[ParsedDocument] = field(default_factory=list)
+    document_chars: int = 0  # text of the documents parsed so far (documents.max_request_chars)
     query: str = ""
     decision: Decision = field(default_factory=Decision)
     citations: list[str] = field(default_factory=list)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from proxy.documents.model import ParsedDocument
 from proxy.documents.report import document_record, warning_lines, warnings_header
+from proxy.errors import BadRequest
 from proxy.pipeline.exchange import Exchange
 from proxy.pipeline.references import FileRef
 from proxy.pipeline.services import Services
@@ -12,7 +13,21 @@ from proxy.pipeline.services import Services
 async def parse_refs(
     refs: list[FileRef], exchange: Exchange, services: Services
 ) -> list[ParsedDocument]:
-    documents = [await services.parser.parse(ref.name, ref.data, exchange.status) for ref in refs]
+    """Parse one document after another; once the request's documents hold more text than
+    documents.max_request_chars, a 400 and nothing more is parsed."""
+    limit = services.settings.documents.max_request_chars
+    documents = []
+    for ref in refs:
+        document = await services.parser.parse(ref.name, ref.data, exchange.status)
+        exchange.document_chars += document.char_count
+        if exchange.document_chars > limit:
+            raise BadRequest(
+                f"the request's documents hold more than {limit} characters of text "
+                "(documents.max_request_chars); send fewer or smaller documents",
+                param="messages",
+                code="too_much_text_in_request",
+            )
+        documents.append(document)
     note_documents(exchange, documents)
     return documents
 

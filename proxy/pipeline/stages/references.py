@@ -8,7 +8,7 @@ import binascii
 import dataclasses
 import re
 
-from proxy.errors import DocumentError, PayloadTooLarge
+from proxy.errors import BadRequest, DocumentError, PayloadTooLarge
 from proxy.files.paths import read_document_path
 from proxy.pipeline.exchange import Exchange
 from proxy.pipeline.references import FileRef, find_references
@@ -69,6 +69,15 @@ async def extract_references(exchange: Exchange, services: Services) -> None:
     found = find_references(
         exchange.messages, path_prefix=documents.reference_prefix if documents.roots else None
     )
+    if len(found.refs) > documents.max_files_per_request:
+        # Before any document is read or parsed: each costs a parse, and a body can hold
+        # a thousand tiny file parts.
+        raise BadRequest(
+            f"the request references {len(found.refs)} documents; at most "
+            f"{documents.max_files_per_request} are accepted (documents.max_files_per_request)",
+            param="messages",
+            code="too_many_files",
+        )
     exchange.body["messages"] = found.messages
     exchange.query = found.query
     for ref in found.refs:
