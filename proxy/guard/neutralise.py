@@ -87,9 +87,13 @@ def neutralise(
         text, redacted = _redact_overrides(text)
         if redacted:
             counts["override_phrase"] = redacted
-    text, broken = _break_tokens(text, _matcher(_normalise_extras(extra_tokens)))
+    extras = tuple(extra_tokens)
+    text, broken = _break_tokens(text, _matcher(_normalise_extras(extras)))
     if broken:
         counts["control_token"] = broken
+    text, markers = _break_markers(text, _plain_markers(extras))
+    if markers:
+        counts["turn_marker"] = markers
     by_kind = dict(sorted(counts.items()))
     return Guarded(text, GuardReport(sum(by_kind.values()), by_kind))
 
@@ -236,6 +240,47 @@ def _normalise_extras(extra_tokens: Iterable[str]) -> tuple[str, ...]:
     # A token without a delimiter cannot be broken without changing ordinary words, and one of
     # one or two characters (`|`, `<<`) would break ordinary code and tables: skip those.
     return tuple(sorted(t for t in folded if len(t) >= 3 and _DELIMITERS & set(t)))
+
+
+def _plain_markers(extra_tokens: tuple[str, ...]) -> tuple[str, ...]:
+    # Turn markers written in plain text (Alpaca's `### Instruction:`, `USER:`): no delimiter
+    # to swap, but punctuation or spaces, so never an ordinary word. Plain words are skipped.
+    return tuple(
+        sorted(
+            {
+                token.strip()
+                for token in extra_tokens
+                if len(token.strip()) >= 3
+                and not _DELIMITERS & set(token)
+                and re.search(r"[^\w\s]|\w\s+\w", token.strip())
+            }
+        )
+    )
+
+
+@lru_cache(maxsize=64)
+def _marker_pattern(markers: tuple[str, ...]) -> re.Pattern[str]:
+    alternatives = sorted(markers, key=lambda m: (-len(m), m))
+    return re.compile("|".join(re.escape(m) for m in alternatives), re.IGNORECASE)
+
+
+# A thin space after a marker's first character: still readable, no longer the marker, kept by
+# the invisible filter (it is a space) and matched by nothing on a second pass: idempotent.
+_MARKER_BREAK = "\u2009"
+
+
+def _break_markers(text: str, markers: tuple[str, ...]) -> tuple[str, int]:
+    if not markers:
+        return text, 0
+    count = 0
+
+    def split(match: re.Match[str]) -> str:
+        nonlocal count
+        count += 1
+        found = match.group(0)
+        return found[0] + _MARKER_BREAK + found[1:]
+
+    return _marker_pattern(markers).sub(split, text), count
 
 
 @lru_cache(maxsize=64)

@@ -7,6 +7,7 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from proxy.errors import BadRequest
+from proxy.guard.names import safe_name
 
 FILE_PART_TYPES = frozenset({"file", "input_file"})
 
@@ -87,6 +88,11 @@ def _text_of(parts: list[Any]) -> str:
     )
 
 
+def attached_marker(name: Any) -> str:
+    """`[attached: name]`, in place of a file part of an earlier message; the name guarded."""
+    return f"[attached: {safe_name(str(name))}]"
+
+
 def _without_file_parts(message: dict[str, Any]) -> dict[str, Any]:
     """A non-user message with any file part replaced by a marker: upstreams reject them, and
     only users attach documents."""
@@ -101,7 +107,7 @@ def _without_file_parts(message: dict[str, Any]) -> dict[str, Any]:
             inner = part.get("file")
             fields: dict[str, Any] = inner if isinstance(inner, dict) else part
             name = fields.get("filename") or fields.get("file_name") or "file"
-            parts.append({"type": "text", "text": f"[attached: {name}]"})
+            parts.append({"type": "text", "text": attached_marker(name)})
         else:
             parts.append(part)
     return {**message, "content": parts}
@@ -146,7 +152,7 @@ def find_references(messages: list[dict[str, Any]], *, path_prefix: str | None) 
                     spec = _spec_from_part(part, where, index, new, len(refs))
                     refs.append(spec)
                     if not new:
-                        parts.append({"type": "text", "text": f"[attached: {spec.name}]"})
+                        parts.append({"type": "text", "text": attached_marker(spec.name)})
                     continue
                 if (
                     pattern is not None

@@ -5,6 +5,7 @@ from __future__ import annotations
 from proxy.documents.model import ParsedDocument
 from proxy.documents.report import document_record, warning_lines, warnings_header
 from proxy.errors import BadRequest
+from proxy.formats.markers import turn_markers
 from proxy.pipeline.exchange import Exchange
 from proxy.pipeline.references import FileRef
 from proxy.pipeline.services import Services
@@ -50,4 +51,16 @@ async def parse_new_documents(exchange: Exchange, services: Services) -> None:
         return
     exchange.status("Deciding how to handle the document(s)...")
     exchange.new_documents = await parse_refs(exchange.new_refs, exchange, services)
-    exchange.control_tokens = await services.introspection.declared_tokens()
+    exchange.control_tokens = (
+        *await services.introspection.declared_tokens(),
+        *format_markers(exchange, services),
+    )
+
+
+def format_markers(exchange: Exchange, services: Services) -> tuple[str, ...]:
+    """With the text adapter, the rendered prompt's own turn markers and stop strings are
+    control tokens too: a document holding `### Instruction:` must not open a turn."""
+    model_settings = services.settings.model_settings(exchange.model)
+    if model_settings.adapter != "text":
+        return ()
+    return turn_markers(services.formats.get(model_settings.format or "chatml"))

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from proxy.guard.names import safe_name
 from proxy.guard.neutralise import GuardReport
 from proxy.pipeline.exchange import Exchange
 from proxy.pipeline.prompts import full_content_prompt
@@ -24,7 +25,7 @@ async def inject_full_content(exchange: Exchange, services: Services) -> None:
     reports: dict[str, GuardReport] = {}
     for document in exchange.new_documents:
         guarded = await services.guarded.document(document, exchange.control_tokens)
-        files.append((document.name, guarded.text))
+        files.append((safe_name(document.name, exchange.control_tokens), guarded.text))
         reports[document.name] = guarded.report
     prompt = full_content_prompt(files, exchange.query)
     exchange.body["messages"] = replace_last_user_text(exchange.messages, prompt)
