@@ -7,7 +7,9 @@ URLs and `enrich` objects. One proxy per test function (not per example) answers
 from __future__ import annotations
 
 import base64
+import contextlib
 import json
+import socket
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -334,3 +336,110 @@ def test_find_references_returns_or_raises_proxy_error(
         parts = msg.get("content")
         if msg.get("role") == "user" and isinstance(parts, list):
             assert not any(isinstance(p, dict) and p.get("type") in FILE_PART_TYPES for p in parts)
+
+
+# -- deep nesting, odd request targets, huge headers --------------------------------------------
+
+
+@settings(SETTINGS, max_examples=25)
+@given(
+    depth=st.integers(min_value=1, max_value=200_000),
+    opener=st.sampled_from(["[", '{"a":']),
+    where=st.sampled_from(["messages", "enrich", "top"]),
+)
+def test_deeply_nested_bodies_never_500(
+    proxy: str, upstream: FakeUpstream, depth: int, opener: str, where: str
+) -> None:
+    closer = "]" if opener == "[" else "}"
+    nested = opener * depth + "1" + closer * depth
+    raw = {
+        "messages": '{"model": "m", "messages": ' + nested + "}",
+        "enrich": '{"messages": [{"role": "user", "content": "q"}], "enrich": ' + nested + "}",
+        "top": nested,
+    }[where]
+    with httpx.Client(timeout=HANG_GUARD_S) as client:
+        before = len(upstream.requests)
+        check_response(post(client, proxy, raw.encode()), upstream, before)
+
+
+odd_targets = st.one_of(
+    st.sampled_from(
+        [
+            "http://evil.example/v1/models",
+            "https://127.0.0.1:1/v1/chat/completions",
+            "//evil.example/v1/models",
+            "/v1/../../etc/passwd",
+            "/%2e%2e/%2e%2e/healthz",
+            "/v1/files/..%2f..%2fblobs",
+            "/v1/models?x=" + "a" * 5000,
+            "/" + "a/" * 2000,
+            "*",
+            "evil.example:443",
+            "/healthz#frag",
+            "/%00",
+            "/v1/chat/completions?stream=true",
+        ]
+    ),
+    st.text(
+        st.characters(min_codepoint=0x21, max_codepoint=0x7E, exclude_characters=" "),
+        min_size=1,
+        max_size=60,
+    ),
+)
+
+
+def raw_exchange(base: str, request: bytes) -> bytes:
+    host, port = base.removeprefix("http://").split(":")
+    with socket.create_connection((host, int(port)), timeout=HANG_GUARD_S) as sock:
+        sock.sendall(request)
+        answer = b""
+        with contextlib.suppress(ConnectionError):
+            while chunk := sock.recv(65536):
+                answer += chunk
+    return answer
+
+
+def status_of(answer: bytes) -> int:
+    assert answer.startswith(b"HTTP/1."), answer[:200]
+    return int(answer.split(b" ", 2)[1])
+
+
+@settings(SETTINGS, max_examples=60)
+@given(target=odd_targets, method=st.sampled_from(["GET", "POST", "DELETE", "OPTIONS"]))
+def test_odd_request_targets_never_500_nor_reach_elsewhere(
+    proxy: str, upstream: FakeUpstream, target: str, method: str
+) -> None:
+    before = len(upstream.requests)
+    answer = raw_exchange(
+        proxy,
+        f"{method} {target} HTTP/1.1\r\nHost: x\r\nContent-Length: 0\r\n"
+        "Connection: close\r\n\r\n".encode(),
+    )
+    status = status_of(answer)
+    event(f"HTTP {status}")
+    assert status < 500, answer[:300]
+    for recorded in upstream.requests[before:]:
+        assert recorded.path.startswith("/"), recorded.path  # never a URL as the path
+
+
+@settings(SETTINGS, max_examples=30)
+@given(
+    size=st.integers(min_value=1, max_value=40_000),
+    where=st.sampled_from(["value", "name", "many", "request-line"]),
+)
+def test_huge_headers_never_500(proxy: str, size: int, where: str) -> None:
+    if where == "value":
+        headers = f"X-Big: {'a' * size}\r\n"
+    elif where == "name":
+        headers = f"X-{'n' * size}: 1\r\n"
+    elif where == "many":
+        headers = "".join(f"X-H{i}: v\r\n" for i in range(min(size, 2000)))
+    else:
+        headers = ""
+    path = "/healthz" if where != "request-line" else "/healthz?" + "q" * size
+    answer = raw_exchange(
+        proxy, f"GET {path} HTTP/1.1\r\nHost: x\r\n{headers}Connection: close\r\n\r\n".encode()
+    )
+    status = status_of(answer)
+    event(f"HTTP {status}")
+    assert status < 500 or status == 503, answer[:300]  # 503: /healthz of a degraded upstream
