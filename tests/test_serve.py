@@ -16,6 +16,8 @@ from pathlib import Path
 import httpx
 import pytest
 
+from proxy.config import load_settings
+from proxy.serve import exposure_warning
 from tests.fakes.upstream import FakeUpstream
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -265,3 +267,56 @@ def test_headers_and_bodies_that_stop_arriving_time_out(
     assert answer.startswith(b"HTTP/1.1 408"), answer[:200]
     assert b"server.body_timeout_s" in answer
     assert not [r for r in upstream.requests if r.path == "/v1/chat/completions"]
+
+
+@pytest.mark.parametrize(
+    ("host", "keys", "warned"),
+    [
+        ("0.0.0.0", [], True),
+        ("::", [], True),
+        ("proxy.internal", [], True),
+        ("127.0.0.1", [], False),
+        ("::1", [], False),
+        ("localhost", [], False),
+        ("0.0.0.0", ["a-long-enough-key-0001"], False),
+    ],
+)
+def test_listening_beyond_loopback_without_keys_warns(
+    host: str, keys: list[str], warned: bool
+) -> None:
+    settings = load_settings(
+        None, environ={}, overrides={"server": {"host": host, "api_keys": keys}}
+    )
+    warning = exposure_warning(settings)
+    assert (warning is not None) == warned
+    if warning:
+        assert "server.api_keys" in warning and host in warning
+
+
+def test_the_warning_is_logged_at_start(upstream: FakeUpstream, tmp_path: Path) -> None:
+    log = tmp_path / "stderr.txt"
+    port = free_port()
+    with log.open("wb") as err:
+        process = subprocess.Popen(
+            [
+                sys.executable,
+                "-m",
+                "proxy",
+                "--upstream",
+                upstream.base_url,
+                "--host",
+                "0.0.0.0",
+                "--port",
+                str(port),
+            ],  # type: ignore[attr-defined]
+            cwd=ROOT,
+            env={**os.environ, "PROXY__SERVER__DATA_DIR": str(tmp_path / "data")},
+            stderr=err,
+            start_new_session=True,
+        )
+        try:
+            assert wait_for(lambda: b"listening" in log.read_bytes(), 60)
+        finally:
+            os.killpg(process.pid, signal.SIGKILL)
+            process.wait(10)
+    assert b"without server.api_keys" in log.read_bytes()
