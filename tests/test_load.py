@@ -25,7 +25,7 @@ import httpx
 import pytest
 
 from proxy.config import load_settings
-from proxy.files.store import Upload
+from proxy.files.store import DiskUpload
 from proxy.http.app import make_app
 from proxy.http.keys import SERVICES
 from tests.fakes.embeddings import FakeEmbeddings
@@ -331,16 +331,16 @@ def test_disk_full_for_the_files_store(
     base = make_proxy()
     data_dir = tmp_path / "data"
     content = b"Stored text, line after line.\n" * 100_000  # ~3 MiB: several chunks
-    written = Upload.write
+    written = DiskUpload.write
 
-    def write_then_fail(self: Upload, chunk: bytes) -> None:
+    def write_then_fail(self: DiskUpload, chunk: bytes) -> None:
         written(self, chunk)  # part of the file is on disk when the disk fills up
         raise OSError(errno.ENOSPC if where == "write" else errno.EIO, "simulated")
 
     if where == "fsync":
         monkeypatch.setattr(os, "fsync", disk_full)
     else:
-        monkeypatch.setattr(Upload, "write", write_then_fail)
+        monkeypatch.setattr(DiskUpload, "write", write_then_fail)
     response = upload(base, content)
     error = assert_openai_error(response)
     print(f"disk {where}: {response.status_code} {error}")

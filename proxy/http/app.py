@@ -58,10 +58,11 @@ def make_app(settings: Settings) -> web.Application:
     files.add_routes(app)
     # What the proxy serves itself is never forwarded, whatever the method: other methods on
     # these paths are a 405 here, not a request the upstream receives with our upstream key.
-    for resource in list(app.router.resources()):
-        assert isinstance(resource, web.Resource)
-        allowed = sorted({route.method for route in resource} - {"HEAD"})
-        resource.add_route("*", not_allowed(allowed))
+    allowed: dict[str, set[str]] = {}
+    for route in app.router.routes():
+        allowed.setdefault(route.resource.canonical, set()).add(route.method)  # type: ignore[union-attr]
+    for path, methods in allowed.items():
+        app.router.add_route("*", path, not_allowed(sorted(methods - {"HEAD"})))
     app.router.add_route("*", "/v1/files/{tail:.*}", not_found)
     app.router.add_route("*", "/{tail:.*}", passthrough)
     return app
