@@ -15,9 +15,9 @@ from tests.test_enrich import ask, text_part
 from tests.test_retrieval_flow import SMALL_CHUNKS, retrieval_body
 
 KEYS = [
-    {"name": "team-a", "key": "key-a"},
-    {"name": "team-b", "key": "key-b"},
-    {"name": "ops", "key": "key-ops", "admin": True},
+    {"name": "team-a", "key": "key-a-0123456789"},
+    {"name": "team-b", "key": "key-b-0123456789"},
+    {"name": "ops", "key": "key-ops-0123456789", "admin": True},
 ]
 
 
@@ -74,11 +74,11 @@ def test_newest_first_and_bounded_by_the_ring(make_proxy: Callable[..., str]) ->
 
 def test_each_key_sees_its_own_requests_and_admins_all(make_proxy: Callable[..., str]) -> None:
     base = make_proxy(server={"api_keys": KEYS})
-    chat(base, ask([text_part("alpha.txt", "a")]), "key-a", **{"X-Request-ID": "from-a"})
-    chat(base, ask([text_part("beta.txt", "b")]), "key-b", **{"X-Request-ID": "from-b"})
-    assert [r["request_id"] for r in decisions(base, "key-a")] == ["from-a"]
-    assert [r["request_id"] for r in decisions(base, "key-b")] == ["from-b"]
-    seen = decisions(base, "key-ops")
+    chat(base, ask([text_part("alpha.txt", "a")]), "key-a-0123456789", **{"X-Request-ID": "from-a"})
+    chat(base, ask([text_part("beta.txt", "b")]), "key-b-0123456789", **{"X-Request-ID": "from-b"})
+    assert [r["request_id"] for r in decisions(base, "key-a-0123456789")] == ["from-a"]
+    assert [r["request_id"] for r in decisions(base, "key-b-0123456789")] == ["from-b"]
+    seen = decisions(base, "key-ops-0123456789")
     assert [(r["request_id"], r["caller"]) for r in seen] == [
         ("from-b", "team-b"),
         ("from-a", "team-a"),

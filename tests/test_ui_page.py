@@ -206,8 +206,8 @@ async def test_a_key_is_asked_for_and_shows_only_its_requests(
     make_proxy: Callable[..., str], browser: Browser
 ) -> None:
     base = make_proxy(server={"api_keys": KEYS})
-    assert chat(base, ask([text_part("alpha.txt", "a")]), "key-a").status_code == 200
-    assert chat(base, ask([text_part("beta.txt", "b")]), "key-b").status_code == 200
+    assert chat(base, ask([text_part("alpha.txt", "a")]), "key-a-0123456789").status_code == 200
+    assert chat(base, ask([text_part("beta.txt", "b")]), "key-b-0123456789").status_code == 200
     await browser.goto(base + "/ui")
     await browser.wait_for("!document.getElementById('key-prompt').hidden", "the key prompt")
     assert await browser.eval("document.getElementById('requests').hidden") is True
@@ -221,7 +221,7 @@ async def test_a_key_is_asked_for_and_shows_only_its_requests(
         "the refusal",
     )
     await browser.eval(
-        "document.getElementById('key-input').value = 'key-b';"
+        "document.getElementById('key-input').value = 'key-b-0123456789';"
         "document.getElementById('key-form').requestSubmit()"
     )
     await browser.wait_for(
@@ -229,7 +229,7 @@ async def test_a_key_is_asked_for_and_shows_only_its_requests(
     )
     assert json.loads(await browser.eval(cards_js(".doc-name"))) == [["beta.txt"]]
     assert await browser.eval("document.getElementById('who').textContent") == "key: team-b"
-    assert await browser.eval("sessionStorage.getItem('enrich-proxy-key')") == "key-b"
+    assert await browser.eval("sessionStorage.getItem('enrich-proxy-key')") == "key-b-0123456789"
     assert await browser.eval("document.cookie") == ""
     await browser.screenshot(ARTIFACTS / "key-b-requests.png")
     assert browser.problems == []
