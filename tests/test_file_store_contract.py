@@ -1,0 +1,104 @@
+"""What every FileStore backend promises (proxy/files/protocol.py), run against each backend:
+a new backend (e.g. S3-compatible) adds itself to BACKENDS and must pass unchanged."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+from proxy.errors import PayloadTooLarge
+from proxy.files.protocol import FileNotFound, FileStore, QuotaExceeded, StoredFile
+from proxy.files.store import DiskFileStore
+
+MakeStore = Callable[..., FileStore]
+BACKENDS: dict[str, Callable[[Path], MakeStore]] = {
+    "disk": lambda root: (
+        lambda max_bytes=1000, quota_bytes=None: DiskFileStore(root, max_bytes, quota_bytes)
+    ),
+}
+
+
+@pytest.fixture(params=sorted(BACKENDS))
+def make_store(request: pytest.FixtureRequest, tmp_path: Path) -> MakeStore:
+    return BACKENDS[request.param](tmp_path)
+
+
+def put(store: FileStore, owner: str, data: bytes, name: str = "a.txt") -> StoredFile:
+    upload = store.begin_upload(owner)
+    upload.write(data)
+    return upload.commit(name, "user_data")
+
+
+def test_a_file_has_its_owner_name_purpose_size_and_digest(make_store: MakeStore) -> None:
+    store = make_store()
+    stored = put(store, "team-a", b"hello", "notes.txt")
+    assert (stored.owner, stored.filename, stored.purpose, stored.bytes) == (
+        "team-a",
+        "notes.txt",
+        "user_data",
+        5,
+    )
+    assert stored.sha256 == "2cf24dba5fb0a30e26e83b2ac5b9e29e1b161e5c1fa7425e73043362938b9824"
+    assert stored.created_at > 0
+    assert store.get(stored.id, "team-a") == stored
+    assert store.read(stored.id, "team-a") == (stored, b"hello")
+    record, handle = store.open(stored.id, "team-a")
+    with handle:
+        assert (record, handle.read()) == (stored, b"hello")
+
+
+def test_another_owner_sees_nothing_and_an_admin_sees_all(make_store: MakeStore) -> None:
+    store = make_store()
+    mine = put(store, "team-a", b"a's")
+    theirs = put(store, "team-b", b"b's")
+    for call in (store.get, store.read, store.open, store.delete):
+        with pytest.raises(FileNotFound):
+            call(mine.id, "team-b")
+    assert [f.id for f in store.list("team-b")] == [theirs.id]
+    assert {f.id for f in store.list(None)} == {mine.id, theirs.id}
+    assert store.read(mine.id, None)[1] == b"a's"
+    assert store.get(mine.id, "team-a") == mine  # untouched by the attempts
+
+
+def test_same_bytes_are_independent_uploads(make_store: MakeStore) -> None:
+    store = make_store()
+    first, second = put(store, "team-a", b"same"), put(store, "team-b", b"same")
+    assert first.id != second.id and first.sha256 == second.sha256
+    assert store.usage("team-a") == store.usage("team-b") == 4
+    store.delete(first.id, "team-a")
+    assert store.read(second.id, "team-b")[1] == b"same"
+    assert store.usage("team-a") == 0
+    with pytest.raises(FileNotFound):
+        store.get(first.id, None)
+
+
+def test_unknown_and_malformed_ids_are_not_found(make_store: MakeStore) -> None:
+    store = make_store()
+    for file_id in ("file-" + "0" * 24, "nope", "../meta/x", ""):
+        with pytest.raises(FileNotFound):
+            store.get(file_id, None)
+
+
+def test_sizes_and_quotas(make_store: MakeStore) -> None:
+    store = make_store(max_bytes=10, quota_bytes=15)
+    too_big = store.begin_upload("team-a")
+    with pytest.raises(PayloadTooLarge):
+        too_big.write(b"x" * 11)
+    too_big.abort()
+    put(store, "team-a", b"x" * 10)
+    over = store.begin_upload("team-a")
+    with pytest.raises(QuotaExceeded):
+        over.write(b"y" * 6)
+    over.abort()
+    put(store, "team-b", b"z" * 10)  # each owner has its own quota
+    assert store.usage("team-a") == store.usage("team-b") == 10
+
+
+def test_an_aborted_upload_leaves_nothing(make_store: MakeStore) -> None:
+    store = make_store()
+    upload = store.begin_upload("team-a")
+    upload.write(b"half")
+    upload.abort()
+    assert store.list(None) == [] and store.usage("team-a") == 0
