@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import ipaddress
 import socket
 
@@ -100,11 +101,17 @@ def _run(settings: Settings, sock: socket.socket, parent: int | None = None) -> 
     configure_logging(settings.server.log_format, settings.server.log_level)
     loop = _event_loop()
     asyncio.set_event_loop(loop)
+    main = loop.create_task(_serve(settings, sock))
     try:
-        loop.run_until_complete(_serve(settings, sock))
+        loop.run_until_complete(main)
     except (web.GracefulExit, KeyboardInterrupt):
-        pass
+        pass  # raised by the signal handler while `main` waits: stop it below, gracefully
     finally:
+        # As aiohttp's run_app does: cancelling `main` runs its `finally`, where
+        # runner.cleanup() stops listening and gives in-flight requests the grace.
+        main.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            loop.run_until_complete(main)
         loop.run_until_complete(loop.shutdown_asyncgens())
         loop.close()
 
