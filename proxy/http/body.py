@@ -7,6 +7,7 @@ import json
 from collections.abc import Awaitable
 from typing import Any, TypeVar
 
+import orjson
 from aiohttp import web
 
 from proxy.config import ServerSettings
@@ -64,15 +65,30 @@ async def read_body(request: web.Request, limit: int, idle_s: float) -> bytes:
     return b"".join(chunks)
 
 
+def _loads(raw: bytes) -> Any:
+    """orjson (5x faster on a small chat body); what it refuses goes to the json module, so
+    what is accepted and the error a client reads stay the json module's (NaN, UTF-16, nesting
+    past orjson's limit, which the json module then refuses with a RecursionError)."""
+    try:
+        return orjson.loads(raw)
+    except orjson.JSONDecodeError:
+        return json.loads(raw)
+
+
+def _dumps(body: dict[str, Any]) -> bytes:
+    """Compact UTF-8 JSON; what orjson refuses (integers past 64 bits, deep nesting) the json
+    module writes or refuses. (A NaN, which only the json module reads, goes upstream as null.)"""
+    try:
+        return orjson.dumps(body)
+    except TypeError:
+        return json.dumps(body, ensure_ascii=False).encode()
+
+
 async def parse_body(raw: bytes) -> dict[str, Any]:
     if not raw:
         raise BadRequest("the request body is empty; expected a JSON object", code="invalid_json")
     try:
-        body = (
-            await asyncio.to_thread(json.loads, raw)
-            if len(raw) > OFF_LOOP_BYTES
-            else json.loads(raw)
-        )
+        body = await asyncio.to_thread(_loads, raw) if len(raw) > OFF_LOOP_BYTES else _loads(raw)
     except RecursionError:
         raise BadRequest(
             "the request body is nested too deeply to read", code="invalid_json"
@@ -87,11 +103,10 @@ async def parse_body(raw: bytes) -> dict[str, Any]:
 
 
 async def serialise(body: dict[str, Any]) -> bytes:
-    def dump() -> bytes:
-        return json.dumps(body, ensure_ascii=False).encode()
-
     try:
-        return await asyncio.to_thread(dump) if text_size(body) > OFF_LOOP_BYTES else dump()
+        if text_size(body) > OFF_LOOP_BYTES:
+            return await asyncio.to_thread(_dumps, body)
+        return _dumps(body)
     except RecursionError:
         raise BadRequest("the request body is nested too deeply", code="invalid_json") from None
 
