@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
+from functools import lru_cache
 
 from multidict import CIMultiDict
 
@@ -24,14 +25,24 @@ HOP_BY_HOP = frozenset(
 )
 
 
+@lru_cache(maxsize=32)
+def _dropped(drop: tuple[str, ...]) -> frozenset[str]:
+    # Callers pass a handful of constant tuples: the set is built once per tuple, not per request.
+    return HOP_BY_HOP | {name.lower() for name in drop}
+
+
 def end_to_end(headers: Mapping[str, str], drop: Iterable[str] = ()) -> CIMultiDict[str]:
     """`headers` minus hop-by-hop ones, those the `Connection` header names, and `drop`."""
-    dropped = HOP_BY_HOP | {name.lower() for name in drop}
-    dropped |= {token.strip().lower() for token in headers.get("Connection", "").split(",")}
-    kept: CIMultiDict[str] = CIMultiDict()
-    for name, value in headers.items():
-        if name.lower() not in dropped:
-            kept.add(name, value)
+    dropped = _dropped(tuple(drop))
+    connection = headers.get("Connection")
+    if connection:
+        dropped = dropped | {token.strip().lower() for token in connection.split(",")}
+    # A copy, then deletions (case-insensitive, every occurrence): cheaper than re-adding each
+    # kept header, and the order of what stays is the client's.
+    kept = CIMultiDict(headers)
+    for name in dropped:
+        if name in kept:
+            del kept[name]
     return kept
 
 
