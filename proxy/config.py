@@ -151,6 +151,11 @@ class ModelSettings(Section):
     tokenizer: Literal["auto", "llamacpp", "vllm", "tiktoken"] | None = None
 
 
+# What a model without a `models:` entry gets; one shared instance (read, never changed), as
+# building a pydantic model on each of a request's lookups costs more than the lookup.
+DEFAULT_MODEL_SETTINGS = ModelSettings()
+
+
 class EmbeddingSettings(Section):
     backend: Literal["default", "openai"] = "default"
     base_url: str | None = None
@@ -208,7 +213,7 @@ class Settings(Section):
             for pattern, settings in self.models.items():
                 if fnmatch.fnmatchcase(model, pattern):
                     return settings
-        return ModelSettings()
+        return DEFAULT_MODEL_SETTINGS
 
 
 class ConfigError(Exception):

@@ -15,8 +15,20 @@ LEVELS = {
 }
 
 
+# The level configured last; `enabled` reads it (a filtered structlog call still builds its
+# arguments, and asking a lazy logger proxy costs more than comparing two numbers).
+_level = logging.INFO
+
+
+def enabled(level: int) -> bool:
+    """Whether a line at `level` would be written: skip building what nobody will read."""
+    return level >= _level
+
+
 def configure_logging(fmt: str = "console", level: str = "info") -> None:
     """Route structlog (and stdlib logging, e.g. aiohttp's) to stderr in the chosen format."""
+    global _level
+    _level = LEVELS[level]
     renderer: structlog.types.Processor = (
         structlog.processors.JSONRenderer()
         if fmt == "json"

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import hmac
+import logging
 import os
 import re
 import time
@@ -13,6 +14,7 @@ from aiohttp import web
 from aiohttp.http_exceptions import HttpProcessingError
 from aiohttp.typedefs import Handler
 
+from proxy import logs
 from proxy.config import ApiKey
 from proxy.errors import BadRequest, PayloadTooLarge, ProxyError
 from proxy.http.keys import CALLER, REQUEST_ID, ROUTE, SERVICES, UPSTREAM_SECONDS
@@ -149,7 +151,7 @@ async def proxy_middleware(request: web.Request, handler: Handler) -> web.Stream
         route = request.get(ROUTE, "passthrough")
         upstream_seconds = request.get(UPSTREAM_SECONDS)
         metrics.observe_request(route, request.method, status, duration, upstream_seconds)
-        if not is_open(request):
+        if logs.enabled(logging.INFO) and not is_open(request):
             log.info(
                 "request",
                 method=request.method,

@@ -37,8 +37,9 @@ class StatusChannel:
         self.lines: list[str] = []
         self.sent = 0
         self.response: web.StreamResponse | None = None
-        self._wake = asyncio.Event()
-        self._stop = asyncio.Event()
+        # Made by the background writer when there is one: most requests never need it.
+        self._wake: asyncio.Event | None = None
+        self._stopped = False
         self._task: asyncio.Task[None] | None = None
         self._timer: asyncio.TimerHandle | None = None
         self._armed = False
@@ -48,7 +49,8 @@ class StatusChannel:
         if not self.enabled:
             return
         self.lines.append(line)
-        self._wake.set()
+        if self._wake is not None:
+            self._wake.set()
         if self._armed and self._timer is None and self._task is None:
             # Requests without documents never get here: no timer, no task, no cost.
             self._timer = asyncio.get_running_loop().call_later(self.delay_s, self._fire)
@@ -59,7 +61,7 @@ class StatusChannel:
 
     def _fire(self) -> None:
         self._timer = None
-        if not self._stop.is_set():
+        if not self._stopped:
             self._task = asyncio.create_task(self._run())
 
     async def _run(self) -> None:
@@ -72,12 +74,13 @@ class StatusChannel:
             },
         )
         self.response = response
+        wake = self._wake = asyncio.Event()
         await response.prepare(self.request)
-        while not self._stop.is_set():
+        while not self._stopped:
             await self._flush()
-            self._wake.clear()
+            wake.clear()
             try:
-                await asyncio.wait_for(self._wake.wait(), KEEPALIVE_S)
+                await asyncio.wait_for(wake.wait(), KEEPALIVE_S)
             except TimeoutError:
                 await response.write(b": keep-alive\n\n")
         await self._flush()
@@ -94,10 +97,11 @@ class StatusChannel:
         if self._timer is not None:
             self._timer.cancel()  # prepared in time: the upstream's response carries everything
             self._timer = None
-        self._stop.set()
+        self._stopped = True
         if self._task is not None:
             # Stopped by a flag, not cancelled: a write is never cut off halfway.
-            self._wake.set()
+            if self._wake is not None:
+                self._wake.set()
             with contextlib.suppress(ConnectionError):
                 await self._task
             self._task = None

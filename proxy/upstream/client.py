@@ -53,28 +53,29 @@ class UpstreamClient:
             return {"Authorization": authorization}
         return {}
 
-    @contextlib.asynccontextmanager
-    async def open(
-        self, method: str, url: str | yarl.URL, **kwargs: Any
-    ) -> AsyncIterator[aiohttp.ClientResponse]:
-        """A request to the upstream, sent again once if a pooled connection turns out dead.
+    async def send(self, method: str, url: str | yarl.URL, **kwargs: Any) -> aiohttp.ClientResponse:
+        """A request to the upstream, sent again once if a pooled connection turns out dead; the
+        caller releases the response.
 
         llama-server may close a keep-alive connection after a stream; the next request on it
         then fails before any byte of it was processed. One retry on a fresh connection is safe.
         """
         kwargs.setdefault("timeout", self.stream_timeout)
-        for attempt in (1, 2):
-            try:
-                response = await self.session.request(method, url, **kwargs)
-            except STALE_CONNECTION:
-                if attempt == 2:
-                    raise
-                continue
-            try:
-                yield response
-            finally:
-                response.release()
-            return
+        try:
+            return await self.session.request(method, url, **kwargs)
+        except STALE_CONNECTION:
+            return await self.session.request(method, url, **kwargs)
+
+    @contextlib.asynccontextmanager
+    async def open(
+        self, method: str, url: str | yarl.URL, **kwargs: Any
+    ) -> AsyncIterator[aiohttp.ClientResponse]:
+        """`send`, released when the block ends."""
+        response = await self.send(method, url, **kwargs)
+        try:
+            yield response
+        finally:
+            response.release()
 
     async def get_json(self, path: str, *, authorization: str | None = None) -> tuple[int, Any]:
         """GET a small JSON document; (status, parsed body or None)."""

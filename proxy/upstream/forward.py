@@ -44,16 +44,20 @@ async def forward(
     """
     sent = time.perf_counter()
     try:
-        async with upstream.open(
+        # `send` and a `finally`, not the `open` context manager: one generator less per request.
+        response = await upstream.send(
             outgoing.method,
             outgoing.url,
             data=outgoing.body,
             headers=outgoing.headers,
             allow_redirects=False,
-        ) as response:
+        )
+        try:
             if on_headers is not None:
                 on_headers(time.perf_counter() - sent)
             return await answer(response)
+        finally:
+            response.release()
     except (TimeoutError, aiohttp.ClientError) as exc:
         error = translate_client_error(exc, upstream.base_url)
         if started is None:

@@ -115,12 +115,14 @@ async def _pump(
     response: web.StreamResponse, source: AsyncIterator[bytes], *, sse: bool, url: str
 ) -> None:
     """Copy bytes as they arrive; if the upstream dies mid-stream, end the SSE stream cleanly."""
-    tail = b""
+    # The last two non-empty chunks, kept by reference: the stream's last two bytes are only
+    # needed if it breaks, so no per-chunk slicing.
+    before = last = b""
     try:
         async for chunk in source:
             if chunk:
                 await response.write(chunk)
-                tail = (tail + chunk[-2:])[-2:]
+                before, last = last, chunk
     except (TimeoutError, aiohttp.ClientError) as exc:
         if not sse:
             # A plain body cut short: closing without write_eof tells the client it is truncated.
@@ -131,6 +133,7 @@ async def _pump(
                 f"upstream {url} broke off the stream: {exc.__class__.__name__}",
                 code="upstream_stream_broken",
             )
+        tail = (before[-1:] + last)[-2:]
         separator = b"" if tail.endswith(b"\n\n") or not tail else b"\n\n"
         await response.write(separator + sse_error_event(error))
     await response.write_eof()

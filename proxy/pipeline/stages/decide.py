@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import logging
 import time
 
 import structlog
 
+from proxy import logs
 from proxy.pipeline.decision import TokenBudget
 from proxy.pipeline.exchange import Exchange
 from proxy.pipeline.services import Services
@@ -38,7 +40,8 @@ async def decide(exchange: Exchange, services: Services) -> None:
         await _choose(exchange, services)
     if record.strategy != Strategy.NONE:
         exchange.response_headers["X-Enrich-Strategy"] = record.strategy
-    log.debug("decision", request_id=exchange.request_id, **record.to_json())
+    if logs.enabled(logging.DEBUG):  # the record as JSON is built only when it is written
+        log.debug("decision", request_id=exchange.request_id, **record.to_json())
 
 
 async def _choose(exchange: Exchange, services: Services) -> None:

@@ -24,7 +24,8 @@ class EnrichObject(BaseModel):
 
 def parse_options(raw: Any, *, default_limit: int, default_threshold: float | None) -> Options:
     if raw is None:
-        raw = {}
+        # Most requests carry no `enrich` object: the defaults, without a pydantic validation.
+        return Options(retrieval_limit=default_limit, affinity_threshold=default_threshold)
     if not isinstance(raw, dict):
         raise BadRequest("'enrich' must be an object", param="enrich")
     try:
