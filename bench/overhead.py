@@ -1,13 +1,21 @@
 """How much the proxy adds: the same load sent direct to a nearly free fake upstream and through
 the proxy in front of it, in interleaved rounds so machine noise hits every target alike.
 
-    python bench/overhead.py            # ~1-2 minutes
-    python bench/overhead.py --quick    # ~20 seconds, rough numbers
+    python bench/overhead.py            # ~2 minutes, ~5 with LiteLLM
+    python bench/overhead.py --quick    # ~30 seconds (~1.5 minutes with LiteLLM), rough numbers
 
-Processes: the fake upstream, the proxy (`python -m proxy`, exactly as deployed) and, if uvloop
-is installed, the same proxy app under uvloop (this file's own runner) each run in their own
-process; the load generator (one aiohttp ClientSession) runs in this process. Prints numbers,
-asserts nothing.
+Processes: the fake upstream, the proxy (`python -m proxy`, exactly as deployed) and the peer
+users would pick instead, LiteLLM's proxy (`litellm --config ...`, an openai-compatible model
+pointing at the same fake upstream), each run in their own process; the load generator (one
+aiohttp ClientSession) runs in this process. Prints numbers, asserts nothing.
+
+LiteLLM lives in a venv of its own (it pins its own aiohttp, pydantic and FastAPI):
+
+    python3 -m venv .bench-venvs/litellm
+    .bench-venvs/litellm/bin/pip install 'litellm[proxy]==1.106.12'
+
+`--litellm PATH` names another `litellm` executable; without one its column is left out with a
+note.
 
 Diagnostics: `--targets direct,proxy,bare-relay` adds a minimal aiohttp relay (the floor any
 aiohttp proxy pays), `proxy-info` the CLI at its default log level, `proxy-alt` with
@@ -218,6 +226,64 @@ def child_main(args: argparse.Namespace) -> int:
     return 0
 
 
+# -- the peer: LiteLLM's proxy ---------------------------------------------------------------
+
+
+def litellm_executable(given: Path | None) -> Path | None:
+    if given is not None:
+        return given if given.exists() else None
+    local = ROOT / ".bench-venvs" / "litellm" / "bin" / "litellm"
+    if local.exists():
+        return local
+    found = shutil.which("litellm")
+    return Path(found) if found else None
+
+
+def litellm_version(executable: Path) -> str:
+    python = executable.with_name("python")
+    probe = "import importlib.metadata as m; print(m.version('litellm'))"
+    with contextlib.suppress(OSError, subprocess.SubprocessError):
+        done = subprocess.run(
+            [str(python), "-c", probe], capture_output=True, text=True, timeout=60, check=False
+        )
+        if done.returncode == 0:
+            return done.stdout.strip()
+    return "(version unknown)"
+
+
+def write_litellm_config(directory: Path, upstream: str) -> Path:
+    """One model, `bench`, served by the fake upstream as an OpenAI-compatible endpoint."""
+    config = directory / "litellm.json"  # JSON is YAML: no YAML writer needed here
+    config.write_text(
+        json.dumps(
+            {
+                "model_list": [
+                    {
+                        "model_name": "bench",
+                        "litellm_params": {
+                            "model": "openai/bench",
+                            "api_base": upstream + "/v1",
+                            "api_key": "unused",
+                        },
+                    }
+                ],
+                "litellm_settings": {"telemetry": False},
+                "general_settings": {"master_key": LITELLM_KEY},
+            }
+        )
+    )
+    # Warnings only, like the proxy under test here: no access line per request.
+    quiet = {"level": "WARNING", "handlers": ["stderr"], "propagate": False}
+    logging_config = {
+        "version": 1,
+        "disable_existing_loggers": False,
+        "handlers": {"stderr": {"class": "logging.StreamHandler", "stream": "ext://sys.stderr"}},
+        "loggers": {name: quiet for name in ("uvicorn", "uvicorn.error", "uvicorn.access")},
+    }
+    (directory / "litellm-logging.json").write_text(json.dumps(logging_config))
+    return config
+
+
 # -- processes -------------------------------------------------------------------------------
 
 
@@ -335,7 +401,9 @@ REQUEST = {
 }
 PLAIN_BODY = json.dumps(REQUEST).encode()
 STREAM_BODY = json.dumps({**REQUEST, "stream": True}).encode()
-HEADERS = {"Content-Type": "application/json", "Authorization": "Bearer bench"}
+# LiteLLM refuses to start without a master key; the other targets forward or ignore it.
+LITELLM_KEY = "sk-bench-4f9c2e7a1b3d5e6f8a9b0c1d2e3f4a5b"
+HEADERS = {"Content-Type": "application/json", "Authorization": f"Bearer {LITELLM_KEY}"}
 
 
 @dataclass
@@ -718,8 +786,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--quick", action="store_true", help="small numbers, ~20 s")
     parser.add_argument(
         "--targets",
-        default="direct,proxy,proxy-uvloop" if uvloop is not None else "direct,proxy",
-        help="comma list of: direct, proxy (python -m proxy), proxy-uvloop, proxy-runner "
+        default="direct,proxy,litellm",
+        help="comma list of: direct, proxy (python -m proxy), litellm (LiteLLM's proxy, left "
+        "out with a note when not installed), proxy-uvloop, proxy-runner "
         "(this file's runner on asyncio, to check it matches the CLI), bare-relay (a minimal "
         "aiohttp relay on asyncio: the floor any aiohttp proxy pays), proxy-info (the CLI at "
         "its default log level, info), proxy-alt (the CLI from --compare-root, to A/B a change)",
@@ -729,6 +798,12 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     )
     parser.add_argument(
         "--proxy-workers", type=int, default=1, help="--workers for the `python -m proxy` targets"
+    )
+    parser.add_argument(
+        "--litellm",
+        type=Path,
+        default=None,
+        help="the litellm executable (default: .bench-venvs/litellm/bin/litellm, else on PATH)",
     )
     parser.add_argument(
         "--compare-root",
@@ -795,6 +870,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.proxy_workers > 1:
         # Several workers refuse the embedded Chroma; these requests never reach a vector store.
         proxy_env["PROXY__VECTOR_STORE__MODE"] = "server"
+    notes: list[str] = []
     for key in keys[1:]:
         port = free_port()
         child_env = proxy_env
@@ -813,9 +889,10 @@ def main(argv: list[str] | None = None) -> int:
                 "--workers",
                 str(args.proxy_workers),
             ]
+            loop_name = "uvloop" if uvloop is not None else "asyncio"
             where = (
                 "separate process, `python -m proxy` "
-                f"(the CLI: asyncio loop, {args.proxy_workers} worker(s))"
+                f"(the CLI: {loop_name} loop, {args.proxy_workers} worker(s))"
             )
             if key == "proxy-info":
                 child_env = {**proxy_env, "PROXY__SERVER__LOG_LEVEL": "info"}
@@ -844,6 +921,34 @@ def main(argv: list[str] | None = None) -> int:
                 args.proxy_log_level,
             ]
             where = f"separate process, make_app(settings) in this file's runner, {loop} loop"
+        elif key == "litellm":
+            executable = litellm_executable(args.litellm)
+            if executable is None:
+                notes.append(
+                    "litellm: not installed, left out (see this file's docstring to install it)"
+                )
+                continue
+            config = write_litellm_config(Path(data_dir), upstream.url)
+            command = [
+                str(executable),
+                "--config",
+                str(config),
+                "--host",
+                HOST,
+                "--port",
+                str(port),
+                "--num_workers",
+                "1",
+                "--log_config",
+                str(config.with_name("litellm-logging.json")),
+            ]
+            child_env = {**env, "LITELLM_LOCAL_MODEL_COST_MAP": "True"}
+            child_env.pop("PYTHONPATH", None)
+            version = litellm_version(executable)
+            where = (
+                f"separate process, LiteLLM proxy {version} (its CLI: uvicorn, 1 worker, "
+                "access log off), openai-compatible model at the fake upstream"
+            )
         elif key == "bare-relay":
             command = [*me, "--role", key, "--port", str(port), "--upstream", upstream.url]
             where = "separate process, this file's minimal aiohttp relay, asyncio loop"
@@ -856,7 +961,7 @@ def main(argv: list[str] | None = None) -> int:
         for child in children.values():
             child.start()
         targets = [Target("direct", "direct", upstream.url, {"upstream": upstream.pid})]
-        for key in keys[1:]:
+        for key in [k for k in keys[1:] if k in children]:
             child = children[key]
             targets.append(
                 Target(key, key, child.url, {"proxy": child.pid, "upstream": upstream.pid})
@@ -868,6 +973,8 @@ def main(argv: list[str] | None = None) -> int:
         )
         results, loads = run_loop(bench(args, children, targets), args.client_loop)
         report(args, children, targets, results, loads, time.perf_counter() - started)
+        for note in notes:
+            print(f"Note: {note}")
     finally:
         for child in reversed(list(children.values())):
             child.stop()
