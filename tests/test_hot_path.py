@@ -10,6 +10,7 @@ from typing import Any
 
 import aiohttp
 import pytest
+import structlog
 from multidict import CIMultiDict
 
 from proxy import logs
@@ -194,7 +195,12 @@ async def test_broken_stream_ends_with_an_error_event(
 # -- log levels -------------------------------------------------------------------------------
 
 
-def test_enabled_follows_the_configured_level() -> None:
+def test_enabled_follows_the_configured_level(monkeypatch: pytest.MonkeyPatch) -> None:
+    # The process-wide set-up is put back afterwards: later tests' loggers must not cache it.
+    saved = structlog.get_config()
+    root = logging.getLogger()
+    handlers, root_level = list(root.handlers), root.level
+    monkeypatch.setattr(logs, "_level", logs._level)
     try:
         logs.configure_logging("json", "warning")
         assert not logs.enabled(logging.INFO)
@@ -202,4 +208,6 @@ def test_enabled_follows_the_configured_level() -> None:
         logs.configure_logging("json", "debug")
         assert logs.enabled(logging.DEBUG)
     finally:
-        logs.configure_logging("console", "info")
+        structlog.configure(**saved)
+        root.handlers[:] = handlers
+        root.setLevel(root_level)
