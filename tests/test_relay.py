@@ -299,3 +299,18 @@ def test_healthz_reports_unreachable_upstream(make_proxy: Callable[..., str]) ->
     health = httpx.get(base + "/healthz")
     assert health.status_code == 503
     assert health.json()["upstream"] == "unreachable"
+
+
+def test_upstream_cookies_are_never_replayed_for_other_clients(
+    make_proxy: Callable[..., str], upstream: FakeUpstream
+) -> None:
+    # Reached by a host name (cookies from bare IP addresses are never kept by aiohttp): a
+    # cookie the upstream sets for one client must not ride along on anyone else's request.
+    host_url = upstream.base_url.replace("127.0.0.1", "localhost")  # type: ignore[attr-defined]
+    base = make_proxy(upstream={"base_url": host_url})
+    upstream.set_cookie = "session=client-A-secret; Path=/"
+    first = httpx.get(base + "/v1/models", headers={"Authorization": "Bearer client-a"})
+    assert first.headers["Set-Cookie"].startswith("session=client-A-secret")  # relayed to A
+    upstream.set_cookie = None
+    httpx.get(base + "/v1/models", headers={"Authorization": "Bearer client-b"})
+    assert "Cookie" not in upstream.last.headers

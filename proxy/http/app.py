@@ -33,7 +33,14 @@ def make_app(settings: Settings) -> web.Application:
     async def edges(app: web.Application) -> AsyncIterator[None]:
         # auto_decompress=False: bytes go back as the upstream encoded them, never decoded twice.
         connector = aiohttp.TCPConnector(limit=0, ttl_dns_cache=300)
-        session = aiohttp.ClientSession(connector=connector, auto_decompress=False, trust_env=False)
+        # DummyCookieJar: a cookie the upstream sets for one client must never be replayed on
+        # another client's request (the session is shared by all of them).
+        session = aiohttp.ClientSession(
+            connector=connector,
+            auto_decompress=False,
+            trust_env=False,
+            cookie_jar=aiohttp.DummyCookieJar(),
+        )
         try:
             services = await build_services(settings, session, metrics)
         except BaseException:

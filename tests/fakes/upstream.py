@@ -65,6 +65,7 @@ class FakeUpstream:
     tokenize_calls: int = 0
     chat_template: str = "chatml"
     required_key: str | None = None  # introspection endpoints answer 401 without it
+    set_cookie: str | None = None  # /v1/models sets this cookie when given
 
     def authorised(self, request: web.Request) -> None:
         if (
@@ -209,7 +210,10 @@ class FakeUpstream:
             card["meta"] = {"n_ctx": self.n_ctx, "n_ctx_train": 32768}
         if self.kind == "vllm":
             card["max_model_len"] = self.n_ctx
-        return web.json_response({"object": "list", "data": [card]})
+        response = web.json_response({"object": "list", "data": [card]})
+        if self.set_cookie:
+            response.headers["Set-Cookie"] = self.set_cookie
+        return response
 
     async def tokenize(self, request: web.Request) -> web.Response:
         self.authorised(request)
