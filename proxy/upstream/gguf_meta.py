@@ -1,0 +1,108 @@
+"""Reads a few string keys from a GGUF file's header (architecture, name, chat template).
+
+Hand-written on purpose: the `gguf` package's GGUFReader materialises every key, including
+a 262k-entry token list as numpy arrays (10 s for the bundled 250 MB Gemma model here); this
+walks the key/value section once with `struct`, skipping arrays by their sizes, in well under
+a second. Bounded: a header that claims absurd counts or sizes is refused, not followed.
+"""
+
+from __future__ import annotations
+
+import mmap
+import struct
+from collections.abc import Collection
+from pathlib import Path
+
+MAGIC = b"GGUF"
+MAX_KEYS = 100_000
+MAX_STRING = 64 * 1024 * 1024
+"""A chat template is a few KB; a string claiming more than this means a corrupt header."""
+MAX_ARRAY = 16 * 1024 * 1024
+
+# GGUF value types (ggml/include/gguf.h, GGUF_TYPE_*) and their fixed sizes in bytes.
+_STRING, _ARRAY = 8, 9
+_FIXED = {0: 1, 1: 1, 2: 2, 3: 2, 4: 4, 5: 4, 6: 4, 7: 1, 10: 8, 11: 8, 12: 8}
+
+WANTED = frozenset({"general.architecture", "general.name", "tokenizer.chat_template"})
+
+
+class GGUFError(ValueError):
+    """The file is not a GGUF file this reader understands."""
+
+
+class _Cursor:
+    def __init__(self, data: mmap.mmap) -> None:
+        self.data = data
+        self.pos = 0
+
+    def take(self, size: int) -> bytes:
+        end = self.pos + size
+        if size < 0 or end > len(self.data):
+            raise GGUFError("truncated GGUF header")
+        chunk = self.data[self.pos : end]
+        self.pos = end
+        return chunk
+
+    def u32(self) -> int:
+        value: int = struct.unpack("<I", self.take(4))[0]
+        return value
+
+    def u64(self) -> int:
+        value: int = struct.unpack("<Q", self.take(8))[0]
+        return value
+
+    def string_bytes(self) -> bytes:
+        size = self.u64()
+        if size > MAX_STRING:
+            raise GGUFError(f"GGUF string of {size} bytes")
+        return self.take(size)
+
+    def skip_value(self, kind: int) -> None:
+        if kind in _FIXED:
+            self.take(_FIXED[kind])
+        elif kind == _STRING:
+            self.string_bytes()
+        elif kind == _ARRAY:
+            item, count = self.u32(), self.u64()
+            if count > MAX_ARRAY:
+                raise GGUFError(f"GGUF array of {count} items")
+            if item in _FIXED:
+                self.take(_FIXED[item] * count)
+            else:
+                for _ in range(count):
+                    self.skip_value(item)
+        else:
+            raise GGUFError(f"unknown GGUF value type {kind}")
+
+
+def read_gguf_strings(path: Path, keys: Collection[str] = WANTED) -> dict[str, str]:
+    """The string values of `keys` found in the file's metadata (absent keys are left out)."""
+    try:
+        with path.open("rb") as fh, mmap.mmap(fh.fileno(), 0, access=mmap.ACCESS_READ) as data:
+            return _read(_Cursor(data), keys)
+    except ValueError as exc:  # mmap of an empty file, or our own GGUFError
+        raise GGUFError(f"{path}: {exc}") from exc
+
+
+def _read(cursor: _Cursor, keys: Collection[str]) -> dict[str, str]:
+    if cursor.take(4) != MAGIC:
+        raise GGUFError("not a GGUF file (bad magic)")
+    version = cursor.u32()
+    if version not in (2, 3):
+        # Version 1 used 32-bit counts; a byte-swapped number means a big-endian file.
+        raise GGUFError(f"unsupported GGUF version {version}")
+    cursor.u64()  # tensor count: the tensors follow the metadata and are not read
+    count = cursor.u64()
+    if count > MAX_KEYS:
+        raise GGUFError(f"GGUF header claims {count} keys")
+    found: dict[str, str] = {}
+    for _ in range(count):
+        key = cursor.string_bytes().decode("utf-8", errors="replace")
+        kind = cursor.u32()
+        if kind == _STRING and key in keys:
+            found[key] = cursor.string_bytes().decode("utf-8", errors="replace")
+            if len(found) == len(keys):
+                break
+        else:
+            cursor.skip_value(kind)
+    return found
