@@ -7,6 +7,7 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from proxy.formats.sandbox import TemplateRejected, compile_template, render_template
+from proxy.formats.tools import ToolConvention
 
 PRESET_VERSION = 2
 """Current version of the preset JSON; older versions are migrated on import."""
@@ -20,6 +21,10 @@ SystemMode = Literal["native", "merge_first_user", "merge_last_user", "as_user"]
 - merge_first_user / merge_last_user: leading system text is prepended to the first / last
   user message (Gemma, Mistral v1 / Mistral v3), other system messages render as user turns;
 - as_user: every system message renders with the `user` template."""
+
+ToolMode = Literal["native", "as_user"]
+"""How tool results are rendered: with the `tool` template, or as user turns (families without
+a tool role: Gemma, Mistral v1)."""
 
 
 class RoleTemplate(BaseModel):
@@ -46,10 +51,17 @@ class Templates(BaseModel):
     user: RoleTemplate
     assistant: RoleTemplate
     tool: RoleTemplate
+    tool_calls: RoleTemplate | None = None
+    """An assistant message that calls tools (`content`: the calls as the format's tool
+    convention writes them); None: the assistant template."""
 
     def for_role(self, role: Role) -> RoleTemplate:
         result: RoleTemplate = getattr(self, role)
         return result
+
+    def all(self) -> list[tuple[str, RoleTemplate]]:
+        named: list[tuple[str, RoleTemplate]] = [(role, self.for_role(role)) for role in ROLES]
+        return named + ([("tool_calls", self.tool_calls)] if self.tool_calls else [])
 
 
 _MARK = "\x00194712\x00"
@@ -62,6 +74,9 @@ class InstructFormat(BaseModel):
 
     version: Literal[2] = 2
     name: str = Field(pattern=r"^[a-z0-9][a-z0-9._-]{0,63}$")
+    aliases: list[str] = Field(default_factory=list)
+    """More names it answers to, matched case-insensitively (a SillyTavern preset: the name
+    SillyTavern shows, e.g. `Llama 3 Instruct`)."""
     description: str = ""
     source: str = ""
     """Where the rendering comes from (official template URL or repo+path)."""
@@ -82,11 +97,18 @@ class InstructFormat(BaseModel):
     user_alignment_message: str = ""
     """When set, a user message with this text is inserted if the first non-system message
     is not from the user (SillyTavern's `user_alignment_message`)."""
+    alternate_roles: bool = False
+    """The family requires user/assistant turns to alternate (Mistral, Gemma): consecutive
+    messages of one role are merged, and a conversation that cannot alternate is a 400."""
+    merge_separator: str = "\n\n"
+    """Between the texts of merged consecutive messages."""
+    tool_convention: ToolConvention = "json"
+    tool_mode: ToolMode = "native"
 
     @model_validator(mode="after")
     def _check_templates(self) -> InstructFormat:
-        for role in ROLES:
-            for source in self.templates.for_role(role).sources():
+        for role, template in self.templates.all():
+            for source in template.sources():
                 _validate_template(self.name, role, source)
         if any(not s for s in self.stop):
             raise ValueError("stop strings must not be empty")

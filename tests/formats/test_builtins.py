@@ -121,14 +121,14 @@ TOOL_CONV = [
 @pytest.mark.parametrize(
     ("name", "expected"),
     [
-        ("chatml", '<|im_start|>tool\n{"temp": 21}<|im_end|>\n'),
-        ("llama3", '<|start_header_id|>ipython<|end_header_id|>\n\n{"temp": 21}<|eot_id|>'),
-        ("mistral-v3", '[TOOL_RESULTS] {"content": {"temp": 21}}[/TOOL_RESULTS]'),
-        ("mistral-v3-tekken", '[TOOL_RESULTS]{"content": {"temp": 21}}[/TOOL_RESULTS]'),
+        ("chatml", '<|im_start|>user\n<tool_response>\n{"temp": 21}\n</tool_response><|im_end|>\n'),
+        ("llama3", '<|start_header_id|>ipython<|end_header_id|>\n\n"{\\"temp\\": 21}"<|eot_id|>'),
+        ("mistral-v3", '[TOOL_RESULTS] {"content": {"temp": 21}, "call_id": "000000000"}[/TOOL_RESULTS]'),  # noqa: E501
+        ("mistral-v3-tekken", '[TOOL_RESULTS]{"content": {"temp": 21}, "call_id": "000000000"}[/TOOL_RESULTS]'),  # noqa: E501
         ("gemma", '<start_of_turn>user\n{"temp": 21}<end_of_turn>\n'),
-        ("command-r", '<|SYSTEM_TOKEN|><results>\n{"temp": 21}\n</results><|END_OF_TURN_TOKEN|>'),
+        ("command-r", '<|SYSTEM_TOKEN|><results>\n{"temp": 21}</results><|END_OF_TURN_TOKEN|>'),
     ],
-)
+)  # fmt: skip
 def test_tool_messages(name: str, expected: str) -> None:
     prompt = render_prompt(REGISTRY.get(name), TOOL_CONV, add_generation_prompt=False)
     assert prompt.endswith(expected)
@@ -141,11 +141,12 @@ def test_system_without_user_in_folding_formats() -> None:
     )
 
 
-def test_later_system_message_becomes_user_turn_in_gemma() -> None:
+def test_later_system_message_joins_the_user_turn_in_gemma() -> None:
+    # A user turn of its own would break Gemma's alternation: it is merged into the one before.
     messages = [*NO_SYSTEM, {"role": "system", "content": "Answer in French."}]
     prompt = render_prompt(REGISTRY.get("gemma"), messages)
     assert prompt.endswith(
-        "<start_of_turn>user\nAnswer in French.<end_of_turn>\n<start_of_turn>model\n"
+        "<start_of_turn>user\nWho are you\n\nAnswer in French.<end_of_turn>\n<start_of_turn>model\n"
     )
 
 
