@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable
+from pathlib import Path
 
 import httpx
 import openai
@@ -122,3 +124,88 @@ def test_even_the_minimum_does_not_fit(
     assert error["code"] == "context_length_exceeded"
     assert "30" in error["message"]
     assert not [r for r in upstream.requests if r.path == "/v1/chat/completions"]
+
+
+def test_format_by_its_sillytavern_name_and_any_case(
+    make_proxy: Callable[..., str], upstream: FakeUpstream, tmp_path: Path
+) -> None:
+    presets = tmp_path / "formats"
+    presets.mkdir()
+    st_llama3 = {
+        "name": "Llama 3 Instruct",
+        "input_sequence": "<|start_header_id|>user<|end_header_id|>\n\n",
+        "output_sequence": "<|start_header_id|>assistant<|end_header_id|>\n\n",
+        "system_sequence": "<|start_header_id|>system<|end_header_id|>\n\n",
+        "input_suffix": "<|eot_id|>",
+        "output_suffix": "<|eot_id|>",
+        "system_suffix": "<|eot_id|>",
+        "stop_sequence": "<|eot_id|>",
+        "wrap": False,
+    }
+    (presets / "Llama 3 Instruct.json").write_text(json.dumps(st_llama3))
+    base = make_proxy(
+        models={
+            "st-*": {"adapter": "text", "format": "Llama 3 Instruct"},
+            "mixed-*": {"adapter": "text", "format": "ChatML"},
+        },
+        formats={"presets_dir": str(presets)},
+    )
+    messages = [{"role": "user", "content": "Hi"}]
+    httpx.post(base + "/v1/chat/completions", json={"model": "st-8b", "messages": messages})
+    assert upstream.last_to("/v1/completions").json["prompt"] == (
+        "<|start_header_id|>user<|end_header_id|>\n\nHi<|eot_id|>"
+        "<|start_header_id|>assistant<|end_header_id|>\n\n"
+    )
+    httpx.post(base + "/v1/chat/completions", json={"model": "mixed-1", "messages": messages})
+    assert upstream.last_to("/v1/completions").json["prompt"].startswith("<|im_start|>user\nHi")
+
+
+def test_tool_calls_reach_a_text_upstream_in_the_models_convention(
+    make_proxy: Callable[..., str], upstream: FakeUpstream
+) -> None:
+    base = make_proxy(models={"base-*": {"adapter": "text", "format": "chatml"}})
+    client = openai.OpenAI(base_url=base + "/v1", api_key="k", max_retries=0)
+    client.chat.completions.create(
+        model="base-7b",
+        messages=[
+            {"role": "user", "content": "Weather in Oslo?"},
+            {
+                "role": "assistant",
+                "content": None,
+                "tool_calls": [
+                    {
+                        "id": "call_1",
+                        "type": "function",
+                        "function": {"name": "weather", "arguments": '{"city": "Oslo"}'},
+                    }
+                ],
+            },
+            {"role": "tool", "tool_call_id": "call_1", "content": "snow"},
+        ],
+    )
+    prompt = upstream.last_to("/v1/completions").json["prompt"]
+    assert (
+        '<|im_start|>assistant\n<tool_call>\n{"name": "weather", "arguments": {"city": "Oslo"}}'
+        "\n</tool_call><|im_end|>\n<|im_start|>user\n<tool_response>\nsnow\n</tool_response>"
+        "<|im_end|>\n<|im_start|>assistant\n"
+    ) in prompt
+
+
+def test_roles_that_cannot_alternate_are_a_400_before_the_upstream(
+    make_proxy: Callable[..., str], upstream: FakeUpstream
+) -> None:
+    base = make_proxy(models={"base-*": {"adapter": "text", "format": "Mistral"}})
+    response = httpx.post(
+        base + "/v1/chat/completions",
+        json={
+            "model": "base-7b",
+            "messages": [
+                {"role": "assistant", "content": "I start."},
+                {"role": "user", "content": "Hi"},
+            ],
+        },
+    )
+    assert response.status_code == 400
+    error = response.json()["error"]
+    assert error["code"] == "roles_must_alternate" and "messages[0]" in error["message"]
+    assert not [r for r in upstream.requests if r.path == "/v1/completions"]

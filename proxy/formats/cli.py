@@ -68,7 +68,9 @@ def _run(args: argparse.Namespace) -> int:
     registry = FormatRegistry(user_dir=args.dir)
     if args.command == "list":
         for name in registry.names():
-            print(f"{name:20} {registry.get(name).description}")
+            fmt = registry.get(name)
+            also = f" (also: {', '.join(fmt.aliases)})" if fmt.aliases else ""
+            print(f"{name:20} {fmt.description}{also}")
     elif args.command == "export":
         print(json.dumps(export_preset(registry.get(args.name)), indent=2, ensure_ascii=False))
     elif args.command == "show":

@@ -140,8 +140,16 @@ def load_preset_file(path: Path) -> InstructFormat:
         raise PresetError(f"{path}: {exc.message}") from exc
 
 
+def _key(name: str) -> str:
+    return name.strip().casefold()
+
+
 class FormatRegistry:
-    """Formats by name: built-ins, then a user preset dir, then inline config (later wins)."""
+    """Formats by name: built-ins, then a user preset dir, then inline config (later wins).
+
+    Names and aliases match case-insensitively: `ChatML`, `chatml` and an imported
+    SillyTavern preset's own title (`Llama 3 Instruct`) all find their format.
+    """
 
     def __init__(
         self,
@@ -167,22 +175,34 @@ class FormatRegistry:
                 }
             )
             try:
-                self._formats[key] = import_any(fields, name=key)
+                fmt = import_any(fields, name=_key(key))
             except BadRequest as exc:
                 raise PresetError(f"formats.{key}: {exc.message}") from exc
+            if key != fmt.name:
+                fmt = fmt.model_copy(update={"aliases": [*fmt.aliases, key]})
+            self._formats[fmt.name] = fmt
+        # Later formats' aliases win over earlier ones'; a name always wins over an alias.
+        self._aliases: dict[str, str] = {}
+        for fmt in self._formats.values():
+            for alias in fmt.aliases:
+                self._aliases[_key(alias)] = fmt.name
 
     def names(self) -> list[str]:
         return sorted(self._formats)
 
     def get(self, name: str) -> InstructFormat:
-        try:
-            return self._formats[name]
-        except KeyError:
+        key = _key(name)
+        found = self._formats.get(key) or self._formats.get(self._aliases.get(key, ""))
+        if found is None:
             raise BadRequest(
                 f"unknown instruct format {name!r}; known formats: {', '.join(self.names())}",
                 code="unknown_format",
                 param="format",
-            ) from None
+            )
+        return found
 
     def __contains__(self, name: object) -> bool:
-        return name in self._formats
+        if not isinstance(name, str):
+            return False
+        key = _key(name)
+        return key in self._formats or key in self._aliases

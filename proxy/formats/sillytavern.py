@@ -102,9 +102,12 @@ def sillytavern_to_preset(data: Mapping[str, Any], *, name: str | None = None) -
 
     seq_text = " ".join(str(v) for k, v in st.items() if isinstance(v, str) and k != "name")
     title = _text(st, "name")
+    preset_name = name or slug(title)
     return {
         "version": PRESET_VERSION,
-        "name": name or slug(title),
+        "name": preset_name,
+        # The name SillyTavern shows (`Llama 3 Instruct`) finds it too.
+        "aliases": [title] if title and title != preset_name else [],
         "description": f"Imported from the SillyTavern instruct preset {title!r}",
         "source": "SillyTavern instruct preset",
         "system_mode": "native",

@@ -119,3 +119,17 @@ def test_registry_bad_file_names_the_file(tmp_path: Path) -> None:
     (tmp_path / "bad.json").write_text("{not json")
     with pytest.raises(PresetError, match=r"bad\.json"):
         FormatRegistry(user_dir=tmp_path)
+
+
+def test_names_match_case_insensitively() -> None:
+    registry = FormatRegistry(inline={"My-Format": {"name": "x", **_inline_chatml()}})
+    assert registry.get("ChatML").name == "chatml"
+    assert registry.get(" MISTRAL-v3 ").name == "mistral-v3"
+    assert registry.get("my-format").name == "my-format"
+    assert registry.get("MY-FORMAT") is registry.get("My-Format")
+    assert "Gemma" in registry and "gemmaa" not in registry
+
+
+def _inline_chatml() -> dict[str, Any]:
+    fields = export_preset(FormatRegistry().get("chatml"))
+    return {k: v for k, v in fields.items() if k not in ("name", "version")}

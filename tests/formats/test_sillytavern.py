@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -204,3 +206,32 @@ def test_invalid_st_presets(bad: dict[str, Any]) -> None:
 def test_slug() -> None:
     assert slug("Llama 3 Instruct") == "llama-3-instruct"
     assert slug("!!!") == "sillytavern"
+
+
+# As SillyTavern's default/content/presets/instruct/Llama 3 Instruct.json has it (fields that
+# change nothing here left out).
+ST_LLAMA3: dict[str, Any] = {
+    "input_sequence": "<|start_header_id|>user<|end_header_id|>\n\n",
+    "output_sequence": "<|start_header_id|>assistant<|end_header_id|>\n\n",
+    "system_sequence": "<|start_header_id|>system<|end_header_id|>\n\n",
+    "stop_sequence": "<|eot_id|>",
+    "wrap": False,
+    "names_behavior": "force",
+    "output_suffix": "<|eot_id|>",
+    "input_suffix": "<|eot_id|>",
+    "system_suffix": "<|eot_id|>",
+    "system_same_as_user": False,
+    "name": "Llama 3 Instruct",
+}
+
+
+def test_an_imported_preset_answers_to_its_sillytavern_name(tmp_path: Path) -> None:
+    fmt = import_sillytavern(ST_LLAMA3)
+    assert fmt.name == "llama-3-instruct" and fmt.aliases == ["Llama 3 Instruct"]
+    (tmp_path / f"{fmt.name}.json").write_text(json.dumps(export_preset(fmt)))
+    registry = FormatRegistry(user_dir=tmp_path)
+    for name in ("Llama 3 Instruct", "llama 3 instruct", "LLAMA-3-INSTRUCT"):
+        assert registry.get(name) == fmt
+    assert render_prompt(fmt, CONV) == render_prompt(registry.get("llama3"), CONV)
+    # The name SillyTavern shows for ChatML is the built-in's own name: one format either way.
+    assert import_sillytavern(ST_CHATML).aliases == ["ChatML"]
