@@ -112,6 +112,24 @@ def test_short_conversations_are_not_counted(
     assert upstream.tokenize_calls == 0
 
 
+def test_tool_call_arguments_count_towards_the_shortcut(
+    make_proxy: Callable[..., str], upstream: FakeUpstream
+) -> None:
+    upstream.n_ctx = 400
+    base = make_proxy()
+    upstream.tokenize_calls = 0
+    call = {"id": "c1", "type": "function", "function": {"name": "f", "arguments": "x" * 3000}}
+    messages = [
+        {"role": "user", "content": "hi"},
+        {"role": "assistant", "content": None, "tool_calls": [call]},
+        {"role": "tool", "tool_call_id": "c1", "content": "ok"},
+        {"role": "user", "content": "go on"},
+    ]
+    httpx.post(base + "/v1/chat/completions", json={"messages": messages, "max_tokens": 10})
+    # 3 KB of arguments cannot be assumed to fit 400 tokens without counting.
+    assert upstream.tokenize_calls > 0
+
+
 def test_even_the_minimum_does_not_fit(
     make_proxy: Callable[..., str], upstream: FakeUpstream
 ) -> None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 from proxy.formats import (
@@ -38,6 +39,9 @@ def surely_fits(messages: list[dict[str, Any]], limit: int) -> bool:
                     size += len(part["text"].encode())
                 else:
                     return False  # images and other parts: count properly
+        if message.get("tool_calls"):
+            # Rendered into the prompt too (as JSON in most formats' conventions).
+            size += len(json.dumps(message["tool_calls"], ensure_ascii=False).encode())
         size += TEMPLATE_TOKENS_PER_MESSAGE
     return size <= limit
 
