@@ -43,7 +43,7 @@ def serve_parser() -> argparse.ArgumentParser:
     parser.add_argument(
         "--spawn-llama-server",
         action="store_true",
-        help="start a local llama-server (upstream.spawn.enabled) and proxy to it",
+        help="start a local llama.cpp server (upstream.spawn.enabled) and proxy to it",
     )
     return parser
 
