@@ -11,8 +11,8 @@ from typing import Any
 import httpx
 import pytest
 
-from proxy.app import make_app
 from proxy.config import load_settings
+from proxy.http.app import make_app
 from proxy.upstream.launch import xllamacpp_installed
 from proxy.upstream.spawn import LlamaServer
 from tests.e2e.conftest import CHAT_ARGS, spawn_settings, start_spawned
