@@ -42,6 +42,12 @@ def proxy_for(tmp_path: Path) -> Iterator[Callable[..., str]]:
     thread.close()
 
 
+def embedding_settings(server: str) -> dict[str, Any]:
+    # One thread embeds a 12-page PDF's ~50 passages in one batch: on 2 busy cores that took
+    # over the default 60 s once; the test is about the decision, not the embedder's speed.
+    return {"backend": "openai", "base_url": server + "/v1", "model": "gemma", "timeout_s": 600}
+
+
 def sdk(base: str) -> openai.OpenAI:
     return openai.OpenAI(base_url=base + "/v1", api_key="none", max_retries=0, timeout=300)
 
@@ -109,7 +115,7 @@ def test_real_counts_decide(
 ) -> None:
     base = proxy_for(
         llama_server,
-        embeddings={"backend": "openai", "base_url": llama_embed_server + "/v1", "model": "gemma"},
+        embeddings=embedding_settings(llama_embed_server),
         retrieval={"affinity_threshold": 0.0},
     )
     small = preview(
@@ -277,7 +283,7 @@ def test_openai_embeddings_backend_and_chroma_server(
     host, port = chroma_server
     base = proxy_for(
         llama_server,
-        embeddings={"backend": "openai", "base_url": llama_embed_server + "/v1", "model": "gemma"},
+        embeddings=embedding_settings(llama_embed_server),
         vector_store={"mode": "server", "host": host, "port": port},
     )
     pages = [
@@ -308,7 +314,7 @@ def test_openai_embeddings_backend_and_chroma_server(
     # Indexed in the shared server: a second proxy (another instance) finds it without embedding.
     other = proxy_for(
         llama_server,
-        embeddings={"backend": "openai", "base_url": llama_embed_server + "/v1", "model": "gemma"},
+        embeddings=embedding_settings(llama_embed_server),
         vector_store={"mode": "server", "host": host, "port": port},
     )
     again = httpx.post(other + "/v1/enrich/preview", json=body, timeout=300).json()
