@@ -104,6 +104,9 @@ class SpawnSettings(Section):
 class UpstreamSettings(Section):
     base_url: str = "http://127.0.0.1:8080"
     api_key: str | None = None
+    # POST /v1/responses: chat = translated to Chat Completions (upstreams that only speak chat);
+    # native = the upstream speaks Responses itself, the proxy only enriches input_file parts.
+    responses: Literal["chat", "native"] = "chat"
     connect_timeout_s: float = Field(10, gt=0)
     read_timeout_s: float = Field(600, gt=0)
     tokenizer: Literal["auto", "llamacpp", "vllm", "tiktoken"] = "auto"
@@ -150,6 +153,32 @@ class DocumentSettings(Section):
     max_sheet_columns: int = Field(100, ge=1)
     worker_recycle_mb: float = Field(1024, gt=0)
     ocr: OcrSettings = Field(default_factory=OcrSettings)
+    # input_file parts with a file_url are fetched only under these prefixes (none by default).
+    allowed_url_prefixes: list[str] = Field(default_factory=list)
+    url_timeout_s: float = Field(30, gt=0)
+
+    @field_validator("allowed_url_prefixes")
+    @classmethod
+    def _http_prefixes(cls, value: list[str]) -> list[str]:
+        for prefix in value:
+            if not prefix.startswith(("http://", "https://")):
+                raise ValueError(f"{prefix!r} must start with http:// or https://")
+        return value
+
+
+CitationStyle = Literal["fields", "inline", "both"]
+
+
+class EnrichFields(BaseModel):
+    """The per-request options, as a body's `enrich` object, `X-Enrich-*` headers or a model's
+    defaults give them; strict, so `"5"` is not a number. None means not given."""
+
+    model_config = ConfigDict(extra="forbid", strict=True)
+
+    strategy: Literal["auto", "inject-full-content", "retrieval", "none"] | None = None
+    retrieval_limit: int | None = Field(None, ge=1, le=10)
+    affinity_threshold: float | None = Field(None, ge=0.0, le=1.0)
+    citations: CitationStyle | None = None
 
 
 class ModelSettings(Section):
@@ -157,6 +186,8 @@ class ModelSettings(Section):
     adapter: Literal["chat", "text"] = "chat"
     format: str | None = None
     tokenizer: Literal["auto", "llamacpp", "vllm", "tiktoken"] | None = None
+    enrich: EnrichFields = Field(default_factory=EnrichFields)  # defaults for this model name
+    upstream_model: str | None = None  # an alias: the name sent upstream instead
 
 
 # What a model without a `models:` entry gets; one shared instance (read, never changed), as
@@ -188,6 +219,7 @@ class RetrievalSettings(Section):
     affinity_threshold: float | None = Field(None, ge=0.0, le=1.0)
     chunk_tokens: int = Field(200, ge=16)
     chunk_overlap: int = Field(30, ge=0)
+    citations: CitationStyle = "fields"  # fields | inline ("Sources:" block) | both
 
 
 class GuardSettings(Section):

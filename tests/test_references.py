@@ -66,13 +66,16 @@ def test_path_references_in_text() -> None:
     assert off.refs == []
 
 
-def test_file_url_refused_and_empty_part_refused() -> None:
-    with pytest.raises(BadRequest, match="file_url"):
-        find_references(
-            [{"role": "user", "content": [{"type": "input_file", "file_url": "http://x/a.pdf"}]}],
-            path_prefix=None,
-        )
-    with pytest.raises(BadRequest, match="file_data or file_id"):
+def test_file_url_is_a_reference_and_empty_part_refused() -> None:
+    # Whether the URL may be fetched is decided when it is read (documents.allowed_url_prefixes).
+    found = find_references(
+        [{"role": "user", "content": [{"type": "input_file", "file_url": "http://x/d/a.pdf?v=1"}]}],
+        path_prefix=None,
+    )
+    assert [(r.name, r.origin, r.locator) for r in found.refs] == [
+        ("a.pdf", "url", "http://x/d/a.pdf?v=1")
+    ]
+    with pytest.raises(BadRequest, match="file_data, file_id or file_url"):
         find_references(
             [{"role": "user", "content": [{"type": "file", "file": {}}]}], path_prefix=None
         )

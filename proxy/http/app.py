@@ -18,6 +18,7 @@ from proxy.http.middleware import proxy_middleware
 from proxy.http.operations import healthz, metrics_route
 from proxy.http.passthrough import passthrough
 from proxy.http.preview import preview_route
+from proxy.http.responses import create_response, stored_response
 from proxy.metrics import Metrics
 from proxy.wiring import build_services
 
@@ -59,6 +60,8 @@ def make_app(settings: Settings) -> web.Application:
     app.router.add_get("/healthz", healthz)
     app.router.add_get("/metrics", metrics_route)
     app.router.add_post("/v1/chat/completions", chat_completions)
+    app.router.add_post("/v1/responses", create_response)
+    app.router.add_route("*", "/v1/responses/{tail:.+}", stored_response)
     app.router.add_post("/v1/enrich/preview", preview_route)
     app.router.add_get("/v1/enrich/decisions", decisions_route)
     ui.add_routes(app)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import time
+from typing import Any
 
 import aiohttp
 from aiohttp import web
@@ -16,8 +17,9 @@ from proxy.http.status import StatusChannel
 from proxy.pipeline.exchange import Exchange
 from proxy.pipeline.flow import run_pipeline
 from proxy.pipeline.services import Services
+from proxy.pipeline.stages.options import OPTION_HEADERS
 from proxy.upstream.client import CLIENT_AUTHORIZATION
-from proxy.upstream.forward import Outgoing, forward
+from proxy.upstream.forward import Answer, Outgoing, forward
 from proxy.upstream.headers import client_response_headers, upstream_request_headers
 from proxy.upstream.relay import relay_response, sse_error_event
 
@@ -28,13 +30,24 @@ async def read_request_body(request: web.Request, services: Services) -> bytes:
 
 
 async def prepare_exchange(
-    request: web.Request, services: Services, status: StatusChannel | None = None
+    request: web.Request,
+    services: Services,
+    status: StatusChannel | None = None,
+    body: dict[str, Any] | None = None,
 ) -> Exchange:
-    """Parse the body and run every stage; what would go upstream is then in `exchange.body`."""
+    """Parse the body (unless given, already in chat shape) and run every stage; what would go
+    upstream is then in `exchange.body`."""
     exchange = Exchange(
         request_id=request[REQUEST_ID],
-        body=await parse_body(await read_request_body(request, services)),
+        body=(
+            await parse_body(await read_request_body(request, services)) if body is None else body
+        ),
         caller=request[CALLER],
+        option_headers={
+            name: value
+            for name, value in request.headers.items()
+            if name.lower().startswith("x-enrich-")
+        },
     )
     request[EXCHANGE] = exchange
     if not services.settings.server.api_keys:
@@ -71,6 +84,21 @@ async def chat_completions(request: web.Request) -> web.StreamResponse:
         await started.write_eof()
         return started
     started = await status.finish()
+
+    async def answer(response: aiohttp.ClientResponse) -> web.StreamResponse:
+        return await relay_chat(request, exchange, response, started, status)
+
+    return await forward_exchange(request, services, exchange, answer, started)
+
+
+async def forward_exchange(
+    request: web.Request,
+    services: Services,
+    exchange: Exchange,
+    answer: Answer,
+    started: web.StreamResponse | None,
+) -> web.StreamResponse:
+    """Send the prepared body upstream; `answer` turns the upstream's response into the client's."""
     services.metrics.strategies.labels(exchange.strategy).inc()
     upstream = services.upstream
     headers = upstream_request_headers(
@@ -79,16 +107,13 @@ async def chat_completions(request: web.Request) -> web.StreamResponse:
         request_id=exchange.request_id,
         proxy_keys=bool(services.settings.server.api_keys),
         # We may rewrite the answer, so ask for it unencoded; the body is new JSON.
-        drop=("accept-encoding", "content-type", "content-encoding"),
+        drop=("accept-encoding", "content-type", "content-encoding", *OPTION_HEADERS),
     )
     headers["Content-Type"] = "application/json"
     headers["Accept-Encoding"] = "identity"
     outgoing = Outgoing(
         "POST", upstream.url(exchange.upstream_path), headers, await serialise(exchange.body)
     )
-
-    async def answer(response: aiohttp.ClientResponse) -> web.StreamResponse:
-        return await relay_chat(request, exchange, response, started, status)
 
     def timed(seconds: float) -> None:
         request[UPSTREAM_SECONDS] = seconds

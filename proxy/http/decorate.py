@@ -6,23 +6,29 @@ import json
 from collections.abc import AsyncIterator, Callable
 from typing import Any
 
+from proxy.pipeline.citing import StreamSources, with_sources
 from proxy.pipeline.exchange import Exchange
-from proxy.upstream.sse import data_event, event_json, sse_events
+from proxy.upstream.sse import data_event, event_data, event_json, sse_events
 
 Transform = Callable[[AsyncIterator[bytes]], AsyncIterator[bytes]]
 
 
 def citation_fields(exchange: Exchange) -> dict[str, Any]:
-    if not exchange.citations:
+    if not exchange.citations or exchange.options.citations == "inline":
         return {}
     return {"citations": exchange.citations, "search_results": exchange.search_results}
+
+
+def is_done(event: bytes) -> bool:
+    data = event_data(event)
+    return data is not None and data.strip() == b"[DONE]"
 
 
 def decorate_json(answer: bytes, exchange: Exchange) -> bytes:
     """Add the citations to a non-streamed answer; other answers go back byte for byte."""
     extra = citation_fields(exchange)
     converter = exchange.response_converter
-    if not extra and converter is None:
+    if not extra and converter is None and not exchange.sources_block:
         return answer
     try:
         payload = json.loads(answer)
@@ -32,6 +38,7 @@ def decorate_json(answer: bytes, exchange: Exchange) -> bytes:
         return answer
     if converter is not None:
         payload = converter.convert_json(payload)
+    payload = with_sources(payload, exchange.sources_block)
     payload.update(extra)
     return json.dumps(payload, ensure_ascii=False).encode()
 
@@ -40,30 +47,42 @@ def decorate_stream(exchange: Exchange, preface: bytes) -> Transform | None:
     """A transform of the upstream's SSE bytes, or None when they can go through untouched."""
     extra = citation_fields(exchange)
     converter = exchange.response_converter
-    if not preface and not extra and converter is None:
+    block = exchange.sources_block
+    if not preface and not extra and converter is None and not block:
         return None
 
     async def transform(chunks: AsyncIterator[bytes]) -> AsyncIterator[bytes]:
         if preface:
             yield preface
-        if converter is None and not extra:
+        if converter is None and not extra and not block:
             async for chunk in chunks:
                 yield chunk
             return
         pending = dict(extra)
+        inline = StreamSources(block)
         async for event in sse_events(chunks):
             payload = event_json(event)
-            if converter is not None:
-                for out in converter.convert_event(event, payload):
-                    if pending and isinstance(out, dict) and "choices" in out:
-                        out = {**out, **pending}
-                        pending = {}
-                    yield out if isinstance(out, bytes) else data_event(out)
-                continue
-            if pending and isinstance(payload, dict) and "choices" in payload:
-                yield data_event({**payload, **pending})
-                pending = {}
-                continue
-            yield event
+            outs: list[bytes | dict[str, Any]] = (
+                converter.convert_event(event, payload)
+                if converter is not None
+                else [payload if isinstance(payload, dict) else event]
+            )
+            for out in outs:
+                if isinstance(out, bytes):
+                    if is_done(out):
+                        for last in inline.finish():
+                            yield data_event(last)
+                    yield out
+                    continue
+                decorated = out
+                if pending and "choices" in decorated:
+                    decorated = {**decorated, **pending}
+                    pending = {}
+                pieces = inline.feed(decorated)
+                if converter is None and len(pieces) == 1 and pieces[0] is payload:
+                    yield event  # untouched: byte for byte as the upstream sent it
+                    continue
+                for piece in pieces:
+                    yield data_event(piece)
 
     return transform

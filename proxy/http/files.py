@@ -11,6 +11,7 @@ from urllib.parse import quote
 from aiohttp import BodyPartReader, web
 from aiohttp.http_exceptions import HttpProcessingError
 
+from proxy.documents.naming import basename
 from proxy.errors import BadRequest, ProxyError
 from proxy.files.protocol import FileStore, Owner, Upload
 from proxy.http.body import body_too_large, check_received, max_body_bytes, within
@@ -86,7 +87,8 @@ async def create_file(request: web.Request) -> web.Response:
                     upload = await asyncio.to_thread(store.begin_upload, request[CALLER].name)
                 except OSError as exc:
                     raise storage_error(exc) from exc
-                filename = part.filename or "upload"
+                # A client may send the whole local path; the name is its last part.
+                filename = basename(part.filename or "") or "upload"
                 pending = (upload, filename)
                 while chunk := await within(part.read_chunk(CHUNK_BYTES), idle_s):
                     check_received(request, limit)

@@ -7,6 +7,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
+from proxy.config import CitationStyle
 from proxy.documents.model import ParsedDocument
 from proxy.pipeline.decision import Decision
 from proxy.pipeline.references import FileRef
@@ -32,11 +33,13 @@ ANONYMOUS = Caller()
 
 @dataclass
 class Options:
-    """Per-request settings from the body's `enrich` object, with config defaults filled in."""
+    """Per-request settings (model defaults, `X-Enrich-*` headers, the body's `enrich` object),
+    with config defaults filled in."""
 
     strategy: Strategy = Strategy.AUTO
     retrieval_limit: int = 3
     affinity_threshold: float | None = None
+    citations: CitationStyle = "fields"
 
 
 class ResponseConverter(Protocol):
@@ -54,6 +57,7 @@ class Exchange:
     request_id: str
     body: dict[str, Any]
     caller: Caller = ANONYMOUS
+    option_headers: dict[str, str] = field(default_factory=dict)  # the request's X-Enrich-*
     options: Options = field(default_factory=Options)
     new_refs: list[FileRef] = field(default_factory=list)
     old_refs: list[FileRef] = field(default_factory=list)
@@ -64,6 +68,7 @@ class Exchange:
     citations: list[str] = field(default_factory=list)
     search_results: list[dict[str, Any]] = field(default_factory=list)
     response_headers: dict[str, str] = field(default_factory=dict)
+    sources_block: str = ""  # the inline "Sources:" text appended to the answer, if any
     upstream_path: str = "/v1/chat/completions"
     response_converter: ResponseConverter | None = None
     control_tokens: tuple[str, ...] = ()  # declared by the upstream model, for the guard

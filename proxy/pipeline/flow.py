@@ -8,9 +8,11 @@ from collections.abc import Awaitable, Callable
 from proxy.pipeline.exchange import Exchange
 from proxy.pipeline.services import Services
 from proxy.pipeline.stages.adapt import adapt
+from proxy.pipeline.stages.cite import cite_sources
 from proxy.pipeline.stages.decide import decide
 from proxy.pipeline.stages.documents import parse_new_documents
 from proxy.pipeline.stages.inject import inject
+from proxy.pipeline.stages.names import name_references
 from proxy.pipeline.stages.options import read_options
 from proxy.pipeline.stages.references import extract_references
 from proxy.pipeline.stages.validate import validate_request
@@ -21,14 +23,16 @@ Stage = Callable[[Exchange, Services], Awaitable[None]]
 # Read this list to know what the proxy does to a chat request, in order.
 STAGES: list[tuple[str, Stage]] = [
     ("validate", validate_request),  # a JSON object with messages we can work on
-    ("options", read_options),  # the body's `enrich` object, removed before forwarding
+    ("options", read_options),  # model defaults < X-Enrich-* headers < the body's `enrich`
     ("references", extract_references),  # file parts, file ids, #file: paths → bytes
+    ("names", name_references),  # basenames; placeholders and hashes → document-N (or title)
     ("documents", parse_new_documents),  # new documents → pages of text (cached by sha256)
     ("decide", decide),  # token counts + context window → strategy (SPEC §1)
     ("inject", inject),  # full content, or retrieval + passage budget + citations (§1, §2)
     ("window", measure_window),  # how the prompt fills the context window (no extra calls)
     ("adapt", adapt),  # context shifting; text-completion upstreams get a rendered prompt
     ("settle", settle_window),  # the window again if shifting counted the whole prompt
+    ("cite", cite_sources),  # X-Enrich-Sources; the "Sources:" block for inline citations
 ]
 
 

@@ -7,12 +7,13 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from proxy.errors import BadRequest
+from proxy.files.remote import url_name
 from proxy.guard.names import safe_name
 
 FILE_PART_TYPES = frozenset({"file", "input_file"})
 
 
-Origin = Literal["file_data", "file_id", "path"]
+Origin = Literal["file_data", "file_id", "path", "url"]
 
 
 @dataclass(frozen=True)
@@ -21,11 +22,14 @@ class FileRef:
 
     name: str
     origin: Origin
-    locator: str  # the base64 data, the file id or the `root/path`, as the client gave it
+    locator: str  # the base64 data, the file id, the `root/path` or the URL, as the client gave it
     message_index: int
     new: bool  # in the last user message (a new file) or an earlier one (an old file)
     data: bytes = b""
     file_id: str | None = None
+    named: bool = (
+        True  # False: the name is ours (`document-N`), the document's title may replace it
+    )
 
 
 @dataclass(frozen=True)
@@ -64,14 +68,10 @@ def _spec_from_part(part: dict[str, Any], where: str, index: int, new: bool, n: 
         return FileRef(name or f"attachment-{n + 1}", "file_data", data, index, new)
     if isinstance(file_id, str) and file_id:
         return FileRef(name or file_id, "file_id", file_id, index, new)
-    if url is not None:
-        raise BadRequest(
-            f"{where}: file_url is not supported by this proxy; upload the file "
-            "(POST /v1/files) or send it as file_data",
-            param=where,
-            code="unsupported_file_url",
-        )
-    raise BadRequest(f"{where}: a file part needs file_data or file_id", param=where)
+    if isinstance(url, str) and url:
+        # Fetched only if documents.allowed_url_prefixes lists it (checked when it is read).
+        return FileRef(name or url_name(url) or url, "url", url, index, new)
+    raise BadRequest(f"{where}: a file part needs file_data, file_id or file_url", param=where)
 
 
 def _path_pattern(prefix: str) -> re.Pattern[str]:

@@ -66,6 +66,7 @@ class FakeUpstream:
     chat_template: str = "chatml"
     required_key: str | None = None  # introspection endpoints answer 401 without it
     set_cookie: str | None = None  # /v1/models sets this cookie when given
+    reply: dict[str, Any] | None = None  # a whole chat.completion to answer with (json mode)
 
     def authorised(self, request: web.Request) -> None:
         if (
@@ -81,6 +82,7 @@ class FakeUpstream:
         app = web.Application(client_max_size=256 * 1024 * 1024)
         app.router.add_post("/v1/chat/completions", self.chat)
         app.router.add_post("/v1/completions", self.completions)
+        app.router.add_post("/v1/responses", self.responses)
         app.router.add_get("/health", self.health)
         app.router.add_get("/props", self.props)
         app.router.add_get("/v1/models", self.models)
@@ -127,7 +129,7 @@ class FakeUpstream:
         if mode == "echo" and not body.get("stream"):
             mode = "json"
         if mode == "json":
-            return web.json_response(completion(body, answer))
+            return web.json_response(self.reply or completion(body, answer))
         response = web.StreamResponse(headers={"Content-Type": "text/event-stream"})
         await response.prepare(request)
         chunks = self.raw_chunks if mode == "raw" else stream_chunks(body, answer)
@@ -180,6 +182,52 @@ class FakeUpstream:
                 "usage": {"prompt_tokens": 5, "completion_tokens": 2, "total_tokens": 7},
             }
         )
+
+    async def responses(self, request: web.Request) -> web.StreamResponse:
+        """An upstream that speaks the Responses API itself (a fixed answer, JSON or events)."""
+        entry = await self.record(request)
+        body = entry.json
+        text = "".join(ANSWER)
+        part = {"type": "output_text", "text": text, "annotations": []}
+        item = {"id": "msg_up", "type": "message", "role": "assistant", "status": "completed"}
+        done = {**item, "content": [part]}
+        response = {
+            "id": "resp_up",
+            "object": "response",
+            "created_at": 1,
+            "status": "completed",
+            "model": body.get("model", "fake-model"),
+            "output": [done],
+            "parallel_tool_calls": True,
+            "tool_choice": "auto",
+            "tools": [],
+            "usage": {"input_tokens": 10, "output_tokens": 6, "total_tokens": 16},
+        }
+        if not body.get("stream"):
+            return web.json_response(response)
+        where = {"item_id": "msg_up", "output_index": 0, "content_index": 0}
+        events: list[dict[str, Any]] = [
+            {"type": "response.created", "response": {**response, "output": [], "usage": None}},
+            {
+                "type": "response.output_item.added",
+                "output_index": 0,
+                "item": {**item, "content": []},
+            },
+            {"type": "response.content_part.added", **where, "part": {**part, "text": ""}},
+            *({"type": "response.output_text.delta", **where, "delta": piece} for piece in ANSWER),
+            {"type": "response.output_text.done", **where, "text": text},
+            {"type": "response.content_part.done", **where, "part": part},
+            {"type": "response.output_item.done", "output_index": 0, "item": done},
+            {"type": "response.completed", "response": response},
+        ]
+        stream = web.StreamResponse(headers={"Content-Type": "text/event-stream"})
+        await stream.prepare(request)
+        for number, event in enumerate(events):
+            event["sequence_number"] = number
+            data = json.dumps(event)
+            await stream.write(f"event: {event['type']}\ndata: {data}\n\n".encode())
+        await stream.write_eof()
+        return stream
 
     # -- llama.cpp / vLLM introspection ----------------------------------------------------
     async def health(self, request: web.Request) -> web.Response:
@@ -329,5 +377,8 @@ def stream_chunks(body: dict[str, Any], answer: list[str] = ANSWER) -> list[byte
         "choices": [{"index": 0, "delta": {}, "finish_reason": "stop"}],
     }
     chunks.append(b"data: " + json.dumps(final).encode() + b"\n\n")
+    if (body.get("stream_options") or {}).get("include_usage"):
+        usage = {**final, "choices": [], "usage": completion(body)["usage"]}
+        chunks.append(b"data: " + json.dumps(usage).encode() + b"\n\n")
     chunks.append(b"data: [DONE]\n\n")
     return chunks

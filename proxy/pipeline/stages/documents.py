@@ -9,16 +9,18 @@ from proxy.formats.markers import turn_markers
 from proxy.pipeline.exchange import Exchange
 from proxy.pipeline.references import FileRef
 from proxy.pipeline.services import Services
+from proxy.pipeline.stages.names import titled
 
 
 async def parse_refs(
     refs: list[FileRef], exchange: Exchange, services: Services
 ) -> list[ParsedDocument]:
     """Parse one document after another; once the request's documents hold more text than
-    documents.max_request_chars, a 400 and nothing more is parsed."""
+    documents.max_request_chars, a 400 and nothing more is parsed. A document we had to name
+    takes its own title (`refs` follow the rename)."""
     limit = services.settings.documents.max_request_chars
     documents = []
-    for ref in refs:
+    for index, ref in enumerate(refs):
         document = await services.parser.parse(ref.name, ref.data, exchange.status)
         exchange.document_chars += document.char_count
         if exchange.document_chars > limit:
@@ -28,7 +30,7 @@ async def parse_refs(
                 param="messages",
                 code="too_much_text_in_request",
             )
-        documents.append(document)
+        documents.append(titled(refs, index, document, exchange))
     note_documents(exchange, documents)
     return documents
 

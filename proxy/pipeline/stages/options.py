@@ -1,52 +1,116 @@
-"""Stage: read and remove the per-request `enrich` object (what `extra_body` sends)."""
+"""Stage: the request's options: a model's defaults, `X-Enrich-*` headers, the `enrich` object."""
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from collections.abc import Mapping
+from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import ValidationError
 
+from proxy.config import CitationStyle, EnrichFields
 from proxy.errors import BadRequest
 from proxy.pipeline.exchange import Exchange, Options
 from proxy.pipeline.services import Services
 from proxy.pipeline.strategy import Strategy
 
+# Request headers for clients that can set headers but no body fields (the `llm` CLI, some UIs).
+OPTION_HEADERS = {
+    "x-enrich-strategy": "strategy",
+    "x-enrich-retrieval-limit": "retrieval_limit",
+    "x-enrich-affinity-threshold": "affinity_threshold",
+    "x-enrich-citations": "citations",
+}
+HEADER_NAMES = {
+    "strategy": "X-Enrich-Strategy",
+    "retrieval_limit": "X-Enrich-Retrieval-Limit",
+    "affinity_threshold": "X-Enrich-Affinity-Threshold",
+    "citations": "X-Enrich-Citations",
+}
 
-class EnrichObject(BaseModel):
-    """The `enrich` object as clients may send it; strict, so `"5"` is not a number."""
 
-    model_config = ConfigDict(extra="forbid", strict=True)
-
-    strategy: Literal["auto", "inject-full-content", "retrieval", "none"] = "auto"
-    retrieval_limit: int | None = Field(None, ge=1, le=10)
-    affinity_threshold: float | None = Field(None, ge=0.0, le=1.0)
-
-
-def parse_options(raw: Any, *, default_limit: int, default_threshold: float | None) -> Options:
-    if raw is None:
-        # Most requests carry no `enrich` object: the defaults, without a pydantic validation.
-        return Options(retrieval_limit=default_limit, affinity_threshold=default_threshold)
-    if not isinstance(raw, dict):
-        raise BadRequest("'enrich' must be an object", param="enrich")
+def _validated(raw: dict[str, Any], name_of: Mapping[str, str], fallback: str) -> EnrichFields:
     try:
-        given = EnrichObject.model_validate(raw)
+        return EnrichFields.model_validate(raw)
     except ValidationError as exc:
         error = exc.errors()[0]
-        key = ".".join(str(part) for part in ("enrich", *error["loc"]))
-        raise BadRequest(f"{key}: {error['msg']}", param=key) from None
+        field = str(error["loc"][0]) if error["loc"] else ""
+        where = name_of.get(field, f"{fallback}.{field}" if field else fallback)
+        raise BadRequest(f"{where}: {error['msg']}", param=where, code="invalid_value") from None
+
+
+def enrich_from_body(raw: Any) -> EnrichFields:
+    """The body's `enrich` object, validated; a bad key or value is a 400 naming it."""
+    if raw is None:
+        return EnrichFields()
+    if not isinstance(raw, dict):
+        raise BadRequest("'enrich' must be an object", param="enrich")
+    return _validated(raw, {key: f"enrich.{key}" for key in EnrichFields.model_fields}, "enrich")
+
+
+def _header_value(field: str, text: str) -> Any:
+    """Header text as the type the field wants; left as text when it does not parse, so the
+    validator names the header and says what it expected."""
+    text = text.strip()
+    if field == "retrieval_limit" and text.lstrip("-").isdigit():
+        return int(text)
+    if field == "affinity_threshold":
+        try:
+            return float(text)
+        except ValueError:
+            return text
+    return text
+
+
+def enrich_from_headers(headers: Mapping[str, str]) -> EnrichFields:
+    """The `X-Enrich-*` request headers (names in any case), validated like the `enrich` object."""
+    raw: dict[str, Any] = {}
+    for name, value in headers.items():
+        field = OPTION_HEADERS.get(name.lower())
+        if field is not None:
+            raw[field] = _header_value(field, value)
+    return _validated(raw, HEADER_NAMES, "headers")
+
+
+def merge_options(
+    *layers: EnrichFields,
+    default_limit: int,
+    default_threshold: float | None,
+    default_citations: CitationStyle,
+) -> Options:
+    """Later layers win key by key; what no layer gives comes from the config."""
+    given: dict[str, Any] = {}
+    for layer in layers:
+        given.update(layer.model_dump(exclude_none=True))
     return Options(
-        strategy=Strategy(given.strategy),
-        retrieval_limit=given.retrieval_limit or default_limit,
-        affinity_threshold=(
-            default_threshold if given.affinity_threshold is None else given.affinity_threshold
-        ),
+        strategy=Strategy(given.get("strategy", "auto")),
+        retrieval_limit=given.get("retrieval_limit", default_limit),
+        affinity_threshold=given.get("affinity_threshold", default_threshold),
+        citations=given.get("citations", default_citations),
     )
 
 
 async def read_options(exchange: Exchange, services: Services) -> None:
-    retrieval = services.settings.retrieval
-    exchange.options = parse_options(
-        exchange.body.pop("enrich", None),
+    settings = services.settings
+    retrieval = settings.retrieval
+    model = settings.model_settings(exchange.model)
+    raw = exchange.body.pop("enrich", None)
+    if model.upstream_model:
+        # An alias (`enrich-full`) names options, not a model: the upstream gets the real name.
+        exchange.body["model"] = model.upstream_model
+    if raw is None and not exchange.option_headers and not model.enrich.model_fields_set:
+        # Most requests choose nothing: the config's defaults, without a pydantic validation.
+        exchange.options = Options(
+            retrieval_limit=retrieval.limit,
+            affinity_threshold=retrieval.affinity_threshold,
+            citations=retrieval.citations,
+        )
+        return
+    body_layer = enrich_from_body(raw)
+    exchange.options = merge_options(
+        model.enrich,
+        enrich_from_headers(exchange.option_headers),
+        body_layer,  # the body wins over headers, headers over the model's defaults
         default_limit=retrieval.limit,
         default_threshold=retrieval.affinity_threshold,
+        default_citations=retrieval.citations,
     )

@@ -10,6 +10,7 @@ import re
 
 from proxy.errors import BadRequest, DocumentError, PayloadTooLarge
 from proxy.files.paths import read_document_path
+from proxy.files.remote import fetch_document
 from proxy.pipeline.exchange import Exchange
 from proxy.pipeline.references import FileRef, find_references
 from proxy.pipeline.services import Services
@@ -52,6 +53,16 @@ async def read_reference(ref: FileRef, services: Services, scope: str | None) ->
         data = decode_file_data(ref.name, ref.locator, max_bytes)
         # The base64 text is not needed again: let it go with the body.
         return dataclasses.replace(ref, data=data, locator="")
+    if ref.origin == "url":
+        data = await fetch_document(
+            services.upstream.session,
+            ref.locator,
+            name=ref.name,
+            prefixes=documents.allowed_url_prefixes,
+            max_bytes=max_bytes,
+            timeout_s=documents.url_timeout_s,
+        )
+        return dataclasses.replace(ref, data=data)
     if ref.origin == "file_id":
         stored, data = await asyncio.to_thread(services.files.read, ref.locator, scope)
         name = ref.name if ref.name != ref.locator else stored.filename

@@ -1,0 +1,127 @@
+"""The cited files and pages where people look: a "Sources:" block, a header, a stream chunk."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+from urllib.parse import quote
+
+SOURCES_HEADING = "\n\nSources:\n"
+HEADER_CHARS = 1024
+
+
+def cited_files(search_results: Sequence[dict[str, Any]]) -> list[tuple[str, list[int]]]:
+    """Each cited file once, in the order first cited, with its cited pages in page order."""
+    pages: dict[str, set[int]] = {}
+    for result in search_results:
+        name = str(result.get("title") or result.get("url") or "document")
+        page = result.get("page")
+        pages.setdefault(name, set())
+        if isinstance(page, int) and not isinstance(page, bool):
+            pages[name].add(page)
+    return [(name, sorted(numbers)) for name, numbers in pages.items()]
+
+
+def source_line(name: str, pages: Sequence[int]) -> str:
+    if not pages:
+        return f"- {name}"
+    label = "page" if len(pages) == 1 else "pages"
+    return f"- {name}, {label} {', '.join(str(page) for page in pages)}"
+
+
+def sources_block(search_results: Sequence[dict[str, Any]]) -> str:
+    """`\\n\\nSources:\\n- report.pdf, pages 1, 4`, appended after the model's own text; '' when
+    nothing was cited."""
+    files = cited_files(search_results)
+    if not files:
+        return ""
+    return SOURCES_HEADING + "\n".join(source_line(name, pages) for name, pages in files)
+
+
+def source_offsets(search_results: Sequence[dict[str, Any]]) -> dict[str, int]:
+    """Where each file's line starts inside `sources_block(...)`."""
+    offsets: dict[str, int] = {}
+    at = len(SOURCES_HEADING)
+    for name, pages in cited_files(search_results):
+        offsets[name] = at
+        at += len(source_line(name, pages)) + 1
+    return offsets
+
+
+def sources_header(citations: Sequence[str], limit: int = HEADER_CHARS) -> str:
+    """`report.pdf#page=4, notes%2C%20v2.md#page=1`: each citation once, percent-encoded (so a
+    comma always separates two), at most `limit` characters, `+N more` when some did not fit."""
+    unique = list(dict.fromkeys(citations))
+    parts: list[str] = []
+    size = 0
+    for position, citation in enumerate(unique):
+        encoded = quote(citation, safe="#=/")
+        rest = len(unique) - position - 1
+        reserve = len(f", +{rest} more") if rest else 0
+        if size + len(encoded) + 2 + reserve > limit:
+            parts.append(f"+{len(unique) - position} more")
+            break
+        parts.append(encoded)
+        size += len(encoded) + 2
+    return ", ".join(parts)
+
+
+class StreamSources:
+    """Puts the "Sources:" block into a chat stream as one more content delta, right before
+    the chunk that ends the answer (or before `[DONE]` when no chunk says so)."""
+
+    def __init__(self, block: str) -> None:
+        self.block = block
+        self.done = not block
+        self.last: dict[str, Any] = {}
+
+    def _chunk(self, finish_reason: str | None) -> dict[str, Any]:
+        chunk: dict[str, Any] = {
+            key: self.last[key] for key in ("id", "created", "model") if key in self.last
+        }
+        choice = {"index": 0, "delta": {"content": self.block}, "finish_reason": finish_reason}
+        return {**chunk, "object": "chat.completion.chunk", "choices": [choice]}
+
+    def feed(self, chunk: dict[str, Any]) -> list[dict[str, Any]]:
+        if self.done:
+            return [chunk]
+        choices = chunk.get("choices")
+        if not isinstance(choices, list):
+            return [chunk]
+        self.last = chunk
+        for position, choice in enumerate(choices):
+            if not isinstance(choice, dict) or choice.get("index", 0) != 0:
+                continue
+            reason = choice.get("finish_reason")
+            if reason is None:
+                continue
+            self.done = True
+            if reason == "tool_calls":
+                return [chunk]  # not an answer yet: the model asked for a tool
+            # The chunk's own delta goes first, the block after it carries the finish reason.
+            opened = [*choices]
+            opened[position] = {**choice, "finish_reason": None}
+            return [{**chunk, "choices": opened}, self._chunk(reason)]
+        return [chunk]
+
+    def finish(self) -> list[dict[str, Any]]:
+        """At the end of the stream: the block, if no chunk carried a finish reason."""
+        if self.done or not self.last:
+            return []
+        self.done = True
+        return [self._chunk(None)]
+
+
+def with_sources(payload: dict[str, Any], block: str) -> dict[str, Any]:
+    """A `chat.completion` whose first message ends with the block (a tool call gets none)."""
+    choices = payload.get("choices")
+    if not block or not isinstance(choices, list) or not choices:
+        return payload
+    first = choices[0]
+    message = first.get("message") if isinstance(first, dict) else None
+    if not isinstance(message, dict) or not isinstance(message.get("content"), str):
+        return payload
+    if first.get("finish_reason") == "tool_calls":
+        return payload
+    message = {**message, "content": message["content"] + block}
+    return {**payload, "choices": [{**first, "message": message}, *choices[1:]]}

@@ -1,0 +1,102 @@
+"""The "Sources:" block, the X-Enrich-Sources header and the stream chunk, with plain values."""
+
+from __future__ import annotations
+
+from typing import Any
+from urllib.parse import unquote
+
+from proxy.pipeline.citing import (
+    StreamSources,
+    cited_files,
+    source_offsets,
+    sources_block,
+    sources_header,
+    with_sources,
+)
+
+RESULTS = [
+    {"title": "report.pdf", "page": 4},
+    {"title": "notes, v2.md", "page": 1},
+    {"title": "report.pdf", "page": 1},
+    {"title": "report.pdf", "page": 4},
+    {"title": "page-less.txt"},
+]
+
+
+def test_block_lists_files_in_first_cited_order_with_their_pages() -> None:
+    assert cited_files(RESULTS) == [
+        ("report.pdf", [1, 4]),
+        ("notes, v2.md", [1]),
+        ("page-less.txt", []),
+    ]
+    block = sources_block(RESULTS)
+    assert block == (
+        "\n\nSources:\n- report.pdf, pages 1, 4\n- notes, v2.md, page 1\n- page-less.txt"
+    )
+    for name, at in source_offsets(RESULTS).items():
+        assert block[at:].startswith(f"- {name}")
+    assert sources_block([]) == ""
+
+
+def test_header_is_encoded_unique_and_bounded() -> None:
+    citations = ["report.pdf#page=4", "notes, v2.md#page=1", "report.pdf#page=4", "ü.pdf#page=2"]
+    header = sources_header(citations)
+    assert header == "report.pdf#page=4, notes%2C%20v2.md#page=1, %C3%BC.pdf#page=2"
+    assert header.isascii()
+    assert [unquote(part) for part in header.split(", ")] == list(dict.fromkeys(citations))
+    many = [f"a-rather-long-file-name-number-{n}.pdf#page={n}" for n in range(100)]
+    bounded = sources_header(many, limit=300)
+    assert len(bounded) <= 300
+    kept = bounded.split(", ")
+    assert kept[-1] == f"+{100 - (len(kept) - 1)} more"
+
+
+def chunk(content: str | None = None, finish: str | None = None) -> dict[str, Any]:
+    delta = {} if content is None else {"content": content}
+    return {
+        "id": "x",
+        "created": 1,
+        "model": "m",
+        "object": "chat.completion.chunk",
+        "choices": [{"index": 0, "delta": delta, "finish_reason": finish}],
+    }
+
+
+def texts(chunks: list[dict[str, Any]]) -> str:
+    return "".join(c["choices"][0]["delta"].get("content", "") for c in chunks if c["choices"])
+
+
+def test_stream_block_goes_before_the_finish() -> None:
+    inline = StreamSources("\n\nSources:\n- a.pdf")
+    out = inline.feed(chunk("Hi")) + inline.feed(chunk("!", "stop"))
+    out += inline.feed({"id": "x", "choices": [], "usage": {}}) + inline.finish()
+    assert texts(out) == "Hi!\n\nSources:\n- a.pdf"
+    reasons = [c["choices"][0]["finish_reason"] for c in out if c["choices"]]
+    assert reasons == [None, None, "stop"]  # the block carries the finish reason
+
+
+def test_stream_without_finish_gets_the_block_at_the_end() -> None:
+    inline = StreamSources("\n\nSources:\n- a.pdf")
+    out = inline.feed(chunk("Hi")) + inline.finish() + inline.finish()
+    assert texts(out) == "Hi\n\nSources:\n- a.pdf"
+
+
+def test_no_block_for_tool_calls_or_when_empty() -> None:
+    inline = StreamSources("\n\nSources:\n- a.pdf")
+    assert inline.feed(chunk(None, "tool_calls")) == [chunk(None, "tool_calls")]
+    assert inline.finish() == []
+    empty = StreamSources("")
+    assert empty.feed(chunk("Hi", "stop")) == [chunk("Hi", "stop")] and empty.finish() == []
+
+
+def test_json_answer_gets_the_block_after_its_text() -> None:
+    answer = {
+        "choices": [{"message": {"role": "assistant", "content": "Hi"}, "finish_reason": "stop"}]
+    }
+    assert with_sources(answer, "\n\nS")["choices"][0]["message"]["content"] == "Hi\n\nS"
+    assert answer["choices"][0]["message"]["content"] == "Hi"  # a copy, not in place
+    tools = {
+        "choices": [{"message": {"content": None, "tool_calls": []}, "finish_reason": "tool_calls"}]
+    }
+    assert with_sources(tools, "\n\nS") == tools
+    assert with_sources({"error": {}}, "\n\nS") == {"error": {}}

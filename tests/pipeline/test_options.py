@@ -1,0 +1,66 @@
+"""Options from a model's defaults, X-Enrich-* headers and the body, with plain values."""
+
+from __future__ import annotations
+
+import pytest
+
+from proxy.config import EnrichFields
+from proxy.errors import BadRequest
+from proxy.pipeline.stages.options import enrich_from_body, enrich_from_headers, merge_options
+from proxy.pipeline.strategy import Strategy
+
+DEFAULTS = {"default_limit": 3, "default_threshold": None, "default_citations": "fields"}
+
+
+def test_headers_read_like_the_enrich_object() -> None:
+    headers = {
+        "x-enrich-strategy": "retrieval",
+        "X-Enrich-Retrieval-Limit": " 5 ",
+        "X-ENRICH-AFFINITY-THRESHOLD": "0.25",
+        "X-Enrich-Citations": "inline",
+        "X-Other": "ignored",
+    }
+    assert enrich_from_headers(headers) == EnrichFields(
+        strategy="retrieval", retrieval_limit=5, affinity_threshold=0.25, citations="inline"
+    )
+
+
+@pytest.mark.parametrize(
+    ("header", "value", "words"),
+    [
+        ("X-Enrich-Strategy", "fast", "'auto', 'inject-full-content'"),
+        ("X-Enrich-Retrieval-Limit", "0", "greater than or equal to 1"),
+        ("X-Enrich-Retrieval-Limit", "2.5", "valid integer"),
+        ("X-Enrich-Retrieval-Limit", "eleven", "valid integer"),
+        ("X-Enrich-Affinity-Threshold", "1.5", "less than or equal to 1"),
+        ("X-Enrich-Affinity-Threshold", "nan", "Input should be"),
+        ("X-Enrich-Citations", "footnotes", "'fields', 'inline' or 'both'"),
+    ],
+)
+def test_a_bad_header_is_a_400_naming_it(header: str, value: str, words: str) -> None:
+    with pytest.raises(BadRequest) as caught:
+        enrich_from_headers({header: value})
+    assert caught.value.param == header
+    assert caught.value.message.startswith(f"{header}: ") and words in caught.value.message
+
+
+def test_body_errors_name_the_key() -> None:
+    with pytest.raises(BadRequest, match=r"enrich\.retrieval_limit"):
+        enrich_from_body({"retrieval_limit": "5"})
+    with pytest.raises(BadRequest, match=r"enrich\.colour"):
+        enrich_from_body({"colour": "red"})
+    with pytest.raises(BadRequest, match="must be an object"):
+        enrich_from_body([1])
+
+
+def test_layers_merge_key_by_key_body_last() -> None:
+    model = EnrichFields(strategy="inject-full-content", citations="both", retrieval_limit=7)
+    headers = EnrichFields(strategy="retrieval", citations="inline")
+    body = EnrichFields(strategy="none")
+    options = merge_options(model, headers, body, **DEFAULTS)  # type: ignore[arg-type]
+    assert options.strategy == Strategy.NONE  # the body wins
+    assert options.citations == "inline"  # headers over the model's defaults
+    assert options.retrieval_limit == 7  # only the model gave it
+    assert options.affinity_threshold is None  # nobody did: the config's default
+    bare = merge_options(EnrichFields(), **{**DEFAULTS, "default_citations": "both"})  # type: ignore[arg-type]
+    assert (bare.strategy, bare.retrieval_limit, bare.citations) == (Strategy.AUTO, 3, "both")
