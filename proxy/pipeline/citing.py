@@ -10,41 +10,64 @@ SOURCES_HEADING = "\n\nSources:\n"
 HEADER_CHARS = 1024
 
 
-def cited_files(search_results: Sequence[dict[str, Any]]) -> list[tuple[str, list[int]]]:
-    """Each cited file once, in the order first cited, with its cited pages in page order."""
-    pages: dict[str, set[int]] = {}
+def _location(result: dict[str, Any]) -> tuple[str, str] | None:
+    """(`page`, `4`) from a search result's `location` (`page=4`, `section=2.3 Refunds`,
+    `sheet=Q3`, `slide=4`, `line=10`) or its `page`."""
+    location = result.get("location")
+    if isinstance(location, str) and location:
+        kind, _, value = location.partition("=")
+        return (kind, value) if value else ("", kind)
+    page = result.get("page")
+    if isinstance(page, int) and not isinstance(page, bool):
+        return ("page", str(page))
+    return None
+
+
+def cited_files(search_results: Sequence[dict[str, Any]]) -> list[tuple[str, list[str]]]:
+    """Each cited file once, in the order first cited, with where in it: numbered places of
+    one kind together and in order (`pages 1, 4`), others as cited (`section 2.3 Refunds`)."""
+    places: dict[str, dict[str, list[str]]] = {}
     for result in search_results:
         name = str(result.get("title") or result.get("url") or "document")
-        page = result.get("page")
-        pages.setdefault(name, set())
-        if isinstance(page, int) and not isinstance(page, bool):
-            pages[name].add(page)
-    return [(name, sorted(numbers)) for name, numbers in pages.items()]
+        kinds = places.setdefault(name, {})
+        found = _location(result)
+        if found is not None and found[1] not in kinds.setdefault(found[0], []):
+            kinds[found[0]].append(found[1])
+    files = []
+    for name, kinds in places.items():
+        labels = []
+        for kind, values in kinds.items():
+            if not values:
+                continue
+            if all(value.isdigit() for value in values):
+                numbers = ", ".join(str(n) for n in sorted(int(value) for value in values))
+                labels.append(f"{kind}{'s' if len(values) > 1 else ''} {numbers}".strip())
+            else:
+                labels.extend(f"{kind} {value}".strip() for value in values)
+        files.append((name, labels))
+    return files
 
 
-def source_line(name: str, pages: Sequence[int]) -> str:
-    if not pages:
-        return f"- {name}"
-    label = "page" if len(pages) == 1 else "pages"
-    return f"- {name}, {label} {', '.join(str(page) for page in pages)}"
+def source_line(name: str, places: Sequence[str]) -> str:
+    return f"- {name}, {'; '.join(places)}" if places else f"- {name}"
 
 
 def sources_block(search_results: Sequence[dict[str, Any]]) -> str:
-    """`\\n\\nSources:\\n- report.pdf, pages 1, 4`, appended after the model's own text; '' when
-    nothing was cited."""
+    """`\\n\\nSources:\\n- report.pdf, pages 1, 4\\n- handbook.docx, section Refunds`, appended
+    after the model's own text; '' when nothing was cited."""
     files = cited_files(search_results)
     if not files:
         return ""
-    return SOURCES_HEADING + "\n".join(source_line(name, pages) for name, pages in files)
+    return SOURCES_HEADING + "\n".join(source_line(name, places) for name, places in files)
 
 
 def source_offsets(search_results: Sequence[dict[str, Any]]) -> dict[str, int]:
     """Where each file's line starts inside `sources_block(...)`."""
     offsets: dict[str, int] = {}
     at = len(SOURCES_HEADING)
-    for name, pages in cited_files(search_results):
+    for name, places in cited_files(search_results):
         offsets[name] = at
-        at += len(source_line(name, pages)) + 1
+        at += len(source_line(name, places)) + 1
     return offsets
 
 
