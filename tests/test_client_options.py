@@ -112,6 +112,8 @@ def test_model_alias_carries_options_and_becomes_the_real_name(
     assert upstream.last_to("/v1/chat/completions").json["model"] == "gemma-3"
     sdk(base).chat.completions.create(model="plain", messages=[{"role": "user", "content": "hi"}])
     assert upstream.last_to("/v1/chat/completions").json["model"] == "plain"
+    # Front ends pick models from the list: the alias is in it, beside the upstream's own.
+    assert [card.id for card in sdk(base).models.list()] == ["fake-model", "enrich-full"]
 
 
 def test_placeholder_and_path_names(make_proxy: Callable[..., str], upstream: FakeUpstream) -> None:

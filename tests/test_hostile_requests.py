@@ -331,7 +331,7 @@ def test_find_references_returns_or_raises_proxy_error(
         assert set(error.to_dict()["error"]) == ERROR_KEYS
         return
     assert len(found.messages) == len(messages)
-    assert all(ref.origin in {"file_data", "file_id", "path"} for ref in found.refs)
+    assert all(ref.origin in {"file_data", "file_id", "path", "url"} for ref in found.refs)
     for msg in found.messages:
         parts = msg.get("content")
         if msg.get("role") == "user" and isinstance(parts, list):

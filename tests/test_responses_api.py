@@ -261,3 +261,27 @@ def test_native_upstream_gets_enriched_input(
     assert "".join(deltas) == final.output_text
     assert final.output_text.startswith(TEXT + "\n\nSources:\n- book.pdf")
     assert final.output[0].content[0].annotations[0].type == "file_citation"
+
+
+def test_text_completion_upstream_answers_responses_too(
+    make_proxy: Callable[..., str], upstream: FakeUpstream
+) -> None:
+    # A base model behind /v1/completions: its answer becomes chat first, then a response.
+    base = make_proxy(models={"base": {"adapter": "text", "format": "chatml"}})
+    client = sdk(base)
+    response = client.responses.create(model="base", input="Say hi", max_output_tokens=5)
+    assert response.output_text == "Hi there"
+    sent = upstream.last_to("/v1/completions").json
+    assert sent["prompt"].endswith("<|im_start|>assistant\n") and sent["max_tokens"] == 5
+    with client.responses.stream(model="base", input="Say hi") as stream:
+        final = stream.get_final_response()
+    assert final.output_text == "Hi there"
+
+
+def test_upstream_failures_reach_the_sdk(base: str, upstream: FakeUpstream) -> None:
+    upstream.chat_mode = "error"
+    with pytest.raises(openai.InternalServerError, match="boom"):
+        sdk(base).responses.create(model="m", input="hi")
+    upstream.chat_mode = "die"  # the upstream breaks off mid-stream
+    with pytest.raises(openai.APIError, match="broke off"):
+        list(sdk(base).responses.create(model="m", input="hi", stream=True))

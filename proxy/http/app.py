@@ -15,6 +15,7 @@ from proxy.http.chat import chat_completions
 from proxy.http.decisions import decisions_route
 from proxy.http.keys import SERVICES
 from proxy.http.middleware import proxy_middleware
+from proxy.http.models import list_models
 from proxy.http.operations import healthz, metrics_route
 from proxy.http.passthrough import passthrough
 from proxy.http.preview import preview_route
@@ -60,6 +61,7 @@ def make_app(settings: Settings) -> web.Application:
     app.router.add_get("/healthz", healthz)
     app.router.add_get("/metrics", metrics_route)
     app.router.add_post("/v1/chat/completions", chat_completions)
+    app.router.add_get("/v1/models", list_models)
     app.router.add_post("/v1/responses", create_response)
     app.router.add_route("*", "/v1/responses/{tail:.+}", stored_response)
     app.router.add_post("/v1/enrich/preview", preview_route)

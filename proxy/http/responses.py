@@ -79,7 +79,14 @@ async def create_response(request: web.Request) -> web.StreamResponse:
             return await relay_response(
                 request, response, extra_headers=extra, already=started, transform=transform
             )
-        completion = await _json_answer(response)
+        try:
+            completion = await _json_answer(response)
+        except ProxyError as error:
+            if started is None:
+                raise
+            await started.write(sse_error_event(error))  # the stream began: end it with the error
+            await started.write_eof()
+            return started
         converter = exchange.response_converter
         if converter is not None:
             completion = converter.convert_json(completion)

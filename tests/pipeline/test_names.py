@@ -5,7 +5,7 @@ from __future__ import annotations
 from proxy.documents.model import Page, ParsedDocument
 from proxy.pipeline.exchange import Exchange
 from proxy.pipeline.references import FileRef
-from proxy.pipeline.stages.names import provisional, titled
+from proxy.pipeline.stages.names import provisional, rename_marker, titled
 
 SHA = "9f86d081884c7d659a2feaa0c55ad015a3bf4f1b2b0b822cd15d6c15b0f00a08"
 
@@ -54,3 +54,17 @@ def test_title_replaces_only_names_we_made() -> None:
     untitled = [FileRef("document-2.txt", "file_data", "", 1, True, named=False)]
     plain = document("document-2.txt", None, "text")
     assert titled(untitled, 0, plain, exchange) is plain
+
+
+def test_a_file_id_marker_takes_the_name() -> None:
+    exchange = Exchange(
+        "r",
+        {
+            "messages": [
+                {"role": "user", "content": [{"type": "text", "text": "[attached: file-1]"}]}
+            ]
+        },
+    )
+    ref = FileRef("report.pdf", "file_id", "file-1", 0, False)
+    rename_marker(exchange.messages, ref, "report.pdf")
+    assert exchange.messages[0]["content"] == [{"type": "text", "text": "[attached: report.pdf]"}]

@@ -38,11 +38,14 @@ def rename_marker(messages: list[dict[str, Any]], ref: FileRef, name: str) -> No
     content = message.get("content")
     if not isinstance(content, list):
         return
-    old = {"type": "text", "text": f"[attached: {ref.name}]"}
-    if old in content:
-        parts = list(content)
-        parts[parts.index(old)] = {"type": "text", "text": f"[attached: {name}]"}
-        messages[ref.message_index] = {**message, "content": parts}
+    # A part with a file id and no filename was marked with the id (see find_references).
+    for shown in (ref.name, ref.locator) if ref.origin == "file_id" else (ref.name,):
+        old = {"type": "text", "text": f"[attached: {shown}]"}
+        if old in content:
+            parts = list(content)
+            parts[parts.index(old)] = {"type": "text", "text": f"[attached: {name}]"}
+            messages[ref.message_index] = {**message, "content": parts}
+            return
 
 
 async def name_references(exchange: Exchange, services: Services) -> None:
