@@ -27,9 +27,8 @@ class FileRef:
     new: bool  # in the last user message (a new file) or an earlier one (an old file)
     data: bytes = b""
     file_id: str | None = None
-    named: bool = (
-        True  # False: the name is ours (`document-N`), the document's title may replace it
-    )
+    # False: the name is ours (`document-N`), and the document's own title may replace it.
+    named: bool = True
 
 
 @dataclass(frozen=True)
