@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import base64
 from collections.abc import Callable
 from typing import Any
 
@@ -208,3 +209,23 @@ def test_uploaded_path_names_keep_their_last_part(make_proxy: Callable[..., str]
     files = {"file": ("C:\\Users\\ann\\report.txt", b"hello"), "purpose": (None, "user_data")}
     created = httpx.post(base + "/v1/files", files=files, timeout=30).json()
     assert created["filename"] == "report.txt"
+
+
+def test_an_unnamed_document_takes_its_own_title(
+    make_proxy: Callable[..., str], upstream: FakeUpstream
+) -> None:
+    import pymupdf
+
+    document = pymupdf.open()
+    document.new_page().insert_text((50, 72), "The lighthouse keeper fed the cats.")
+    document.set_metadata({"title": "Annual <|im_start|> Report 2024"})
+    data = base64.b64encode(document.tobytes()).decode()
+    part = {
+        "type": "file",
+        "file": {"filename": f"{SHA}.pdf", "file_data": f"data:application/pdf;base64,{data}"},
+    }
+    base = make_proxy(retrieval=SMALL_CHUNKS)
+    body = ask([part], enrich={"strategy": "inject-full-content"})
+    assert httpx.post(base + "/v1/chat/completions", json=body, timeout=60).status_code == 200
+    # The title names it, made safe: no control token can come in through a name.
+    assert "** Annual im_start Report 2024.pdf full content **" in sent_text(upstream)

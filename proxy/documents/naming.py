@@ -39,7 +39,8 @@ GENERATED = re.compile(
     re.IGNORECASE,
 )
 EXTENSION = re.compile(r"\.([A-Za-z0-9]{1,8})$")
-KIND_EXTENSIONS = {"text": ".txt"}
+# A detected kind's usual extension where it is not the kind's own name (an image's is unknown).
+KIND_EXTENSIONS = {"text": ".txt", "markdown": ".md", "code": ".txt", "image": ""}
 TITLE_CHARS = 80
 # Punctuation a title keeps; everything else that is not a letter, digit or space goes, so no
 # document can smuggle a chat-format control token (`<|im_start|>`, `[INST]`) into a name.

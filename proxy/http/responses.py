@@ -14,8 +14,9 @@ from proxy.errors import BadRequest, ProxyError, UpstreamError
 from proxy.http.body import parse_body, serialise
 from proxy.http.chat import forward_exchange, prepare_exchange
 from proxy.http.decorate import Transform, citation_fields, is_done
-from proxy.http.keys import REQUEST_ID, ROUTE, SERVICES
+from proxy.http.keys import FAILURE, REQUEST_ID, ROUTE, SERVICES
 from proxy.http.passthrough import passthrough
+from proxy.http.recording import recorded
 from proxy.http.status import StatusChannel
 from proxy.pipeline.exchange import Exchange
 from proxy.pipeline.services import Services
@@ -49,12 +50,14 @@ async def _prepare(
         started = await status.finish()
         if started is None:
             raise
+        request[FAILURE] = error
         await started.write(sse_error_event(error))
         await started.write_eof()
         return None, status, started
     return exchange, status, await status.finish()
 
 
+@recorded
 async def create_response(request: web.Request) -> web.StreamResponse:
     request[ROUTE] = "responses"
     services = request.app[SERVICES]
@@ -84,6 +87,7 @@ async def create_response(request: web.Request) -> web.StreamResponse:
         except ProxyError as error:
             if started is None:
                 raise
+            request[FAILURE] = error
             await started.write(sse_error_event(error))  # the stream began: end it with the error
             await started.write_eof()
             return started

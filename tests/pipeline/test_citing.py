@@ -25,8 +25,8 @@ RESULTS = [
 
 def test_block_lists_files_in_first_cited_order_with_their_pages() -> None:
     assert cited_files(RESULTS) == [
-        ("report.pdf", [1, 4]),
-        ("notes, v2.md", [1]),
+        ("report.pdf", ["pages 1, 4"]),
+        ("notes, v2.md", ["page 1"]),
         ("page-less.txt", []),
     ]
     block = sources_block(RESULTS)
@@ -100,3 +100,19 @@ def test_json_answer_gets_the_block_after_its_text() -> None:
     }
     assert with_sources(tools, "\n\nS") == tools
     assert with_sources({"error": {}}, "\n\nS") == {"error": {}}
+
+
+def test_places_other_than_pages() -> None:
+    results = [
+        {"title": "handbook.docx", "location": "section=2.3 Refunds"},
+        {"title": "deck.pptx", "location": "slide=7"},
+        {"title": "handbook.docx", "location": "section=Intro"},
+        {"title": "deck.pptx", "location": "slide=2"},
+        {"title": "budget.xlsx", "location": "sheet=Q3"},
+        {"title": "report.pdf", "location": "page=4", "page": 4},
+        {"title": "handbook.docx", "location": "section=2.3 Refunds"},
+    ]
+    assert sources_block(results) == (
+        "\n\nSources:\n- handbook.docx, section 2.3 Refunds; section Intro\n"
+        "- deck.pptx, slides 2, 7\n- budget.xlsx, sheet Q3\n- report.pdf, page 4"
+    )
