@@ -285,3 +285,15 @@ def test_upstream_failures_reach_the_sdk(base: str, upstream: FakeUpstream) -> N
     upstream.chat_mode = "die"  # the upstream breaks off mid-stream
     with pytest.raises(openai.APIError, match="broke off"):
         list(sdk(base).responses.create(model="m", input="hi", stream=True))
+
+
+def test_responses_are_in_the_decision_log(base: str) -> None:
+    sdk(base).responses.create(model="m", input=pdf_input(), extra_body={"enrich": RETRIEVE})
+    response = httpx.get(base + "/v1/enrich/decisions", timeout=30)
+    [record] = response.json()["data"]
+    assert (record["route"], record["status"], record["strategy"]) == (
+        "responses",
+        200,
+        "retrieval",
+    )
+    assert record["documents"][0]["name"] == "book.pdf"
