@@ -21,9 +21,11 @@ from proxy.http.status import StatusChannel
 from proxy.pipeline.exchange import Exchange
 from proxy.pipeline.services import Services
 from proxy.responses.answer import Cited, Ids, response_from_chat
-from proxy.responses.events import ResponseStream, events_from_response, sse
+from proxy.responses.events import ResponseStream, sse
+from proxy.responses.items import STATELESS, translate_input
 from proxy.responses.native import NativeStream, cite_response, patch_input
-from proxy.responses.request import STATELESS, chat_request, translate_input
+from proxy.responses.replay import events_from_response
+from proxy.responses.request import chat_request
 from proxy.upstream.headers import client_response_headers
 from proxy.upstream.relay import is_event_stream, relay_response, sse_error_event
 from proxy.upstream.sse import data_event, event_json, sse_events

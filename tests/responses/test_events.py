@@ -10,7 +10,8 @@ from openai.lib.streaming.responses._responses import ResponseStreamState
 from openai.types.responses import ResponseStreamEvent
 
 from proxy.responses.answer import Cited, Ids, response_from_chat
-from proxy.responses.events import ResponseStream, events_from_response, sse
+from proxy.responses.events import ResponseStream, sse
+from proxy.responses.replay import events_from_response
 from proxy.responses.request import Asked
 
 IDS = Ids("abc")

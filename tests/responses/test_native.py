@@ -5,8 +5,8 @@ from __future__ import annotations
 from typing import Any
 
 from proxy.responses.answer import Cited
+from proxy.responses.items import translate_input
 from proxy.responses.native import NativeStream, cite_response, patch_input
-from proxy.responses.request import translate_input
 
 RESULTS = [{"title": "a.pdf", "page": 2}]
 BLOCK = "\n\nSources:\n- a.pdf, page 2"

@@ -1,11 +1,12 @@
-"""Responses requests → chat requests, with plain values."""
+"""Responses requests and their input items → chat requests, with plain values."""
 
 from __future__ import annotations
 
 import pytest
 
 from proxy.errors import BadRequest
-from proxy.responses.request import Asked, chat_request, input_messages, translate_input
+from proxy.responses.items import input_messages, translate_input
+from proxy.responses.request import Asked, chat_request
 
 
 def test_string_input_is_one_user_message() -> None:
