@@ -12,7 +12,7 @@ from aiohttp import web
 
 from proxy.errors import BadRequest, ProxyError, UpstreamError
 from proxy.http.body import parse_body, serialise
-from proxy.http.chat import forward_exchange, prepare_exchange
+from proxy.http.chat import forward_exchange, prepare_exchange, read_request_body
 from proxy.http.decorate import Transform, citation_fields, is_done
 from proxy.http.keys import FAILURE, REQUEST_ID, ROUTE, SERVICES
 from proxy.http.passthrough import passthrough
@@ -63,7 +63,7 @@ async def _prepare(
 async def create_response(request: web.Request) -> web.StreamResponse:
     request[ROUTE] = "responses"
     services = request.app[SERVICES]
-    body = await parse_body(await request.read())
+    body = await parse_body(await read_request_body(request, services))
     if services.settings.upstream.responses == "native":
         return await _native(request, services, body)
     chat, asked = chat_request(body)

@@ -10,7 +10,7 @@ from proxy.documents.model import ParsedDocument
 from proxy.documents.naming import extension, given_name, numbered_name, titled_name
 from proxy.errors import ProxyError
 from proxy.pipeline.exchange import Exchange
-from proxy.pipeline.references import FileRef
+from proxy.pipeline.references import FileRef, attached_marker
 from proxy.pipeline.services import Services
 
 
@@ -40,10 +40,10 @@ def rename_marker(messages: list[dict[str, Any]], ref: FileRef, name: str) -> No
         return
     # A part with a file id and no filename was marked with the id (see find_references).
     for shown in (ref.name, ref.locator) if ref.origin == "file_id" else (ref.name,):
-        old = {"type": "text", "text": f"[attached: {shown}]"}
+        old = {"type": "text", "text": attached_marker(shown)}
         if old in content:
             parts = list(content)
-            parts[parts.index(old)] = {"type": "text", "text": f"[attached: {name}]"}
+            parts[parts.index(old)] = {"type": "text", "text": attached_marker(name)}
             messages[ref.message_index] = {**message, "content": parts}
             return
 
