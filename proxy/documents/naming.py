@@ -38,6 +38,7 @@ GENERATED = re.compile(
     r"|attachment-\d+)$",
     re.IGNORECASE,
 )
+BREAKS = re.compile(r"[\s\x00-\x1f\x7f-\x9f\u2028\u2029]+")
 EXTENSION = re.compile(r"\.([A-Za-z0-9]{1,8})$")
 # A detected kind's usual extension where it is not the kind's own name (an image's is unknown).
 KIND_EXTENSIONS = {"text": ".txt", "markdown": ".md", "code": ".txt", "image": ""}
@@ -50,9 +51,11 @@ TITLE_FILE_SUFFIX = re.compile(r"\.(?:docx?|pdf|odt|rtf|tex|dvi|pptx?|xlsx?|html
 
 
 def basename(raw: str) -> str:
-    """The last part of a POSIX or Windows path, without control characters or edge spaces."""
+    """The last part of a POSIX or Windows path on one line: runs of spaces, line breaks and
+    control characters become one space, as the guard's `safe_name` has it (which also deals
+    with invisible characters and control tokens when a name enters the prompt)."""
     last = raw.replace("\\", "/").rstrip("/").rsplit("/", 1)[-1]
-    return "".join(ch for ch in last if unicodedata.category(ch)[0] != "C").strip()
+    return BREAKS.sub(" ", last).strip()
 
 
 def extension(name: str) -> str:

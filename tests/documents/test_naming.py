@@ -16,7 +16,7 @@ SHA = "9f86d081884c7d659a2feaa0c55ad015a3bf4f1b2b0b822cd15d6c15b0f00a08"
         ("C:\\Users\\ann\\report.pdf", "report.pdf"),
         ("docs/sub/", "sub"),
         ("  notes.md ", "notes.md"),
-        ("re\x00port\n.pdf", "report.pdf"),
+        ("re\x00port\n.pdf", "re port .pdf"),
     ],
 )
 def test_basename(raw: str, expected: str) -> None:
