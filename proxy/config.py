@@ -16,6 +16,7 @@ from pydantic import (
     Field,
     ValidationError,
     field_validator,
+    model_validator,
 )
 
 ENV_PREFIX = "PROXY__"
@@ -232,6 +233,38 @@ class FormatSettings(Section):
     variables: dict[str, str] = Field(default_factory=dict)
 
 
+class FileStoreSettings(Section):
+    """Where uploads (and, with s3, the shared parse cache) live; see README "Replicas"."""
+
+    backend: Literal["local", "s3"] = "local"
+    bucket: str | None = None
+    prefix: str = "enrich-proxy"
+    endpoint_url: str | None = None  # None: AWS itself; else an S3-compatible server
+    region: str | None = None  # None: AWS_REGION / AWS_DEFAULT_REGION, else us-east-1
+    share_parsed: bool = True  # s3: parsed text cached in the bucket for every replica
+
+    @field_validator("prefix")
+    @classmethod
+    def _plain_prefix(cls, value: str) -> str:
+        value = value.strip("/")
+        if any(part in {"", ".", ".."} for part in value.split("/")) and value:
+            raise ValueError("must be a plain path like 'enrich-proxy' or 'team/proxy'")
+        return value
+
+    @field_validator("endpoint_url")
+    @classmethod
+    def _endpoint(cls, value: str | None) -> str | None:
+        if value is not None and not value.startswith(("http://", "https://")):
+            raise ValueError("must start with http:// or https://")
+        return value.rstrip("/") if value else value
+
+    @model_validator(mode="after")
+    def _bucket_for_s3(self) -> FileStoreSettings:
+        if self.backend == "s3" and not self.bucket:
+            raise ValueError("files.bucket is required with backend: s3")
+        return self
+
+
 class Settings(Section):
     """Everything the proxy can be told; see config.example.yaml."""
 
@@ -244,6 +277,7 @@ class Settings(Section):
     retrieval: RetrievalSettings = Field(default_factory=RetrievalSettings)
     guard: GuardSettings = Field(default_factory=GuardSettings)
     formats: FormatSettings = Field(default_factory=FormatSettings)
+    files: FileStoreSettings = Field(default_factory=FileStoreSettings)
 
     def model_settings(self, model: str | None) -> ModelSettings:
         """The settings for `model`: an exact key first, then the first matching glob."""

