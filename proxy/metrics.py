@@ -166,6 +166,12 @@ class Metrics:
             "proxy_enrich_prepare_seconds",
             "Time spent preparing a chat request before forwarding it.",
         )
+        self.documents = Counter(
+            "proxy_documents",
+            "Documents read, by where their text came from: parsed here, this process's"
+            " cache, or the cache shared with other replicas through the object store.",
+            ("source",),
+        )
         self.registry.register(self)
 
     def describe(self) -> list[Metric]:
@@ -180,6 +186,7 @@ class Metrics:
             self.in_flight,
             self.strategies,
             self.prepare,
+            self.documents,
         ):
             yield from metric.collect()
 

@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+import asyncio
+import os
+import socket
+import uuid
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -11,6 +15,7 @@ import structlog
 from proxy.config import ConfigError, Settings
 from proxy.documents import DocumentParser, ParseLimits
 from proxy.documents.ocr import OcrStatus, OcrUnavailable, ocr_status
+from proxy.files.protocol import FileStore
 from proxy.files.store import DiskFileStore
 from proxy.formats import FormatRegistry
 from proxy.guard.texts import GuardedTexts
@@ -24,6 +29,9 @@ from proxy.upstream.spawn import LlamaServer
 from proxy.upstream.tokens import TokenCache, load_encoding
 
 if TYPE_CHECKING:
+    from obstore.store import S3Store
+
+    from proxy.documents.shared import SharedParseCache
     from proxy.retrieval.embeddings import Embedder
     from proxy.retrieval.retriever import Retriever
 
@@ -36,13 +44,47 @@ def data_dir(settings: Settings) -> Path:
     return path
 
 
-def make_files(settings: Settings) -> DiskFileStore:
-    quota = settings.server.max_storage_mb_per_key
-    return DiskFileStore(
-        data_dir(settings) / "files",
-        int(settings.documents.max_file_mb * 1024 * 1024),
-        quota_bytes=None if quota is None else int(quota * 1024 * 1024),
+def replica_name() -> str:
+    """This process among the replicas: who holds a lease."""
+    return f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:6]}"
+
+
+def make_object_store(settings: Settings) -> S3Store | None:
+    """`files.backend: s3`: the bucket every replica shares, checked before first use (blocks:
+    one probe object written, replaced and deleted); None for local files."""
+    if settings.files.backend != "s3":
+        return None
+    from proxy.files.objects import check_conditional_writes, make_object_store
+
+    store = make_object_store(settings.files)
+    check_conditional_writes(store)
+    log.info(
+        "files in object storage",
+        bucket=settings.files.bucket,
+        prefix=settings.files.prefix,
+        endpoint=settings.files.endpoint_url or "aws",
     )
+    return store
+
+
+def make_files(settings: Settings, objects: S3Store | None = None) -> FileStore:
+    quota = settings.server.max_storage_mb_per_key
+    max_bytes = int(settings.documents.max_file_mb * 1024 * 1024)
+    quota_bytes = None if quota is None else int(quota * 1024 * 1024)
+    if objects is not None:
+        from proxy.files.s3 import S3FileStore
+
+        return S3FileStore(objects, max_bytes, quota_bytes)
+    return DiskFileStore(data_dir(settings) / "files", max_bytes, quota_bytes=quota_bytes)
+
+
+def make_shared_cache(settings: Settings, objects: S3Store | None) -> SharedParseCache | None:
+    if objects is None or not settings.files.share_parsed:
+        return None
+    from proxy.documents.shared import SharedParseCache
+    from proxy.files.lease import ObjectLeases
+
+    return SharedParseCache(objects, ObjectLeases(objects, replica_name()))
 
 
 def ocr_of(settings: Settings) -> OcrStatus:
@@ -54,7 +96,9 @@ def ocr_of(settings: Settings) -> OcrStatus:
         raise ConfigError(f"config key documents.ocr.enabled: {error}") from error
 
 
-def make_parser(settings: Settings) -> DocumentParser:
+def make_parser(
+    settings: Settings, shared: SharedParseCache | None = None, metrics: Metrics | None = None
+) -> DocumentParser:
     documents = settings.documents
     limits = ParseLimits(
         max_file_bytes=int(documents.max_file_mb * 1024 * 1024),
@@ -75,7 +119,13 @@ def make_parser(settings: Settings) -> DocumentParser:
         cache_max_bytes=int(documents.cache_max_mb * 1024 * 1024),
         ocr=ocr,
         recycle_rss_bytes=int(documents.worker_recycle_mb * 1024 * 1024),
+        shared=shared,
+        count=(lambda source: metrics.documents.labels(source).inc()) if metrics else _ignore,
     )
+
+
+def _ignore(_: str) -> None:
+    pass
 
 
 def make_formats(settings: Settings) -> FormatRegistry:
@@ -154,12 +204,14 @@ async def build_services(
     if local is not None:
         upstream_settings = upstream_settings.model_copy(update={"base_url": local.base_url})
     upstream = UpstreamClient(upstream_settings, session)
+    metrics = metrics or Metrics()
+    objects = await asyncio.to_thread(make_object_store, settings)
     return Services(
         settings=settings,
         upstream=upstream,
-        metrics=metrics or Metrics(),
-        files=make_files(settings),
-        parser=make_parser(settings),
+        metrics=metrics,
+        files=make_files(settings, objects),
+        parser=make_parser(settings, make_shared_cache(settings, objects), metrics),
         introspection=ModelIntrospection(settings, upstream),
         guarded=GuardedTexts(redact_overrides=settings.guard.redact_overrides),
         token_cache=TokenCache(),

@@ -19,6 +19,45 @@ FORMAT_VERSION = 2
 """2: units carry a location, a title and an OCR mark; documents a title and warnings."""
 
 
+def encode_entry(document: ParsedDocument) -> bytes:
+    """A parsed document as a cache entry (JSON), the same on disk and in the object store."""
+    entry = {
+        "v": FORMAT_VERSION,
+        "sha256": document.sha256,
+        "kind": document.kind,
+        "library": document.library,
+        "name": document.name,
+        "title": document.title,
+        "warnings": [[warning.code, warning.message] for warning in document.warnings],
+        "pages": [
+            [page.number, page.text, page.location, page.title, page.ocr] for page in document.pages
+        ],
+    }
+    return json.dumps(entry, ensure_ascii=False).encode("utf-8")
+
+
+def decode_entry(data: bytes, sha256: str, kind: str) -> ParsedDocument:
+    """A cache entry back; ValueError (or KeyError, TypeError) when it is not one for this key."""
+    entry = json.loads(data)
+    if entry["v"] != FORMAT_VERSION or entry["sha256"] != sha256 or entry["kind"] != kind:
+        raise ValueError("entry does not match its key")
+    pages = tuple(
+        Page(int(number), str(text), str(location), str(title), bool(ocr))
+        for number, text, location, title, ocr in entry["pages"]
+    )
+    warnings = tuple(DocumentWarning(str(c), str(m)) for c, m in entry["warnings"])
+    title = entry["title"]
+    return ParsedDocument(
+        entry["name"],
+        sha256,
+        kind,
+        str(entry["library"]),
+        pages,
+        str(title) if title else None,
+        warnings,
+    )
+
+
 class DocumentCache:
     """Entries are keyed by sha256 and kind; the name stored is whatever the first caller used."""
 
@@ -70,24 +109,7 @@ class DocumentCache:
         """The on-disk entry, if valid (any thread: touches no shared state)."""
         path = self._path(sha256, kind)
         try:
-            entry = json.loads(path.read_bytes())
-            if entry["v"] != FORMAT_VERSION or entry["sha256"] != sha256 or entry["kind"] != kind:
-                raise ValueError("entry does not match its key")
-            pages = tuple(
-                Page(int(number), str(text), str(location), str(title), bool(ocr))
-                for number, text, location, title, ocr in entry["pages"]
-            )
-            warnings = tuple(DocumentWarning(str(c), str(m)) for c, m in entry["warnings"])
-            title = entry["title"]
-            return ParsedDocument(
-                entry["name"],
-                sha256,
-                kind,
-                str(entry["library"]),
-                pages,
-                str(title) if title else None,
-                warnings,
-            )
+            return decode_entry(path.read_bytes(), sha256, kind)
         except FileNotFoundError:
             return None
         except (OSError, ValueError, KeyError, TypeError) as exc:
@@ -101,25 +123,12 @@ class DocumentCache:
 
     def store(self, document: ParsedDocument) -> None:
         path = self._path(document.sha256, document.kind)
-        entry = {
-            "v": FORMAT_VERSION,
-            "sha256": document.sha256,
-            "kind": document.kind,
-            "library": document.library,
-            "name": document.name,
-            "title": document.title,
-            "warnings": [[warning.code, warning.message] for warning in document.warnings],
-            "pages": [
-                [page.number, page.text, page.location, page.title, page.ocr]
-                for page in document.pages
-            ],
-        }
         try:
             path.parent.mkdir(parents=True, exist_ok=True)
             fd, temp = tempfile.mkstemp(dir=path.parent, prefix=".tmp-", suffix=".json")
             try:
                 with os.fdopen(fd, "wb") as handle:
-                    handle.write(json.dumps(entry, ensure_ascii=False).encode("utf-8"))
+                    handle.write(encode_entry(document))
                 os.replace(temp, path)
             except BaseException:
                 os.unlink(temp)

@@ -5,9 +5,10 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import replace
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import structlog
 
@@ -27,6 +28,9 @@ from proxy.documents.pool import (
     WorkerUnavailable,
 )
 from proxy.errors import DocumentError, PayloadTooLarge, ProxyError
+
+if TYPE_CHECKING:
+    from proxy.documents.shared import SharedParseCache
 
 log = structlog.get_logger(__name__)
 
@@ -52,10 +56,15 @@ class DocumentParser:
         cache_max_bytes: int | None = None,
         ocr: OcrStatus = _OCR_OFF,
         recycle_rss_bytes: int | None = None,
+        shared: SharedParseCache | None = None,
+        count: Callable[[str], None] = _quiet,
     ) -> None:
         self.limits = limits or ParseLimits()
         self.ocr = ocr
         self.cache = DocumentCache(cache_dir, max_bytes=cache_max_bytes)
+        # The second level, shared with other replicas through the object store (files: s3).
+        self.shared = shared
+        self.count = count  # where a document's text came from: parsed | cache | shared
         recycle = {} if recycle_rss_bytes is None else {"recycle_rss_bytes": recycle_rss_bytes}
         self.pool = WorkerPool(workers, argv=worker_argv, **recycle)
         self._inflight: dict[str, asyncio.Future[ParsedDocument]] = {}
@@ -99,6 +108,7 @@ class DocumentParser:
             )
         cached = await self._cached(data, kind)
         if isinstance(cached, ParsedDocument):
+            self.count("cache")
             self._check_size(name, cached)
             return cached if cached.name == name else replace(cached, name=name)
         sha256 = cached
@@ -114,7 +124,7 @@ class DocumentParser:
         future: asyncio.Future[ParsedDocument] = asyncio.get_running_loop().create_future()
         self._inflight[sha256] = future
         try:
-            document = await self._parse_new(name, kind, data, sha256, emit)
+            document = await self._parse_or_share(name, kind, data, sha256, emit)
         except asyncio.CancelledError:
             future.cancel()
             raise
@@ -127,6 +137,23 @@ class DocumentParser:
             return document
         finally:
             self._inflight.pop(sha256, None)
+
+    async def _parse_or_share(
+        self, name: str, kind: Kind, data: bytes, sha256: str, emit: StatusSink
+    ) -> ParsedDocument:
+        """Parsed here, or by another replica (its entry in the shared cache, waited for when
+        it is parsing the same document right now)."""
+        if self.shared is None:
+            return await self._parse_new(name, kind, data, sha256, emit)
+        document, parsed_here = await self.shared.parse_once(
+            sha256, kind, lambda: self._parse_new(name, kind, data, sha256, emit)
+        )
+        if not parsed_here:
+            self.count("shared")
+            self._check_size(name, document)
+            self.cache.remember(document)
+            await asyncio.to_thread(self.cache.store, document)
+        return document if document.name == name else replace(document, name=name)
 
     async def _parse_new(
         self, name: str, kind: Kind, data: bytes, sha256: str, emit: StatusSink
@@ -153,6 +180,7 @@ class DocumentParser:
         self._check_size(name, document)
         if not any(page.text.strip() for page in document.pages):
             raise DocumentError(name, f"has no extractable text{self._hint(kind)}", code="no_text")
+        self.count("parsed")
         self.cache.remember(document)
         await asyncio.to_thread(self.cache.store, document)
         log.info(

@@ -1,0 +1,143 @@
+"""Replicas sharing one object store (a real SeaweedFS): files, listings and parsed documents
+are the same whichever replica answers. Three proxies in this process, each with its own
+data_dir, through the openai SDK."""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import re
+import threading
+from collections.abc import Callable
+from pathlib import Path
+
+import openai
+import pytest
+
+from proxy.config import FileStoreSettings
+from proxy.documents.model import Page, ParsedDocument
+from proxy.documents.shared import SharedParseCache
+from proxy.files.lease import ObjectLeases
+from proxy.files.objects import make_object_store
+from tests.fakes.upstream import FakeUpstream
+
+
+def sdk(base: str) -> openai.OpenAI:
+    return openai.OpenAI(base_url=base + "/v1", api_key="k", max_retries=0)
+
+
+@pytest.fixture
+def replicas(
+    make_proxy: Callable[..., str], s3_files: FileStoreSettings, tmp_path: Path
+) -> list[str]:
+    files = s3_files.model_dump()
+    return [
+        make_proxy(server={"data_dir": str(tmp_path / f"replica-{n}")}, files=files)
+        for n in range(3)
+    ]
+
+
+def documents_read(base: str) -> dict[str, float]:
+    """proxy_documents_total by source, from the replica's /metrics."""
+    text = sdk(base)._client.get(base + "/metrics").text
+    found = re.findall(r'^proxy_documents_total\{source="(\w+)"\} ([0-9.]+)$', text, re.M)
+    return {source: float(value) for source, value in found}
+
+
+def ask(base: str, name: str, data: bytes, question: str = "What is it?") -> None:
+    encoded = base64.b64encode(data).decode()
+    sdk(base).chat.completions.create(
+        model="m",
+        messages=[
+            {
+                "role": "user",
+                "content": [
+                    {"type": "text", "text": question},
+                    {"type": "file", "file": {"filename": name, "file_data": encoded}},
+                ],
+            }
+        ],
+    )
+
+
+def test_upload_on_one_chat_on_another_delete_on_a_third(
+    replicas: list[str], upstream: FakeUpstream
+) -> None:
+    one, two, three = (sdk(base) for base in replicas)
+    created = one.files.create(file=("facts.txt", b"The sky is green."), purpose="user_data")
+    assert [f.id for f in two.files.list().data] == [created.id]
+    assert three.files.retrieve(created.id).filename == "facts.txt"
+    assert two.files.content(created.id).read() == b"The sky is green."
+    two.chat.completions.create(
+        model="m",
+        messages=[
+            {
+                "role": "user",
+                "content": [
+                    {"type": "text", "text": "What colour is the sky?"},
+                    {"type": "file", "file": {"file_id": created.id}},
+                ],
+            }
+        ],
+    )
+    sent = upstream.last_to("/v1/chat/completions").json["messages"][-1]["content"][0]["text"]
+    assert "The sky is green." in sent
+    assert three.files.delete(created.id).deleted is True
+    with pytest.raises(openai.NotFoundError):
+        one.files.retrieve(created.id)
+    assert two.files.list().data == []
+
+
+def test_a_document_parsed_by_one_replica_is_read_not_parsed_by_the_others(
+    replicas: list[str],
+) -> None:
+    data = b"# Tides\n\nThe harbour has two tides a day.\n"
+    ask(replicas[0], "tides.md", data)
+    ask(replicas[1], "tides.md", data)
+    ask(replicas[1], "again.md", data)  # now in replica 1's own cache
+    assert documents_read(replicas[0]).get("parsed") == 1
+    assert documents_read(replicas[1]) == {"shared": 1, "cache": 1}
+
+
+def test_the_same_new_document_on_three_replicas_at_once_is_parsed_once(
+    replicas: list[str],
+) -> None:
+    data = ("Chapter one. " + "The lighthouse keeper counts ships. " * 4000).encode()
+    start = threading.Barrier(3)
+    errors: list[BaseException] = []
+
+    def send(base: str) -> None:
+        start.wait()
+        try:
+            ask(base, "book.txt", data, "How many ships?")
+        except BaseException as error:
+            errors.append(error)
+
+    threads = [threading.Thread(target=send, args=(base,)) for base in replicas]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(120)
+    assert errors == []
+    counts = [documents_read(base) for base in replicas]
+    assert sum(c.get("parsed", 0) for c in counts) == 1
+    assert sum(c.get("shared", 0) for c in counts) == 2
+
+
+async def test_a_waiting_replica_takes_over_when_the_parsing_one_dies(
+    s3_files: FileStoreSettings,
+) -> None:
+    store = make_object_store(s3_files)
+    dead = ObjectLeases(store, "replica-that-died", lease_s=1.0)
+    assert await dead.claim("parse/" + "a" * 64 + ".text") is not None  # then never renews
+    alive = SharedParseCache(store, ObjectLeases(store, "replica-alive", lease_s=1.0))
+    parsed = ParsedDocument("a.txt", "a" * 64, "text", "plain", (Page(1, "hello"),))
+
+    async def parse() -> ParsedDocument:
+        return parsed
+
+    document, here = await asyncio.wait_for(alive.parse_once("a" * 64, "text", parse), 20)
+    assert (document, here) == (parsed, True)  # after the dead holder's lease ran out
+    # Shared now: the next replica reads it.
+    other = SharedParseCache(store, ObjectLeases(store, "replica-three"))
+    assert await other.load("a" * 64, "text") == parsed
