@@ -13,7 +13,7 @@ from hypothesis import settings as hypothesis_settings
 
 from proxy.config import FileStoreSettings, load_settings
 from proxy.http.app import make_app
-from tests.engines import SeaweedFS, weed_binary
+from tests.engines import S3_ENVIRONMENT, SeaweedFS, weed_binary
 from tests.fakes.embeddings import FakeEmbeddings
 from tests.fakes.servers import ServerThread
 from tests.fakes.upstream import FakeUpstream
@@ -53,8 +53,6 @@ def corpus_dir() -> Path:
 # -- a real S3-compatible object store (SeaweedFS), started once per test session ----------------
 
 S3_BUCKET = "enrich-tests"
-# SeaweedFS without identities takes any credentials; set, so that no AWS chain is consulted.
-S3_ENVIRONMENT = {"AWS_ACCESS_KEY_ID": "test-key", "AWS_SECRET_ACCESS_KEY": "test-secret"}
 
 
 @pytest.fixture(scope="session")

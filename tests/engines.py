@@ -16,6 +16,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 BIN = Path(sys.executable).parent
+# SeaweedFS without identities takes any credentials; set, so that no AWS chain is consulted.
+S3_ENVIRONMENT = {"AWS_ACCESS_KEY_ID": "test-key", "AWS_SECRET_ACCESS_KEY": "test-secret"}
 # SeaweedFS's master, volume and filer also listen on their port + 10000 (gRPC).
 GRPC_OFFSET = 10000
 
