@@ -191,7 +191,7 @@ async def soak(bed: Bed) -> dict[str, Any]:
     await asyncio.gather(*(one(n) for n in range(SOAK_REQUESTS)))
     elapsed = time.perf_counter() - started
     lost = 0
-    for index, (file_id, (n, data)) in enumerate(uploads.items()):
+    for index, (file_id, (_, data)) in enumerate(uploads.items()):
         try:
             content = await clients[(index + 2) % 3].files.content(file_id)
             lost += content.read() != data
