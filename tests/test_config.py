@@ -151,3 +151,24 @@ def test_empty_or_short_keys_stop_the_proxy(
 def test_a_key_with_surrounding_spaces_is_refused() -> None:
     with pytest.raises(ConfigError, match=r"server\.api_keys\.0\.key"):
         load_settings(None, environ={}, overrides={"server": {"api_keys": [" " * 20]}})
+
+
+def test_the_compose_replica_config_is_valid_and_shares_files_and_index() -> None:
+    settings = load_settings(ROOT / "deploy" / "replica.yaml", environ={})
+    assert (settings.files.backend, settings.vector_store.mode) == ("s3", "server")
+
+
+def test_files_s3_needs_a_bucket_and_a_plain_prefix() -> None:
+    with pytest.raises(ConfigError, match=r"files\.bucket is required"):
+        load_settings(None, environ={"PROXY__FILES__BACKEND": "s3"})
+    with pytest.raises(ConfigError, match=r"files\.prefix"):
+        load_settings(None, environ={"PROXY__FILES__PREFIX": "a/../b"})
+    settings = load_settings(
+        None,
+        environ={
+            "PROXY__FILES__BACKEND": "s3",
+            "PROXY__FILES__BUCKET": "b",
+            "PROXY__FILES__PREFIX": "/team/proxy/",
+        },
+    )
+    assert settings.files.prefix == "team/proxy"

@@ -18,7 +18,9 @@ from proxy.config import FileStoreSettings
 from proxy.documents.model import Page, ParsedDocument
 from proxy.documents.shared import SharedParseCache
 from proxy.files.lease import ObjectLeases
-from proxy.files.objects import make_object_store
+from proxy.files.objects import StoreUnavailable, make_object_store
+from proxy.files.s3 import S3FileStore
+from tests.engines import S3_ENVIRONMENT, free_port
 from tests.fakes.upstream import FakeUpstream
 
 
@@ -141,3 +143,29 @@ async def test_a_waiting_replica_takes_over_when_the_parsing_one_dies(
     # Shared now: the next replica reads it.
     other = SharedParseCache(store, ObjectLeases(store, "replica-three"))
     assert await other.load("a" * 64, "text") == parsed
+
+
+def dead_store_settings() -> FileStoreSettings:
+    port = free_port()  # nothing listens there
+    return FileStoreSettings(backend="s3", bucket="b", endpoint_url=f"http://127.0.0.1:{port}")
+
+
+def test_an_unreachable_object_store_stops_start_up(monkeypatch: pytest.MonkeyPatch) -> None:
+    from proxy.config import ConfigError, load_settings
+    from proxy.wiring import make_object_store as wired_store
+
+    for name, value in S3_ENVIRONMENT.items():
+        monkeypatch.setenv(name, value)
+    files = dead_store_settings().model_dump()
+    settings = load_settings(None, environ={}, overrides={"files": files})
+    with pytest.raises(ConfigError, match="config key files: the object store cannot be used"):
+        wired_store(settings)
+
+
+def test_a_failing_object_store_is_a_503_not_a_500(monkeypatch: pytest.MonkeyPatch) -> None:
+    for name, value in S3_ENVIRONMENT.items():
+        monkeypatch.setenv(name, value)
+    store = S3FileStore(make_object_store(dead_store_settings()), 1000)
+    with pytest.raises(StoreUnavailable) as raised:
+        store.get("file-" + "0" * 24, "team-a")
+    assert raised.value.status == 503 and raised.value.code == "object_store_unavailable"
