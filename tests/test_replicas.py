@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import os
 import re
 import threading
 from collections.abc import Callable
@@ -169,3 +170,13 @@ def test_a_failing_object_store_is_a_503_not_a_500(monkeypatch: pytest.MonkeyPat
     with pytest.raises(StoreUnavailable) as raised:
         store.get("file-" + "0" * 24, "team-a")
     assert raised.value.status == 503 and raised.value.code == "object_store_unavailable"
+
+
+def test_a_large_upload_streams_in_parts_and_reads_back_whole_elsewhere(
+    replicas: list[str],
+) -> None:
+    data = os.urandom(12 * 1024 * 1024)  # past one 8 MiB part: a multipart upload
+    created = sdk(replicas[0]).files.create(file=("big.bin", data), purpose="user_data")
+    assert created.bytes == len(data)
+    assert sdk(replicas[1]).files.content(created.id).read() == data
+    sdk(replicas[2]).files.delete(created.id)
