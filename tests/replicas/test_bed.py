@@ -104,7 +104,9 @@ def test_the_same_new_large_document_on_three_replicas_at_once(bed: Bed) -> None
     passages = {t: n for t, n in texts.items() if "harbour ledger" in t}
     twice = sum(n - 1 for n in passages.values())
     print(f"\npassages: {len(passages)}, embedded more than once: {twice}")
-    if twice:
+    # With background indexing under a lease, each replica embeds at once only the passages
+    # its first question needs (retrieval.new_document_candidates, 16); the rest, once.
+    if twice > (len(bed.replicas) - 1) * 16:
         pytest.xfail(
             "indexing once across replicas needs the indexing lease of the retrieval branch "
             "(issue 11: proxy/retrieval/lease.py, background indexing), not on main yet: "
