@@ -215,12 +215,31 @@ class VectorStoreSettings(Section):
     port: int = Field(8001, ge=1, le=65535)
 
 
+class RerankSettings(Section):
+    base_url: str
+    model: str = "reranker"
+    api_key: str | None = None
+    top_n: int = Field(20, ge=1, le=200)
+    timeout_s: float = Field(60, gt=0)
+
+
 class RetrievalSettings(Section):
     limit: int = Field(3, ge=1, le=10)
     affinity_threshold: float | None = Field(None, ge=0.0, le=1.0)
-    chunk_tokens: int = Field(200, ge=16)
+    # In the embedding model's own tokens (MiniLM: word pieces; it reads 256 at most).
+    chunk_tokens: int = Field(250, ge=16)
     chunk_overlap: int = Field(30, ge=0)
     citations: CitationStyle = "fields"  # fields | inline ("Sources:" block) | both
+    ranking: Literal["hybrid", "dense", "lexical"] = "hybrid"
+    fill: Literal["passages", "neighbours", "none"] = "passages"
+    new_document_candidates: int = Field(64, ge=1, le=1000)
+    rerank: RerankSettings | None = None
+
+    @model_validator(mode="after")
+    def _overlap_below_size(self) -> RetrievalSettings:
+        if self.chunk_overlap >= self.chunk_tokens:
+            raise ValueError("chunk_overlap must be less than chunk_tokens")
+        return self
 
 
 class GuardSettings(Section):

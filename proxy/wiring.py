@@ -157,22 +157,51 @@ def make_embedder_from(settings: Settings) -> Embedder:
 
 def make_retriever(settings: Settings) -> Retriever:
     # Everything that can fail comes before the index, which locks its directory.
+    import os
+    import socket
+
+    from proxy.retrieval.embeddings import OpenAIEmbedder
     from proxy.retrieval.index import VectorIndex
+    from proxy.retrieval.lease import Leases
+    from proxy.retrieval.rerank import Reranker
     from proxy.retrieval.retriever import Retriever
 
-    encoding = load_encoding("cl100k_base")
+    retrieval = settings.retrieval
     embedder = make_embedder_from(settings)
+    if isinstance(embedder, OpenAIEmbedder):
+        # A server's tokenizer is not at hand; cl100k is a close stand-in for most models.
+        encoding = load_encoding("cl100k_base")
+        embedder.count_tokens = lambda text: len(encoding.encode_ordinary(text))
+    reranker = None
+    if retrieval.rerank is not None:
+        rerank = retrieval.rerank
+        reranker = Reranker(
+            rerank.base_url,
+            rerank.model,
+            api_key=rerank.api_key,
+            top_n=rerank.top_n,
+            timeout_s=rerank.timeout_s,
+        )
     store = settings.vector_store
+    leases = None
     if store.mode == "server":
         index = VectorIndex.server(store.host, store.port, embedder)
+        # Proxies sharing the server take turns indexing a document.
+        leases = Leases(index, f"{socket.gethostname()}:{os.getpid()}")
     else:
         index = VectorIndex.embedded(store.path or data_dir(settings) / "chroma", embedder)
     return Retriever(
         index=index,
         embedder=embedder,
-        chunk_tokens=settings.retrieval.chunk_tokens,
-        chunk_overlap=settings.retrieval.chunk_overlap,
-        count_tokens=lambda text: len(encoding.encode_ordinary(text)),
+        chunk_tokens=retrieval.chunk_tokens,
+        chunk_overlap=retrieval.chunk_overlap,
+        count_tokens=embedder.count_tokens,
+        ranking=retrieval.ranking,
+        new_document_candidates=retrieval.new_document_candidates,
+        reranker=reranker,
+        rerank_top_n=retrieval.rerank.top_n if retrieval.rerank else 20,
+        passages_dir=data_dir(settings) / "passages",
+        leases=leases,
     )
 
 

@@ -36,6 +36,11 @@ class Candidate:
     score: float
     outcome: str  # "kept" | "shortened" | "below threshold" | "over budget"
     snippet: str
+    passage: int | None = None  # the passage's number in its document (0-based)
+    dense: float | None = None  # cosine affinity: what the threshold compares (= score)
+    lexical: float | None = None  # BM25, None when no query term is in it
+    fused: float | None = None  # reciprocal-rank-fusion score of the hybrid ranking
+    rerank: float | None = None  # the reranker's relevance score, when one is configured
 
 
 @dataclass
@@ -52,6 +57,10 @@ class RetrievalRecord:
     selected_per_source: list[int]
     left_out: int
     candidates: list[Candidate] = field(default_factory=list)
+    ranking: str = "dense"  # "hybrid" | "dense" | "lexical", + "+rerank"
+    fill: str = "none"  # what room left in the budget is filled with: "passages" | "neighbours"
+    depth: int = 0  # candidates asked for per file (the limit, or more to fill the budget)
+    indexed: dict[str, int] = field(default_factory=dict)  # % of each file's dense index ready
 
 
 @dataclass

@@ -40,6 +40,7 @@ class Options:
     retrieval_limit: int = 3
     affinity_threshold: float | None = None
     citations: CitationStyle = "fields"
+    retrieval_limit_given: bool = False  # sent by the client: honoured exactly, no budget fill
 
 
 class ResponseConverter(Protocol):

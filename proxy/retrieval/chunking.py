@@ -1,9 +1,8 @@
-"""Token-aware, overlapping chunks of a parsed document, each knowing its page range."""
+"""Passages of a parsed document: split on its structure first, sized in the embedder's tokens."""
 
 from __future__ import annotations
 
 import bisect
-import functools
 import re
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -13,24 +12,35 @@ from semchunk.semchunk import chunk as semchunk_chunk
 
 from proxy.documents.model import ParsedDocument
 
-# MiniLM (the default embedder) embeds the first 256 word-pieces of a passage. Chunks of at
-# most 200 cl100k tokens (30 shared with the next) measured ≤ 205 word-pieces on English
-# corpus documents, so nothing is cut off there and a passage stays a paragraph-sized
-# citation. Cyrillic or punctuation-heavy text needs up to 2-3 word-pieces per token: a few
-# such chunks are embedded by their first 256 word-pieces only (still cited in full).
-DEFAULT_CHUNK_TOKENS = 200
+# MiniLM (the default embedder) reads at most 256 word pieces, two of them its [CLS] and
+# [SEP]: passages of up to 250 of its own tokens are embedded whole. Measured on the
+# retrieval eval (README, "How the defaults were chosen"): see DEFAULT_CHUNK_TOKENS below.
+DEFAULT_CHUNK_TOKENS = 250
 DEFAULT_CHUNK_OVERLAP = 30
+# Bumped whenever the same settings would cut a document differently: indexes built by an
+# older chunker are then rebuilt on their next use.
+CHUNKER_VERSION = 2
 
 PAGE_SEPARATOR = "\n\n"
 
-# A lone line break (hard-wrapped PDF lines) is not a boundary worth splitting at; a blank
-# line is. Same-length replacement keeps semchunk's offsets valid for the original text.
-_LONE_NEWLINE = re.compile(r"(?<!\n)\n(?!\n)")
+# Boundary strengths: where a passage had best end, strongest first.
+SECTION, ITEM, SENTENCE, ANYWHERE = 3, 2, 1, 0
+
+# A list item, a numbered clause or a lettered one: `- x`, `• x`, `3. x`, `(b) x`, `§ 4`, `IV. x`.
+_ITEM = re.compile(
+    r"[ \t]*(?:[-*•▪◦‣–]\s|\(?\d{1,3}(?:\.\d{1,3})*[.)]\s|\(?[a-zA-Z][.)]\s|§|[IVX]{1,5}\.\s)"
+)
+# A sentence ends at . ! ? … (perhaps closed by quotes or brackets) before the next one starts.
+_SENTENCE_END = re.compile(
+    r"(?<=[.!?…])[\"'”’)\]]*\s+(?=[\"'“‘„«(\[]?[A-ZÀ-ÖØ-ÞА-ЯЁ0-9])|(?<=[。！？])"
+)
+_TERMINAL = ".!?:;。！？…\"'”’"
 
 
 @dataclass(frozen=True)
 class Chunk:
-    """One passage of a document, as embedded and cited."""
+    """One passage of a document, as embedded and cited; `start`/`end` locate it in the text of
+    the document's non-empty pages joined by blank lines."""
 
     doc_sha256: str
     filename: str
@@ -40,6 +50,8 @@ class Chunk:
     page_end: int
     location: str = ""
     """Where the passage starts, as a person finds it: `page=4`, `section=Refunds`, ..."""
+    start: int = 0
+    end: int = 0
 
 
 def chunk_document(
@@ -49,78 +61,163 @@ def chunk_document(
     overlap: int = DEFAULT_CHUNK_OVERLAP,
     count_tokens: Callable[[str], int],
 ) -> list[Chunk]:
-    """Split `doc` into chunks of at most `chunk_tokens`, consecutive ones sharing ~`overlap`."""
+    """Split `doc` into passages of at most `chunk_tokens`, cut where its structure allows.
+
+    Headings, blank lines and pages end a passage before list items and numbered clauses do,
+    and those before sentence ends; a piece longer than a passage (a sentence without end) is
+    cut by semchunk. Passages that end inside a paragraph repeat up to `overlap` tokens of
+    its last sentences at the start of the next, so an answer cut in two is whole in one.
+    """
     if chunk_tokens < 1:
         raise ValueError("chunk_tokens must be at least 1")
     if not 0 <= overlap < chunk_tokens:
         raise ValueError("overlap must be at least 0 and less than chunk_tokens")
-    text, page_offsets, page_numbers = _join_pages(doc)
-    where = {page.number: page.where for page in doc.pages}
-    if not text:
+    text, page_offsets, pages = joined_text(doc)
+    if not text.strip():
         return []
-    # A per-call cache: semchunk counts the same pieces many times, and its own memoizer
-    # keeps every text it ever saw for the life of the process.
-    counter = functools.lru_cache(maxsize=None)(count_tokens)
+    pieces = _pieces(text, page_offsets, chunk_tokens, overlap, count_tokens)
+    spans: list[tuple[int, int]] = []
+    for start, end in _pack(pieces, chunk_tokens, overlap):
+        if count_tokens(text[start:end]) <= chunk_tokens:
+            spans.append((start, end))
+            continue
+        # Pieces are counted alone; a BPE tokenizer may merge across their seams differently.
+        offsets = _semchunk_offsets(text[start:end], chunk_tokens, count_tokens)
+        spans.extend((start + sub_start, start + sub_end) for sub_start, sub_end in offsets)
     chunks: list[Chunk] = []
-    for start, end in _spans(text, chunk_tokens, counter, overlap):
-        passage = text[start:end].strip()
+    for start, end in spans:
+        raw = text[start:end]
+        passage = raw.strip()
         if not passage:
             continue
-        first = page_numbers[bisect.bisect_right(page_offsets, start) - 1]
-        last = page_numbers[bisect.bisect_right(page_offsets, end - 1) - 1]
+        start += len(raw) - len(raw.lstrip())
+        end = start + len(passage)
+        first = pages[bisect.bisect_right(page_offsets, start) - 1]
+        last = pages[bisect.bisect_right(page_offsets, end - 1) - 1]
         chunks.append(
             Chunk(
                 doc_sha256=doc.sha256,
                 filename=doc.name,
                 index=len(chunks),
                 text=passage,
-                page_start=first,
-                page_end=last,
-                location=where[first],
+                page_start=first[0],
+                page_end=last[0],
+                location=first[1],
+                start=start,
+                end=end,
             )
         )
     return chunks
 
 
-def _spans(
-    text: str, chunk_tokens: int, counter: Callable[[str], int], overlap: int
-) -> list[tuple[int, int]]:
-    """Chunk offsets into `text`, split where the view says, each span within `chunk_tokens`."""
-    view = _LONE_NEWLINE.sub(" ", text)
-    spans: list[tuple[int, int]] = []
-    for start, end in _semchunk_offsets(view, chunk_tokens, counter, overlap):
-        if counter(text[start:end]) <= chunk_tokens:
-            spans.append((start, end))
+@dataclass(frozen=True)
+class _Piece:
+    start: int
+    end: int
+    tokens: int
+    boundary: int  # strength of the boundary at `start`
+
+
+def _pieces(
+    text: str, page_offsets: list[int], limit: int, overlap: int, count: Callable[[str], int]
+) -> list[_Piece]:
+    """The text cut at every boundary, each piece knowing how strong the cut before it is."""
+    cuts: dict[int, int] = {offset: SECTION for offset in page_offsets}
+    lines = text.splitlines(keepends=True)
+    stripped = [line.strip() for line in lines]
+    headings = [_is_heading(stripped, k) for k in range(len(stripped))]
+    position = 0
+    for k, line in enumerate(lines):
+        if not stripped[k]:
+            cuts[position + len(line)] = SECTION
+        elif stripped[k].startswith("#") or (
+            k and (not stripped[k - 1] or headings[k] or headings[k - 1])
+        ):
+            cuts[position] = max(cuts.get(position, 0), SECTION)
+        elif _ITEM.match(line):
+            cuts[position] = max(cuts.get(position, 0), ITEM)
+        position += len(line)
+    for match in _SENTENCE_END.finditer(text):
+        cuts.setdefault(match.end(), SENTENCE)
+    cuts[0] = SECTION
+    edges = sorted(offset for offset in cuts if offset < len(text))
+    pieces: list[_Piece] = []
+    for start, end in zip(edges, [*edges[1:], len(text)], strict=True):
+        piece = text[start:end]
+        tokens = count(piece)
+        if tokens <= limit:
+            pieces.append(_Piece(start, end, tokens, cuts[start]))
             continue
-        # The original has line breaks where the split view had spaces, and "\n" + word
-        # often costs one token more than " " + word: re-split the rare chunk that grew.
-        for sub_start, sub_end in _semchunk_offsets(text[start:end], chunk_tokens, counter, 0):
-            spans.append((start + sub_start, start + sub_end))
+        # Cut in small parts (at semchunk's best places) that pack and overlap like sentences.
+        part = max(8, min(overlap or limit, limit) // 2)
+        # Contiguous parts: the whitespace between them is counted too.
+        starts = [0] + [sub_start for sub_start, _ in _semchunk_offsets(piece, part, count)][1:]
+        for offset, (sub_start, sub_end) in enumerate(
+            zip(starts, [*starts[1:], len(piece)], strict=True)
+        ):
+            boundary = cuts[start] if offset == 0 else ANYWHERE
+            sub = piece[sub_start:sub_end]
+            pieces.append(_Piece(start + sub_start, start + sub_end, count(sub), boundary))
+    return pieces
+
+
+def _is_heading(lines: list[str], k: int) -> bool:
+    """A short line that does not end like a sentence, after a sentence's end or a blank line,
+    before a capitalised line: `3.2 Refunds`, `INTRODUCTION`; not a line of a narrow column."""
+    line = lines[k]
+    if not 0 < len(line) <= 60 or line[-1] in _TERMINAL or line.endswith((",", "-")):
+        return False
+    if k and lines[k - 1] and lines[k - 1][-1] not in _TERMINAL:
+        return False
+    following = lines[k + 1] if k + 1 < len(lines) else ""
+    return not following or following[0].isupper() or following[0].isdigit()
+
+
+def _pack(pieces: list[_Piece], limit: int, overlap: int) -> list[tuple[int, int]]:
+    """Consecutive pieces packed into spans of at most `limit` tokens; a span that has to end
+    early ends at the strongest boundary in its second half."""
+    spans: list[tuple[int, int]] = []
+    i = 0
+    while i < len(pieces):
+        total, j = 0, i
+        while j < len(pieces) and total + pieces[j].tokens <= limit:
+            total += pieces[j].tokens
+            j += 1
+        j = max(j, i + 1)
+        if j < len(pieces):
+            best, filled = j, 0
+            for k in range(i + 1, j + 1):
+                filled += pieces[k - 1].tokens
+                if filled * 2 >= total and pieces[k].boundary >= pieces[best].boundary:
+                    best = k
+            j = best
+        spans.append((pieces[i].start, pieces[j - 1].end))
+        following = j
+        if j < len(pieces) and pieces[j].boundary <= SENTENCE and overlap:
+            shared = 0
+            while following - 1 > i and shared + pieces[following - 1].tokens <= overlap:
+                following -= 1
+                shared += pieces[following].tokens
+                if pieces[following].boundary > SENTENCE:
+                    break
+        i = following
     return spans
 
 
-def _semchunk_offsets(
-    text: str, chunk_tokens: int, counter: Callable[[str], int], overlap: int
-) -> list[tuple[int, int]]:
+def _semchunk_offsets(text: str, limit: int, count: Callable[[str], int]) -> list[tuple[int, int]]:
     _, offsets = cast(
         "tuple[list[str], list[tuple[int, int]]]",
-        semchunk_chunk(
-            text,
-            chunk_size=chunk_tokens,
-            token_counter=counter,
-            memoize=False,
-            offsets=True,
-            overlap=overlap or None,
-        ),
+        semchunk_chunk(text, chunk_size=limit, token_counter=count, memoize=False, offsets=True),
     )
     return offsets
 
 
-def _join_pages(doc: ParsedDocument) -> tuple[str, list[int], list[int]]:
-    """The text of the non-empty pages joined by blank lines, with where each page starts."""
+def joined_text(doc: ParsedDocument) -> tuple[str, list[int], list[tuple[int, str]]]:
+    """The text of the non-empty pages joined by blank lines, where each page starts, and each
+    page's number and location."""
     parts: list[str] = []
     offsets: list[int] = []
-    numbers: list[int] = []
+    pages: list[tuple[int, str]] = []
     position = 0
     for page in doc.pages:
         page_text = page.text.replace("\r\n", "\n").replace("\r", "\n")
@@ -130,7 +227,7 @@ def _join_pages(doc: ParsedDocument) -> tuple[str, list[int], list[int]]:
             parts.append(PAGE_SEPARATOR)
             position += len(PAGE_SEPARATOR)
         offsets.append(position)
-        numbers.append(page.number)
+        pages.append((page.number, page.where))
         parts.append(page_text)
         position += len(page_text)
-    return "".join(parts), offsets, numbers
+    return "".join(parts), offsets, pages

@@ -98,40 +98,114 @@ class VectorIndex:
             cache_bytes=cache_bytes,
         )
 
-    async def is_indexed(self, doc_sha256: str) -> bool:
-        """Whether the document was completely indexed (its completion record exists)."""
-        found = await self._run(lambda: self._collections()[1].get(ids=[doc_sha256], include=[]))
-        return bool(found["ids"])
+    def settings_of(self, fingerprint: str | None) -> str:
+        """What a document's passages were made with; by default the embedder's fingerprint."""
+        if fingerprint is not None:
+            return fingerprint
+        return str(getattr(self.embedder, "fingerprint", self.embedder.name))
 
-    async def ensure_indexed(self, doc: ParsedDocument, chunks: Callable[[], list[Chunk]]) -> bool:
+    async def is_indexed(self, doc_sha256: str, fingerprint: str | None = None) -> bool:
+        """Whether the document was completely indexed with these settings."""
+        settings = self.settings_of(fingerprint)
+        found = await self._run(
+            lambda: self._collections()[1].get(ids=[doc_sha256], include=["metadatas"])
+        )
+        metadatas = found["metadatas"] or []
+        # Records written before settings were recorded count as made with the defaults.
+        return bool(found["ids"]) and str(metadatas[0].get("settings", settings)) == settings
+
+    async def stored_indexes(self, doc_sha256: str, fingerprint: str | None = None) -> set[int]:
+        """Passages of the document already stored with these settings (to resume)."""
+        settings = self.settings_of(fingerprint)
+        found = await self._run(
+            lambda: self._collections()[0].get(where={"sha256": doc_sha256}, include=["metadatas"])
+        )
+        return {
+            int(str(meta["index"]))
+            for meta in found["metadatas"] or []
+            if str(meta.get("settings", settings)) == settings
+        }
+
+    async def stored_vectors(
+        self, doc_sha256: str, indexes: Sequence[int], fingerprint: str | None = None
+    ) -> dict[int, list[float]]:
+        """Vectors already stored for some passages of an incomplete document, by index."""
+        settings = self.settings_of(fingerprint)
+        ids = [chunk_id(doc_sha256, i) for i in indexes]
+        found = await self._run(
+            lambda: self._collections()[0].get(ids=ids, include=["embeddings", "metadatas"])
+        )
+        embeddings = found["embeddings"]
+        if embeddings is None:
+            return {}
+        return {
+            int(str(meta["index"])): [float(x) for x in vector]
+            for meta, vector in zip(found["metadatas"] or [], embeddings, strict=False)
+            if str(meta.get("settings", settings)) == settings
+        }
+
+    async def add(
+        self, chunks: Sequence[Chunk], vectors: list[list[float]], fingerprint: str | None = None
+    ) -> None:
+        """Store passages with their vectors (replacing what their ids held)."""
+        settings = self.settings_of(fingerprint)
+        await self._run(functools.partial(self._upsert, chunks, vectors, settings))
+
+    async def finish(self, doc: ParsedDocument, count: int, fingerprint: str | None = None) -> None:
+        """Drop passages past `count` (left by other settings) and record the document complete."""
+        settings = self.settings_of(fingerprint)
+        stored = await self._run(lambda: self._stored_texts(doc.sha256))
+        wanted = {chunk_id(doc.sha256, i) for i in range(count)}
+        stale = [key for key in stored if key not in wanted]
+        if stale:
+            await self._run(lambda: self._collections()[0].delete(ids=stale))
+        self._cache.drop(doc.sha256)
+        # Written last, so a crash at any earlier point leaves the document incomplete.
+        await self._run(lambda: self._mark_complete(doc, count, settings))
+
+    async def vectors(
+        self, doc_sha256: str, fingerprint: str | None = None
+    ) -> DocumentVectors | None:
+        """The vectors of a document complete with these settings (kept in memory), else None."""
+        cached = self._cache.get(doc_sha256)
+        if cached is not None:
+            return cached
+        if not await self.is_indexed(doc_sha256, fingerprint):
+            return None
+        found = await self._run(lambda: self._document_vectors(doc_sha256))
+        if found is not None:
+            self._cache.put(doc_sha256, found)
+        return found
+
+    def remember(self, doc_sha256: str, vectors: DocumentVectors) -> None:
+        """Vectors just stored for a complete document: the next search needs no round trip."""
+        self._cache.put(doc_sha256, vectors)
+
+    async def ensure_indexed(
+        self,
+        doc: ParsedDocument,
+        chunks: Callable[[], list[Chunk]],
+        fingerprint: str | None = None,
+    ) -> bool:
         """Embed and store `doc` unless already complete; False means nothing had to be done."""
-        if await self.is_indexed(doc.sha256):
+        if await self.is_indexed(doc.sha256, fingerprint):
             return False
         async with self._key_lock(doc.sha256):
-            if await self.is_indexed(doc.sha256):
+            if await self.is_indexed(doc.sha256, fingerprint):
                 return False
             items = await asyncio.to_thread(chunks)
             if [chunk.index for chunk in items] != list(range(len(items))):
                 raise ValueError("chunk indexes must be 0, 1, 2, ... in order")
-            stored = await self._run(lambda: self._stored_texts(doc.sha256))
-            wanted = {chunk_id(chunk.doc_sha256, chunk.index) for chunk in items}
-            stale = [chunk_id for chunk_id in stored if chunk_id not in wanted]
-            if stale:
-                await self._run(lambda: self._collections()[0].delete(ids=stale))
-            # Resuming after an interruption: chunks already stored with the same text stay.
-            todo = [
-                chunk
-                for chunk in items
-                if stored.get(chunk_id(chunk.doc_sha256, chunk.index)) != chunk.text
-            ]
+            # Resuming after an interruption: passages stored with the same settings stay.
+            done = await self.stored_indexes(doc.sha256, fingerprint)
+            todo = [chunk for chunk in items if chunk.index not in done]
             embedded: list[list[float]] = []
             for start in range(0, len(todo), WRITE_BATCH):
                 batch = todo[start : start + WRITE_BATCH]
                 vectors = await self.embedder.embed_documents([chunk.text for chunk in batch])
-                await self._run(functools.partial(self._upsert, batch, vectors))
+                await self.add(batch, vectors, fingerprint)
                 embedded.extend(vectors)
-            # Written last, so a crash at any earlier point leaves the document incomplete.
-            await self._run(lambda: self._mark_complete(doc, len(items)))
+            await self.finish(doc, len(items), fingerprint)
             if items and len(todo) == len(items):  # the usual next step is a search
                 ids = [chunk_id(chunk.doc_sha256, chunk.index) for chunk in items]
                 self._cache.put(doc.sha256, DocumentVectors.build(ids, embedded))
@@ -198,6 +272,10 @@ class VectorIndex:
             if not self._key_users[key]:
                 del self._key_users[key]
                 del self._key_locks[key]
+
+    async def call(self, call: Callable[[], T]) -> T:
+        """Run a call on the store's collections off the event loop (errors as `_run`)."""
+        return await self._run(call)
 
     async def _run(self, call: Callable[[], T]) -> T:
         """Run a Chroma call off the event loop; failures become OpenAI-shaped errors."""
@@ -270,7 +348,7 @@ class VectorIndex:
         found = self._collections()[0].get(where={"sha256": doc_sha256}, include=["documents"])
         return dict(zip(found["ids"], found["documents"] or [], strict=False))
 
-    def _upsert(self, batch: Sequence[Chunk], vectors: list[list[float]]) -> None:
+    def _upsert(self, batch: Sequence[Chunk], vectors: list[list[float]], settings: str) -> None:
         if len(vectors) != len(batch):
             raise ValueError(f"{len(vectors)} vectors for {len(batch)} chunks")
         metadatas: list[Any] = [
@@ -281,6 +359,7 @@ class VectorIndex:
                 "page_end": chunk.page_end,
                 "location": chunk.location,
                 "index": chunk.index,
+                "settings": settings,
             }
             for chunk in batch
         ]
@@ -291,10 +370,16 @@ class VectorIndex:
             metadatas=metadatas,
         )
 
-    def _mark_complete(self, doc: ParsedDocument, count: int) -> None:
+    def _mark_complete(self, doc: ParsedDocument, count: int, settings: str) -> None:
         # The manifest needs a vector per record but is only ever read by id.
         self._collections()[1].upsert(
             ids=[doc.sha256],
             embeddings=np.array([[manifest_position(doc.sha256)]], dtype=np.float32),
-            metadatas=[{"sha256": doc.sha256, "filename": doc.name, "chunks": count}],
+            metadatas=[
+                {"sha256": doc.sha256, "filename": doc.name, "chunks": count, "settings": settings}
+            ],
         )
+
+    def manifest(self) -> Collection:
+        """The collection of completion records and leases."""
+        return self._collections()[1]

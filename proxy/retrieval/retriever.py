@@ -1,28 +1,86 @@
-"""The retrieval edge as the pipeline sees it: an index, its embedder and the chunking settings."""
+"""The retrieval edge as the pipeline sees it: each document's passages ranked for a query."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from dataclasses import dataclass
+import asyncio
+import contextlib
+from collections.abc import AsyncIterator, Callable
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+
+import numpy as np
 
 from proxy.documents.model import ParsedDocument
-from proxy.retrieval.chunking import Chunk, chunk_document
+from proxy.retrieval.chunking import CHUNKER_VERSION, Chunk, chunk_document
 from proxy.retrieval.embeddings import Embedder
-from proxy.retrieval.index import Hit, VectorIndex
+from proxy.retrieval.fusion import reciprocal_rank_fusion
+from proxy.retrieval.index import VectorIndex
+from proxy.retrieval.indexing import Indexer, Vectors
+from proxy.retrieval.lease import Leases
+from proxy.retrieval.passages import DocumentPassages, PassageStore
+from proxy.retrieval.rerank import Reranker
+
+RANKINGS = ("hybrid", "dense", "lexical")
+POOL = 50
+"""Candidates each ranking contributes before fusion: far more than any budget holds."""
+STATUS_EVERY_S = 1.0
+
+Status = Callable[[str], None]
+
+
+@dataclass(frozen=True)
+class Scored:
+    """A passage found for a query, with every score that placed it.
+
+    `dense` is the cosine affinity the threshold applies to (every candidate gets one);
+    `lexical` its BM25 score (None: no query term in it); `fused` the reciprocal-rank-fusion
+    score of the hybrid ranking; `rerank` the reranker's relevance score when one is configured.
+    """
+
+    chunk: Chunk
+    dense: float
+    lexical: float | None = None
+    fused: float | None = None
+    rerank: float | None = None
 
 
 @dataclass
 class Retriever:
-    """Indexes documents once and finds each one's passages closest to a query."""
+    """Finds each document's passages closest to a query; indexes new documents on the way."""
 
     index: VectorIndex
     embedder: Embedder
     chunk_tokens: int
     chunk_overlap: int
     count_tokens: Callable[[str], int]
+    ranking: str = "hybrid"
+    new_document_candidates: int = 64
+    reranker: Reranker | None = None
+    rerank_top_n: int = 20
+    passages_dir: Path | None = None  # None: passages kept in memory only
+    leases: Leases | None = None
+    background: bool = True
+    indexer: Indexer = field(init=False)
+    store: PassageStore = field(init=False)
 
-    def chunks_of(self, document: ParsedDocument) -> Callable[[], list[Chunk]]:
-        return lambda: chunk_document(
+    def __post_init__(self) -> None:
+        if self.ranking not in RANKINGS:
+            raise ValueError(f"unknown ranking {self.ranking!r} (expected one of {RANKINGS})")
+        self.store = PassageStore(self.passages_dir, self.chunking_settings, self.chunks_of)
+        self.indexer = Indexer(self.index, self.embedder, self.settings, leases=self.leases)
+
+    @property
+    def chunking_settings(self) -> str:
+        return f"chunker={CHUNKER_VERSION};tokens={self.chunk_tokens};overlap={self.chunk_overlap}"
+
+    @property
+    def settings(self) -> str:
+        """Everything a stored vector depends on: a change indexes documents again."""
+        fingerprint = getattr(self.embedder, "fingerprint", self.embedder.name)
+        return f"{self.chunking_settings};embedder={fingerprint}"
+
+    def chunks_of(self, document: ParsedDocument) -> list[Chunk]:
+        return chunk_document(
             document,
             chunk_tokens=self.chunk_tokens,
             overlap=self.chunk_overlap,
@@ -30,17 +88,168 @@ class Retriever:
         )
 
     async def ensure_indexed(self, document: ParsedDocument) -> bool:
-        return await self.index.ensure_indexed(document, self.chunks_of(document))
+        """Index the whole document now (tools and tests); False if it already was."""
+        if await self.index.is_indexed(document.sha256, self.settings):
+            return False
+        passages = await self.store.open(document)
+        await self.indexer.complete_now(document, passages)
+        return True
+
+    def percent_indexed(self, document: ParsedDocument, passages: DocumentPassages) -> int:
+        return self.indexer.progress(passages).percent
 
     async def search(
-        self, documents: list[ParsedDocument], query: str, limit: int
-    ) -> list[list[Hit]]:
-        """Each document's own ranked passages for the query (one query embedding for all)."""
+        self,
+        documents: list[ParsedDocument],
+        query: str,
+        depth: int,
+        status: Status = lambda line: None,
+        *,
+        neighbours: int = 0,
+    ) -> tuple[list[list[Scored]], dict[str, int]]:
+        """Each document's best `depth` passages for the query, best first, and how much of
+        each document's dense index was ready (percent) when it was searched. With
+        `neighbours`, each passage comes joined with that many passages before and after it
+        (a passage already inside a better one's neighbourhood is not repeated)."""
         embedding = await self.embedder.embed_query(query)
-        return [await self.index.search(doc.sha256, embedding, limit) for doc in documents]
+        ranked: list[list[Scored]] = []
+        ready: dict[str, int] = {}
+        for document in documents:
+            passages = await self.store.open(document)
+            dense, ready[document.name] = await self._dense(document, passages, query, status)
+            found = self._rank(passages, query, dense, embedding)
+            if neighbours:
+                found = _with_neighbours(passages, found, neighbours)
+            ranked.append(await self._rerank(query, found[:depth]))
+        return ranked, ready
+
+    async def _dense(
+        self, document: ParsedDocument, passages: DocumentPassages, query: str, status: Status
+    ) -> tuple[Callable[[list[float]], dict[int, float]], int]:
+        """A scorer giving passages' cosines for a query vector, and the index's readiness."""
+        vectors = await self.index.vectors(document.sha256, self.settings)
+        if vectors is None:
+            progress = self.indexer.progress(passages)
+            line = lambda: f"Indexing file {document.name}... ({progress.percent}%)"  # noqa: E731
+            async with _ticking(status, line):
+                if len(passages.chunks) <= self.new_document_candidates or not self.background:
+                    if self.background:
+                        await self.indexer.complete_now(document, passages)
+                        vectors = await self.index.vectors(document.sha256, self.settings)
+                    else:
+                        return await self._candidates(document, passages, query), progress.percent
+                else:
+                    scorer = await self._candidates(document, passages, query)
+                    self.indexer.complete_later(document, passages)
+                    return scorer, progress.percent
+        if vectors is None:
+            raise RuntimeError(f"{document.name} was indexed but its vectors are missing")
+        rows = [int(key.rsplit(":", 1)[1]) for key in vectors.ids]
+
+        def score_all(query_vector: list[float]) -> dict[int, float]:
+            scores = vectors.scores(query_vector)
+            return {row: float(score) for row, score in zip(rows, scores, strict=True)}
+
+        return score_all, 100
+
+    async def _candidates(
+        self, document: ParsedDocument, passages: DocumentPassages, query: str
+    ) -> Callable[[list[float]], dict[int, float]]:
+        """A new document: dense scores for its best lexical candidates and whatever passages
+        were embedded already, while the rest is indexed in the background."""
+        lexical = [i for i, _ in passages.lexical.search(query, self.new_document_candidates)]
+        made: Vectors = dict(self.indexer.progress(passages).vectors)
+        made.update(await self.indexer.vectors_for(passages, lexical))
+
+        def score_made(query_vector: list[float]) -> dict[int, float]:
+            if not made:
+                return {}
+            keys = list(made)
+            matrix = np.asarray([made[k] for k in keys], dtype=np.float32)
+            matrix /= np.clip(np.linalg.norm(matrix, axis=1, keepdims=True), 1e-12, None)
+            vector = np.asarray(query_vector, dtype=np.float32)
+            scores = matrix @ (vector / max(float(np.linalg.norm(vector)), 1e-12))
+            return {key: float(score) for key, score in zip(keys, scores, strict=True)}
+
+        return score_made
+
+    def _rank(
+        self,
+        passages: DocumentPassages,
+        query: str,
+        dense_scores: Callable[[list[float]], dict[int, float]],
+        embedding: list[float],
+    ) -> list[Scored]:
+        cosines = dense_scores(embedding)
+        dense = sorted(cosines, key=lambda i: -cosines[i])[:POOL]
+        lexical = dict(passages.lexical.search(query, POOL))
+        order: list[tuple[int, float | None]]
+        if self.ranking == "dense":
+            order = [(i, None) for i in dense]
+        elif self.ranking == "lexical":
+            order = [(i, None) for i in lexical]
+        else:
+            order = [(i, fused) for i, fused in reciprocal_rank_fusion([dense, list(lexical)])]
+        return [
+            Scored(
+                chunk=passages.chunks[i],
+                dense=cosines.get(i, 0.0),
+                lexical=lexical.get(i),
+                fused=fused,
+            )
+            for i, fused in order
+        ]
+
+    async def _rerank(self, query: str, found: list[Scored]) -> list[Scored]:
+        """The reranker's order for the first `rerank_top_n`; the rest keep theirs after them."""
+        if self.reranker is None or not found:
+            return found
+        head, tail = found[: self.rerank_top_n], found[self.rerank_top_n :]
+        scores = await self.reranker.scores(query, [item.chunk.text for item in head])
+        rescored = [
+            Scored(item.chunk, item.dense, item.lexical, item.fused, score)
+            for item, score in zip(head, scores, strict=True)
+        ]
+        rescored.sort(key=lambda item: -(item.rerank or 0.0))
+        return rescored + tail
 
     async def close(self) -> None:
+        await self.indexer.close()
         await self.index.close()
+        if self.reranker is not None:
+            await self.reranker.close()
         close = getattr(self.embedder, "close", None)
         if close is not None:
             await close()
+
+
+@contextlib.asynccontextmanager
+async def _ticking(status: Status, line: Callable[[], str]) -> AsyncIterator[None]:
+    """`line()` as a status now, every second while the block runs, and when it ends."""
+    status(line())
+
+    async def tick() -> None:
+        while True:
+            await asyncio.sleep(STATUS_EVERY_S)
+            status(line())
+
+    task = asyncio.create_task(tick())
+    try:
+        yield
+    finally:
+        task.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await task
+        status(line())
+
+
+def _with_neighbours(passages: DocumentPassages, found: list[Scored], reach: int) -> list[Scored]:
+    covered: set[int] = set()
+    joined: list[Scored] = []
+    for item in found:
+        index = item.chunk.index
+        if index in covered:
+            continue
+        covered.update(range(index - reach, index + reach + 1))
+        joined.append(replace(item, chunk=passages.around(index, reach, reach)))
+    return joined

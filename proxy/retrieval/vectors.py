@@ -68,6 +68,14 @@ class DocumentVectors:
         norms = np.linalg.norm(matrix, axis=1, keepdims=True)
         return cls(ids, matrix / np.clip(norms, 1e-12, None))
 
+    def scores(self, query: list[float]) -> npt.NDArray[np.float32]:
+        """The cosine similarity of every row to `query`."""
+        vector = np.asarray(query, dtype=np.float32)
+        scores: npt.NDArray[np.float32] = self.matrix @ (
+            vector / max(float(np.linalg.norm(vector)), 1e-12)
+        )
+        return scores
+
     def top(self, query: list[float], limit: int) -> list[tuple[str, float]]:
         """The `limit` closest chunk ids by cosine similarity, best first."""
         limit = min(limit, len(self.ids))
@@ -96,6 +104,9 @@ class VectorCache:
         if entry.matrix.nbytes > self.max_bytes or doc_sha256 in self._entries:
             return
         self._entries[doc_sha256] = entry
+
+    def drop(self, doc_sha256: str) -> None:
+        self._entries.pop(doc_sha256, None)
 
     def clear(self) -> None:
         self._entries.clear()

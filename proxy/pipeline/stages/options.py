@@ -106,11 +106,16 @@ async def read_options(exchange: Exchange, services: Services) -> None:
         )
         return
     body_layer = enrich_from_body(raw)
+    header_layer = enrich_from_headers(exchange.option_headers)
     exchange.options = merge_options(
         model.enrich,
-        enrich_from_headers(exchange.option_headers),
+        header_layer,
         body_layer,  # the body wins over headers, headers over the model's defaults
         default_limit=retrieval.limit,
         default_threshold=retrieval.affinity_threshold,
         default_citations=retrieval.citations,
+    )
+    # A limit this request sets is taken as given; a configured one is a floor (budget fill).
+    exchange.options.retrieval_limit_given = (
+        body_layer.retrieval_limit is not None or header_layer.retrieval_limit is not None
     )

@@ -16,8 +16,12 @@ from proxy.pipeline.services import Services
 from proxy.pipeline.stages.documents import parse_refs
 from proxy.pipeline.stages.guard_report import note_guard
 from proxy.retrieval.budget import Passage, PassageBudget, PassageSelection
-from proxy.retrieval.index import Hit
-from proxy.retrieval.retriever import Retriever
+from proxy.retrieval.retriever import Scored
+
+FILL_DEPTH = 16
+"""Candidates per file offered to the budget when it may be filled: a 4,096-token window's
+budget holds ~8 passages of 250 word pieces, and a larger window is better spent on the
+answer than on a long tail of weaker passages (README, "How the defaults were chosen")."""
 
 
 def citation_of(meta: dict[str, Any]) -> str:
@@ -29,14 +33,24 @@ def citation_of(meta: dict[str, Any]) -> str:
 
 async def retrieve(exchange: Exchange, services: Services) -> None:
     retriever = await services.retriever()
+    settings = services.settings.retrieval
     exchange.status("Retrieving relevant citations for user query...")
-    sources = await index_sources(exchange, services, retriever)
+    sources = await index_sources(exchange, services)
     threshold = exchange.options.affinity_threshold
     if threshold is None:
         threshold = retriever.embedder.default_threshold
-    started = time.perf_counter()
     limit = exchange.options.retrieval_limit
-    ranked = await retriever.search(sources, exchange.query or " ", limit)
+    # The limit is a floor: room left in the budget takes more, unless the client set it.
+    fill = "none" if exchange.options.retrieval_limit_given else settings.fill
+    depth = limit if fill == "none" else max(limit, FILL_DEPTH)
+    started = time.perf_counter()
+    ranked, indexed = await retriever.search(
+        sources,
+        exchange.query or " ",
+        depth,
+        exchange.status,
+        neighbours=1 if fill == "neighbours" else 0,
+    )
     exchange.timed("search", time.perf_counter() - started)
     candidates, reports = guarded_candidates(exchange, services, sources, ranked, threshold)
     counter = await services.introspection.counter(exchange.model)
@@ -52,36 +66,33 @@ async def retrieve(exchange: Exchange, services: Services) -> None:
         limit=limit,
         affinity_threshold=threshold,
         embedder=retriever.embedder.name,
-        scores=[[round(hit.score, 4) for hit in hits] for hits in ranked],
+        scores=[[round(item.dense, 4) for item in items] for items in ranked],
         budget_limit=budget.limit,
         budget_unit="tokens" if window.tokens else "characters",
         selected_per_source=selection.per_source,
         left_out=selection.left_out,
+        ranking=retriever.ranking + ("+rerank" if retriever.reranker else ""),
+        fill=fill,
+        depth=depth,
+        indexed=indexed,
     )
     note_guard(exchange, reports)
 
 
-async def index_sources(
-    exchange: Exchange, services: Services, retriever: Retriever
-) -> list[ParsedDocument]:
-    """New and old documents, each once (by sha256), indexed."""
-    started = time.perf_counter()
+async def index_sources(exchange: Exchange, services: Services) -> list[ParsedDocument]:
+    """New and old documents, each once (by sha256); the retriever indexes them as it searches."""
     documents = list(exchange.new_documents)
     if exchange.old_refs:
         documents += await parse_refs(exchange.old_refs, exchange, services)
     # The same document attached twice is one source.
-    unique = list({doc.sha256: doc for doc in documents}.values())
-    for document in unique:
-        await retriever.ensure_indexed(document)
-    exchange.timed("index", time.perf_counter() - started)
-    return unique
+    return list({doc.sha256: doc for doc in documents}.values())
 
 
 def guarded_candidates(
     exchange: Exchange,
     services: Services,
     sources: list[ParsedDocument],
-    ranked: list[list[Hit]],
+    ranked: list[list[Scored]],
     threshold: float,
 ) -> tuple[list[list[Passage]], dict[str, GuardReport]]:
     """Per source, its hits above the threshold as guarded passages, in rank order."""
@@ -90,15 +101,15 @@ def guarded_candidates(
     by_source: list[list[Passage]] = []
     for source, (document, hits) in enumerate(zip(sources, ranked, strict=True)):
         passages = []
-        for rank, hit in enumerate(h for h in hits if h.score > threshold):
-            guarded = services.guarded.guard(hit.text, exchange.control_tokens)
+        for rank, hit in enumerate(h for h in hits if h.dense > threshold):
+            guarded = services.guarded.guard(hit.chunk.text, exchange.control_tokens)
             reports[document.name] = reports.get(document.name, GuardReport()) + guarded.report
             meta = {
                 "filename": document.name,
-                "page_start": hit.page_start,
-                "page_end": hit.page_end,
-                "location": hit.location,
-                "score": hit.score,
+                "page_start": hit.chunk.page_start,
+                "page_end": hit.chunk.page_end,
+                "location": hit.chunk.location,
+                "score": hit.dense,
                 "file_id": file_ids.get(document.name),
             }
             passages.append(Passage(source, rank, guarded.text, meta))
@@ -111,7 +122,7 @@ SNIPPET_CHARS = 300
 
 def outcomes(
     sources: list[ParsedDocument],
-    ranked: list[list[Hit]],
+    ranked: list[list[Scored]],
     threshold: float,
     offered: list[list[Passage]],
     selection: PassageSelection,
@@ -122,7 +133,7 @@ def outcomes(
     for source, (document, hits) in enumerate(zip(sources, ranked, strict=True)):
         rank = 0
         for hit in hits:
-            if hit.score <= threshold:
+            if hit.dense <= threshold:
                 outcome = "below threshold"
             else:
                 passage = kept.get((source, rank))
@@ -135,11 +146,16 @@ def outcomes(
             candidates.append(
                 Candidate(
                     file=document.name,
-                    page=hit.page_start,
-                    location=hit.location,
-                    score=round(hit.score, 4),
+                    page=hit.chunk.page_start,
+                    location=hit.chunk.location,
+                    score=round(hit.dense, 4),
                     outcome=outcome,
-                    snippet=hit.text[:SNIPPET_CHARS],
+                    snippet=hit.chunk.text[:SNIPPET_CHARS],
+                    passage=hit.chunk.index,
+                    dense=round(hit.dense, 4),
+                    lexical=None if hit.lexical is None else round(hit.lexical, 4),
+                    fused=None if hit.fused is None else round(hit.fused, 6),
+                    rerank=None if hit.rerank is None else round(hit.rerank, 4),
                 )
             )
     return candidates

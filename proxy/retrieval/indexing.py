@@ -1,0 +1,201 @@
+"""Embedding documents' passages: what a request needs now, the rest in the background, once."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import time
+from collections.abc import AsyncIterator, Sequence
+from dataclasses import dataclass, field
+
+import structlog
+
+from proxy.documents.model import ParsedDocument
+from proxy.retrieval.chunking import Chunk
+from proxy.retrieval.embeddings import Embedder
+from proxy.retrieval.index import VectorIndex
+from proxy.retrieval.lease import Leases
+from proxy.retrieval.passages import DocumentPassages
+from proxy.retrieval.vectors import DocumentVectors, chunk_id
+
+log = structlog.get_logger(__name__)
+
+BACKGROUND_BATCH = 16
+"""Passages per background round: a waiting request's embedding goes next after at most one
+round (~0.5 s of MiniLM on 2 cores), and padding to the longest of 16 similar passages is cheap."""
+
+Vectors = dict[int, list[float]]
+
+
+class ForegroundGate:
+    """Embedding for a waiting request goes before background indexing (one CPU, one model)."""
+
+    def __init__(self) -> None:
+        self._waiting = 0
+        self._idle = asyncio.Event()
+        self._idle.set()
+
+    @contextlib.asynccontextmanager
+    async def foreground(self) -> AsyncIterator[None]:
+        self._waiting += 1
+        self._idle.clear()
+        try:
+            yield
+        finally:
+            self._waiting -= 1
+            if not self._waiting:
+                self._idle.set()
+
+    async def background_turn(self) -> None:
+        await self._idle.wait()
+
+
+@dataclass
+class Progress:
+    """How far one document's dense index is: vectors made here, and passages stored before."""
+
+    total: int
+    vectors: Vectors = field(default_factory=dict)
+    stored: set[int] = field(default_factory=set)
+    held_elsewhere: bool = False
+
+    @property
+    def percent(self) -> int:
+        if not self.total:
+            return 100
+        return min(100, (len(self.stored | set(self.vectors)) * 100) // self.total)
+
+
+class Indexer:
+    """One process's embedding of documents into the vector index.
+
+    `vectors_for` embeds the passages a request needs right away (before any background work);
+    `complete_later` finishes a document in the background, once per document in this process
+    and, with leases, once across the proxies sharing a Chroma server.
+    """
+
+    def __init__(
+        self,
+        index: VectorIndex,
+        embedder: Embedder,
+        settings: str,
+        *,
+        leases: Leases | None = None,
+        batch: int = BACKGROUND_BATCH,
+    ) -> None:
+        self.index = index
+        self.embedder = embedder
+        self.settings = settings
+        self.leases = leases
+        self.batch = batch
+        self.gate = ForegroundGate()
+        self._progress: dict[str, Progress] = {}
+        self._tasks: dict[str, asyncio.Task[None]] = {}
+        self._locks: dict[str, asyncio.Lock] = {}
+
+    def progress(self, passages: DocumentPassages) -> Progress:
+        found = self._progress.get(passages.sha256)
+        if found is None or found.total != len(passages.chunks):
+            found = self._progress[passages.sha256] = Progress(len(passages.chunks))
+        return found
+
+    def running(self, doc_sha256: str) -> bool:
+        task = self._tasks.get(doc_sha256)
+        return task is not None and not task.done()
+
+    async def vectors_for(self, passages: DocumentPassages, wanted: Sequence[int]) -> Vectors:
+        """Vectors of the `wanted` passages: made here before, stored before, or embedded now."""
+        progress = self.progress(passages)
+        found = {i: progress.vectors[i] for i in wanted if i in progress.vectors}
+        missing = [i for i in wanted if i not in found]
+        if missing and progress.stored:
+            stored = await self.index.stored_vectors(passages.sha256, missing, self.settings)
+            found.update(stored)
+            missing = [i for i in missing if i not in stored]
+        if missing:
+            chunks = [passages.chunks[i] for i in missing]
+            async with self.gate.foreground():
+                embedded = await self.embedder.embed_documents([chunk.text for chunk in chunks])
+            await self.index.add(chunks, embedded, self.settings)
+            for chunk, vector in zip(chunks, embedded, strict=True):
+                progress.vectors[chunk.index] = found[chunk.index] = vector
+        return found
+
+    async def complete_now(self, doc: ParsedDocument, passages: DocumentPassages) -> None:
+        """Embed every passage while the request waits (documents no bigger than a request's
+        candidates): once per document, concurrent requests wait for the first."""
+        lock = self._locks.setdefault(doc.sha256, asyncio.Lock())
+        async with lock:
+            if await self.index.is_indexed(doc.sha256, self.settings):
+                return
+            await self.vectors_for(passages, range(len(passages.chunks)))
+            await self._finish(doc, passages)
+
+    def complete_later(self, doc: ParsedDocument, passages: DocumentPassages) -> None:
+        """Start finishing the document in the background, unless that is under way here."""
+        if not self.running(doc.sha256):
+            task = asyncio.create_task(self._complete(doc, passages))
+            self._tasks[doc.sha256] = task
+
+    async def _complete(self, doc: ParsedDocument, passages: DocumentPassages) -> None:
+        progress = self.progress(passages)
+        claimed = False
+        try:
+            if self.leases is not None:
+                claimed = await self.leases.claim(doc.sha256)
+                progress.held_elsewhere = not claimed
+                if not claimed:
+                    return
+            progress.stored |= await self.index.stored_indexes(doc.sha256, self.settings)
+            todo = [
+                chunk
+                for chunk in passages.chunks
+                if chunk.index not in progress.vectors and chunk.index not in progress.stored
+            ]
+            renewed = time.monotonic()
+            for start in range(0, len(todo), self.batch):
+                await self.gate.background_turn()
+                batch = [
+                    c for c in todo[start : start + self.batch] if c.index not in progress.vectors
+                ]
+                if not batch:
+                    continue
+                await self._embed(batch, progress)
+                if self.leases is not None and time.monotonic() - renewed > self.leases.lease_s / 3:
+                    renewed = time.monotonic()
+                    if not await self.leases.renew(doc.sha256):
+                        progress.held_elsewhere = True
+                        return
+            await self._finish(doc, passages)
+        except Exception as error:  # the next request resumes from what was stored
+            log.warning("background indexing failed", file=doc.name, error=str(error)[:300])
+        finally:
+            if claimed and self.leases is not None:
+                with contextlib.suppress(Exception):
+                    await self.leases.release(doc.sha256)
+            self._tasks.pop(doc.sha256, None)
+
+    async def _embed(self, batch: list[Chunk], progress: Progress) -> None:
+        vectors = await self.embedder.embed_documents([chunk.text for chunk in batch])
+        await self.index.add(batch, vectors, self.settings)
+        for chunk, vector in zip(batch, vectors, strict=True):
+            progress.vectors[chunk.index] = vector
+
+    async def _finish(self, doc: ParsedDocument, passages: DocumentPassages) -> None:
+        progress = self.progress(passages)
+        await self.index.finish(doc, len(passages.chunks), self.settings)
+        if len(progress.vectors) == len(passages.chunks):
+            ids = [chunk_id(doc.sha256, i) for i in range(len(passages.chunks))]
+            rows = [progress.vectors[i] for i in range(len(passages.chunks))]
+            self.index.remember(doc.sha256, DocumentVectors.build(ids, rows))
+        self._progress.pop(doc.sha256, None)
+        self._locks.pop(doc.sha256, None)
+        log.info("document indexed", file=doc.name, passages=len(passages.chunks))
+
+    async def close(self) -> None:
+        tasks = list(self._tasks.values())
+        for task in tasks:
+            task.cancel()
+        for task in tasks:
+            with contextlib.suppress(BaseException):
+                await task

@@ -1,0 +1,147 @@
+"""BM25 over one document's passages (bm25s): terms stemmed in the document's language."""
+
+from __future__ import annotations
+
+import functools
+import json
+import re
+import shutil
+import unicodedata
+from collections import Counter
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import bm25s
+import bm25s.stopwords
+import numpy as np
+import Stemmer
+
+# Languages told apart by their stopwords, each with its Snowball stemmer.
+_STOPWORDS: dict[str, tuple[str, ...]] = {
+    "english": bm25s.stopwords.STOPWORDS_EN,
+    "german": bm25s.stopwords.STOPWORDS_GERMAN,
+    "french": bm25s.stopwords.STOPWORDS_FRENCH,
+    "spanish": bm25s.stopwords.STOPWORDS_SPANISH,
+    "italian": bm25s.stopwords.STOPWORDS_ITALIAN,
+    "portuguese": bm25s.stopwords.STOPWORDS_PORTUGUESE,
+    "dutch": bm25s.stopwords.STOPWORDS_DUTCH,
+    "russian": bm25s.stopwords.STOPWORDS_RUSSIAN,
+    "swedish": bm25s.stopwords.STOPWORDS_SWEDISH,
+    "danish": bm25s.stopwords.STOPWORDS_DANISH,
+    "norwegian": bm25s.stopwords.STOPWORDS_NORWEGIAN,
+    "turkish": bm25s.stopwords.STOPWORDS_TURKISH,
+}
+_SAMPLE_WORDS = 20_000
+
+# A word broken at the end of a line ("imple-\nmentation") is one word.
+_LINE_BREAK_HYPHEN = re.compile(r"(?<=\w)-\n(?=\w)")
+_WORD = re.compile(r"\w+")
+# Scripts written without spaces: Han, kana, Hangul. Their runs become overlapping character
+# pairs, the usual unit for BM25 when no segmenter is at hand.
+_UNSPACED = re.compile(r"[\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff\uac00-\ud7af]+")
+
+
+def normalise(text: str) -> str:
+    """NFKC (PDF ligatures such as 'ﬁ' become 'fi'), hyphenated line breaks joined, casefolded."""
+    return _LINE_BREAK_HYPHEN.sub("", unicodedata.normalize("NFKC", text)).casefold()
+
+
+def words(text: str) -> list[str]:
+    """The text's words in order; runs of unspaced scripts as character pairs."""
+    found: list[str] = []
+    for match in _WORD.finditer(normalise(text)):
+        word = match.group()
+        last = 0
+        for run in _UNSPACED.finditer(word):
+            if run.start() > last:
+                found.append(word[last : run.start()])
+            chars = run.group()
+            found.extend(
+                [chars] if len(chars) == 1 else [chars[i : i + 2] for i in range(len(chars) - 1)]
+            )
+            last = run.end()
+        if last < len(word):
+            found.append(word[last:])
+    return found
+
+
+def detect_language(texts: list[str]) -> str:
+    """The language whose stopwords are most frequent in the first words; English if none."""
+    sample: list[str] = []
+    for text in texts:
+        sample.extend(_WORD.findall(text.casefold()))
+        if len(sample) >= _SAMPLE_WORDS:
+            break
+    counts = Counter(sample)
+    hits = {lang: sum(counts[w] for w in set(stop)) for lang, stop in _STOPWORDS.items()}
+    best = max(hits, key=lambda lang: hits[lang])
+    return best if hits[best] else "english"
+
+
+@functools.cache
+def _stemmer(language: str) -> Any:
+    return Stemmer.Stemmer(language)
+
+
+@functools.cache
+def _stopwords(language: str) -> frozenset[str]:
+    return frozenset(_STOPWORDS.get(language, ()))
+
+
+def terms(text: str, language: str) -> list[str]:
+    """Index terms: words without the language's stopwords, stemmed by its Snowball stemmer."""
+    stop = _stopwords(language)
+    kept = [word for word in words(text) if word not in stop]
+    stemmed: list[str] = _stemmer(language).stemWords(kept)
+    return stemmed
+
+
+@dataclass
+class LexicalIndex:
+    """BM25 scores of one document's passages for a query's terms."""
+
+    language: str
+    size: int
+    model: bm25s.BM25
+
+    @classmethod
+    def build(cls, texts: list[str]) -> LexicalIndex:
+        language = detect_language(texts)
+        model = bm25s.BM25()
+        # bm25s cannot index an empty corpus or an empty passage; "" stands for no term.
+        model.index([terms(text, language) or [""] for text in texts], show_progress=False)
+        return cls(language, len(texts), model)
+
+    def search(self, query: str, limit: int) -> list[tuple[int, float]]:
+        """Up to `limit` (passage index, score) pairs with a score above 0, best first."""
+        query_terms = terms(query, self.language)
+        if not query_terms or limit < 1 or not self.size:
+            return []
+        scores = np.asarray(self.model.get_scores(query_terms), dtype=np.float32)
+        limit = min(limit, len(scores))
+        best = np.argpartition(-scores, limit - 1)[:limit]
+        ranked = best[np.argsort(-scores[best], kind="stable")]
+        return [(int(i), float(scores[i])) for i in ranked if scores[i] > 0]
+
+    def save(self, path: Path) -> None:
+        """Written to a temporary folder and renamed: readers see a whole index or none."""
+        partial = path.with_name(path.name + ".partial")
+        shutil.rmtree(partial, ignore_errors=True)
+        partial.mkdir(parents=True)
+        self.model.save(str(partial), show_progress=False)
+        (partial / "lexical.json").write_text(
+            json.dumps({"language": self.language, "size": self.size})
+        )
+        shutil.rmtree(path, ignore_errors=True)
+        partial.rename(path)
+
+    @classmethod
+    def load(cls, path: Path) -> LexicalIndex | None:
+        """The index saved in `path`, or None if there is none (or only a broken one)."""
+        try:
+            about = json.loads((path / "lexical.json").read_text())
+            model = bm25s.BM25.load(str(path), show_progress=False, verbosity=0)
+        except (OSError, ValueError, KeyError):
+            return None
+        return cls(str(about["language"]), int(about["size"]), model)

@@ -1,0 +1,114 @@
+"""Each document's passages and their lexical index, made once and kept on disk by sha256."""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import hashlib
+import json
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+from cachetools import LRUCache
+
+from proxy.documents.model import ParsedDocument
+from proxy.retrieval.chunking import Chunk
+from proxy.retrieval.lexical import LexicalIndex
+
+KEPT_IN_MEMORY = 16
+"""Documents whose passages stay in memory: a 352-page book's take ~1.5 MB."""
+
+
+@dataclass(frozen=True)
+class DocumentPassages:
+    """A document's passages (index i is chunk i) and BM25 over them."""
+
+    sha256: str
+    name: str
+    chunks: list[Chunk]
+    lexical: LexicalIndex
+
+    def around(self, index: int, before: int = 1, after: int = 1) -> Chunk:
+        """Passage `index` joined with its neighbours, shared text once."""
+        first = max(0, index - before)
+        last = min(len(self.chunks) - 1, index + after)
+        merged = self.chunks[first]
+        for chunk in self.chunks[first + 1 : last + 1]:
+            shared = merged.end - chunk.start
+            tail = chunk.text[shared:] if shared > 0 else "\n" + chunk.text
+            merged = dataclasses.replace(
+                merged, text=merged.text + tail, page_end=chunk.page_end, end=chunk.end
+            )
+        return dataclasses.replace(merged, index=index)
+
+
+class PassageStore:
+    """Chunks and lexical indexes in `<root>/<sha256>/<settings>/`, the recent ones in memory.
+
+    A document's passages depend on the chunking settings, so each set of settings has its own
+    folder: a changed `chunk_tokens` makes new passages and leaves the old ones unread.
+    """
+
+    def __init__(
+        self, root: Path | None, settings: str, chunker: Callable[[ParsedDocument], list[Chunk]]
+    ) -> None:
+        self.root = root
+        self.settings = settings
+        self._folder = hashlib.sha256(settings.encode()).hexdigest()[:16]
+        self._chunker = chunker
+        self._memory: LRUCache[str, DocumentPassages] = LRUCache(maxsize=KEPT_IN_MEMORY)
+        self._building: dict[str, asyncio.Future[DocumentPassages]] = {}
+
+    async def open(self, doc: ParsedDocument) -> DocumentPassages:
+        """The document's passages: from memory, from disk, or made now (once per document)."""
+        found = self._memory.get(doc.sha256)
+        if found is not None:
+            return found
+        pending = self._building.get(doc.sha256)
+        if pending is None:
+            pending = asyncio.ensure_future(asyncio.to_thread(self._load_or_build, doc))
+            self._building[doc.sha256] = pending
+            try:
+                passages = await asyncio.shield(pending)
+            finally:
+                self._building.pop(doc.sha256, None)
+            self._memory[doc.sha256] = passages
+            return passages
+        return await asyncio.shield(pending)
+
+    def _path(self, sha256: str) -> Path | None:
+        return None if self.root is None else self.root / sha256 / self._folder
+
+    def _load_or_build(self, doc: ParsedDocument) -> DocumentPassages:
+        path = self._path(doc.sha256)
+        if path is not None:
+            loaded = self._load(doc, path)
+            if loaded is not None:
+                return loaded
+        chunks = self._chunker(doc)
+        lexical = LexicalIndex.build([chunk.text for chunk in chunks])
+        passages = DocumentPassages(doc.sha256, doc.name, chunks, lexical)
+        if path is not None:
+            self._save(passages, path)
+        return passages
+
+    @staticmethod
+    def _load(doc: ParsedDocument, path: Path) -> DocumentPassages | None:
+        try:
+            rows = json.loads((path / "chunks.json").read_text())
+            chunks = [Chunk(**{**row, "filename": doc.name}) for row in rows]
+        except (OSError, ValueError, TypeError):
+            return None
+        lexical = LexicalIndex.load(path / "bm25")
+        if lexical is None or lexical.size != len(chunks):
+            return None
+        return DocumentPassages(doc.sha256, doc.name, chunks, lexical)
+
+    def _save(self, passages: DocumentPassages, path: Path) -> None:
+        path.mkdir(parents=True, exist_ok=True)
+        passages.lexical.save(path / "bm25")
+        rows = [dataclasses.asdict(chunk) for chunk in passages.chunks]
+        partial = path / "chunks.json.partial"
+        partial.write_text(json.dumps(rows, ensure_ascii=False))
+        partial.replace(path / "chunks.json")  # the chunks last: their presence means complete
