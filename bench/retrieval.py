@@ -2,6 +2,8 @@
 
     python bench/retrieval.py             # several minutes on 2 busy cores (100k build)
     python bench/retrieval.py --quick     # 10k chunks only, fewer chunks embedded
+    python bench/retrieval.py --first-question   # only: first question vs parse (see below)
+    python bench/retrieval.py --lexical   # only: bm25s vs SQLite FTS5 on the same terms
 
 1. chunking a 352-page book (freeculture.pdf, text already extracted);
 2. chunks/s of `ensure_indexed` (chunk, embed with MiniLM, upsert, mark complete) against
@@ -92,7 +94,7 @@ async def timed(call: Callable[..., Awaitable[object]], *args: object) -> float:
 
 def bench_chunking() -> None:
     doc = pdf_document(CORPUS / "pdf" / "freeculture.pdf")
-    count = counter()
+    count = DefaultEmbedder().count_tokens
     start = time.perf_counter()
     chunks = chunk_document(doc, count_tokens=count)
     elapsed = time.perf_counter() - start
@@ -203,6 +205,17 @@ async def bench_search(sizes: list[int], queries: int) -> None:
 
 async def main(args: argparse.Namespace) -> None:
     print(f"cpus {os.cpu_count()}, load average {os.getloadavg()[0]:.1f} at start")
+    if args.first_question:
+        from bench.retrieval_first import bench_first_question
+
+        await asyncio.to_thread(bench_first_question, args.rounds)
+        print(f"load average {os.getloadavg()[0]:.1f} at end")
+        return
+    if args.lexical:
+        from bench.retrieval_first import bench_lexical_engines
+
+        bench_lexical_engines()
+        return
     bench_chunking()
     await bench_indexing(args.chunks, args.rounds)
     await bench_search(args.sizes, args.queries)
@@ -216,6 +229,12 @@ def parse_args() -> argparse.Namespace:
     parser.add_argument("--rounds", type=int, default=2)
     parser.add_argument("--queries", type=int, default=200)
     parser.add_argument("--sizes", default="10000,100000", help="collection sizes, ascending")
+    parser.add_argument(
+        "--first-question",
+        action="store_true",
+        help="only: the first question on a new 352-page book against parsing it alone",
+    )
+    parser.add_argument("--lexical", action="store_true", help="only: bm25s against SQLite FTS5")
     args = parser.parse_args()
     args.sizes = [int(size) for size in args.sizes.split(",")]
     if args.quick:

@@ -63,7 +63,10 @@ def collapse(text: str) -> str:
 def file_part(path: Path) -> dict[str, Any]:
     data = base64.b64encode(path.read_bytes()).decode()
     mime = MIME.get(path.suffix, "application/octet-stream")
-    return {"type": "file", "file": {"filename": path.name, "file_data": f"data:{mime};base64,{data}"}}
+    return {
+        "type": "file",
+        "file": {"filename": path.name, "file_data": f"data:{mime};base64,{data}"},
+    }
 
 
 def body(part: dict[str, Any], query: str, threshold: float | None = None) -> dict[str, Any]:

@@ -151,7 +151,7 @@ def _pieces(
         # Cut in small parts (at semchunk's best places) that pack and overlap like sentences.
         part = max(8, min(overlap or limit, limit) // 2)
         # Contiguous parts: the whitespace between them is counted too.
-        starts = [0] + [sub_start for sub_start, _ in _semchunk_offsets(piece, part, count)][1:]
+        starts = [0, *[sub_start for sub_start, _ in _semchunk_offsets(piece, part, count)][1:]]
         for offset, (sub_start, sub_end) in enumerate(
             zip(starts, [*starts[1:], len(piece)], strict=True)
         ):

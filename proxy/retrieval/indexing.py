@@ -58,6 +58,8 @@ class Progress:
     vectors: Vectors = field(default_factory=dict)
     stored: set[int] = field(default_factory=set)
     held_elsewhere: bool = False
+    embedding: dict[int, asyncio.Future[list[float]]] = field(default_factory=dict)
+    """Passages being embedded right now: others wanting them wait instead of embedding too."""
 
     @property
     def percent(self) -> int:
@@ -107,18 +109,18 @@ class Indexer:
         """Vectors of the `wanted` passages: made here before, stored before, or embedded now."""
         progress = self.progress(passages)
         found = {i: progress.vectors[i] for i in wanted if i in progress.vectors}
-        missing = [i for i in wanted if i not in found]
+        missing = [i for i in wanted if i not in found and i not in progress.embedding]
         if missing and progress.stored:
             stored = await self.index.stored_vectors(passages.sha256, missing, self.settings)
             found.update(stored)
-            missing = [i for i in missing if i not in stored]
+            missing = [i for i in missing if i not in stored and i not in progress.embedding]
+        waiting = {i: progress.embedding[i] for i in wanted if i in progress.embedding}
         if missing:
             chunks = [passages.chunks[i] for i in missing]
             async with self.gate.foreground():
-                embedded = await self.embedder.embed_documents([chunk.text for chunk in chunks])
-            await self.index.add(chunks, embedded, self.settings)
-            for chunk, vector in zip(chunks, embedded, strict=True):
-                progress.vectors[chunk.index] = found[chunk.index] = vector
+                found.update(await self._embed(chunks, progress))
+        for i, pending in waiting.items():
+            found[i] = await asyncio.shield(pending)
         return found
 
     async def complete_now(self, doc: ParsedDocument, passages: DocumentPassages) -> None:
@@ -175,11 +177,27 @@ class Indexer:
                     await self.leases.release(doc.sha256)
             self._tasks.pop(doc.sha256, None)
 
-    async def _embed(self, batch: list[Chunk], progress: Progress) -> None:
-        vectors = await self.embedder.embed_documents([chunk.text for chunk in batch])
-        await self.index.add(batch, vectors, self.settings)
-        for chunk, vector in zip(batch, vectors, strict=True):
-            progress.vectors[chunk.index] = vector
+    async def _embed(self, batch: list[Chunk], progress: Progress) -> Vectors:
+        """Embed and store passages, announcing them so that nobody embeds them twice."""
+        loop = asyncio.get_running_loop()
+        pending = {chunk.index: loop.create_future() for chunk in batch}
+        progress.embedding.update(pending)
+        try:
+            vectors = await self.embedder.embed_documents([chunk.text for chunk in batch])
+            await self.index.add(batch, vectors, self.settings)
+        except BaseException as error:
+            for future in pending.values():
+                future.set_exception(error if isinstance(error, Exception) else RuntimeError())
+                future.exception()  # retrieved: nobody may be waiting
+            raise
+        finally:
+            for index in pending:
+                progress.embedding.pop(index, None)
+        made = {chunk.index: vector for chunk, vector in zip(batch, vectors, strict=True)}
+        progress.vectors.update(made)
+        for index, vector in made.items():
+            pending[index].set_result(vector)
+        return made
 
     async def _finish(self, doc: ParsedDocument, passages: DocumentPassages) -> None:
         progress = self.progress(passages)

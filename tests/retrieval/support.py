@@ -67,10 +67,16 @@ def hashed_vector(text: str, dims: int = 64) -> list[float]:
 
 
 class HashEmbedder:
-    """A fast fake embedder with word-overlap similarity."""
+    """A fast fake embedder with word-overlap similarity; one token per word."""
 
     name = "test-hash-embedder"
     default_threshold = 0.1
+
+    def __init__(self, fingerprint: str = "test-hash-embedder") -> None:
+        self.fingerprint = fingerprint
+
+    def count_tokens(self, text: str) -> int:
+        return len(text.split())
 
     async def embed_documents(self, texts: Sequence[str]) -> list[list[float]]:
         return [hashed_vector(text) for text in texts]
@@ -86,6 +92,8 @@ class CountingEmbedder:
         self.inner = inner
         self.name = inner.name
         self.default_threshold = inner.default_threshold
+        self.fingerprint = inner.fingerprint
+        self.count_tokens = inner.count_tokens
         self.fail_after = fail_after
         self.documents: list[str] = []
         self.queries: list[str] = []

@@ -1,0 +1,51 @@
+"""BM25 per document: words as a reader means them, stemmed in the document's language, kept."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from proxy.retrieval.lexical import LexicalIndex, detect_language, terms, words
+
+
+def test_pdf_ligatures_and_line_break_hyphens_are_undone() -> None:
+    assert words("the ﬁlm was imple-\nmented") == ["the", "film", "was", "implemented"]
+
+
+def test_unspaced_scripts_become_character_pairs_and_cyrillic_stays_words() -> None:
+    assert words("東京都") == ["東京", "京都"]
+    assert words("Формат A4") == ["формат", "a4"]
+
+
+def test_stemming_follows_the_document_language() -> None:
+    german = ["Die Menge ist kompakt, wenn sie beschränkt und abgeschlossen ist."] * 3
+    russian = ["Масштаб и формат листа указаны в основной надписи чертежа."] * 3
+    assert detect_language(german) == "german"
+    assert detect_language(russian) == "russian"
+    assert detect_language(["qwx zzv"]) == "english"
+    assert terms("Mengen", "german") == terms("Menge", "german")
+    assert terms("чертежа", "russian") == terms("чертежи", "russian")
+    found = terms("The farmers are suing", "english")
+    assert found == ["farmer", "su"] and terms("farmer sues", "english") == ["farmer", "sue"]
+
+
+def test_search_ranks_by_bm25_and_finds_codes_and_numbers() -> None:
+    index = LexicalIndex.build(
+        [
+            "The server answers 507 when the account is over its storage quota.",
+            "Clients send a bearer token with every request.",
+            "A folder listing carries the version of every document.",
+        ]
+    )
+    assert [i for i, _ in index.search("what does 507 mean", 3)] == [0]
+    assert index.search("bearer tokens", 3)[0][0] == 1
+    assert index.search("the of and", 3) == []  # stopwords only
+    assert index.search("zebra", 3) == []
+
+
+def test_an_index_survives_save_and_load(tmp_path: Path) -> None:
+    index = LexicalIndex.build(["alpha beta", "gamma delta", ""])
+    index.save(tmp_path / "bm25")
+    loaded = LexicalIndex.load(tmp_path / "bm25")
+    assert loaded is not None and loaded.size == 3 and loaded.language == index.language
+    assert loaded.search("gamma", 2) == index.search("gamma", 2)
+    assert LexicalIndex.load(tmp_path / "nothing") is None

@@ -1,0 +1,182 @@
+"""The retriever: first questions from what is ready, the rest indexed once in the background,
+passages kept on disk, settings changes indexed again."""
+
+from __future__ import annotations
+
+import asyncio
+from collections import Counter
+from collections.abc import AsyncIterator, Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+import pytest_asyncio
+
+from proxy.documents.model import ParsedDocument
+from proxy.retrieval.embeddings import Embedder
+from proxy.retrieval.index import VectorIndex
+from proxy.retrieval.retriever import Retriever
+from tests.retrieval.support import CountingEmbedder, HashEmbedder, text_document
+
+TOPICS = ["lighthouse lamp keeper", "bakery bread flour", "river boat ferry", "garden roses soil"]
+
+
+def book(pages: int = 40) -> ParsedDocument:
+    """Pages of one sentence each about a rotating topic; page 7 alone mentions sardines."""
+    texts = [
+        f"Page {n} tells about the {TOPICS[n % len(TOPICS)]} in chapter {n}."
+        + (" The keeper fed sardines to the cats." if n == 7 else "")
+        for n in range(1, pages + 1)
+    ]
+    return text_document(texts, name="book.txt")
+
+
+Make = Callable[..., Retriever]
+
+
+@pytest_asyncio.fixture
+async def make(tmp_path: Path) -> AsyncIterator[Make]:
+    opened: list[Retriever] = []
+
+    def build(embedder: Embedder | None = None, **fields: Any) -> Retriever:
+        embedder = embedder or CountingEmbedder(HashEmbedder())
+        fields.setdefault("chunk_tokens", 14)
+        fields.setdefault("chunk_overlap", 0)
+        fields.setdefault("new_document_candidates", 4)
+        retriever = Retriever(
+            index=VectorIndex.embedded(tmp_path / "chroma", embedder),
+            embedder=embedder,
+            count_tokens=embedder.count_tokens,
+            passages_dir=tmp_path / "passages",
+            **fields,
+        )
+        opened.append(retriever)
+        return retriever
+
+    yield build
+    for retriever in opened:
+        await retriever.close()
+
+
+async def finished(retriever: Retriever, doc: ParsedDocument) -> None:
+    while retriever.indexer.running(doc.sha256):
+        await asyncio.sleep(0.01)
+
+
+async def test_a_new_document_is_answered_from_its_candidates_before_it_is_indexed(
+    make: Make,
+) -> None:
+    retriever = make()
+    counting = retriever.embedder
+    assert isinstance(counting, CountingEmbedder)
+    doc = book()
+    statuses: list[str] = []
+    async with retriever.indexer.gate.foreground():  # keeps the background waiting
+        ranked, ready = await retriever.search(
+            [doc], "who fed sardines to the cats", 3, statuses.append
+        )
+        assert ranked[0][0].chunk.page_start == 7
+        assert ranked[0][0].lexical is not None and ranked[0][0].fused is not None
+        # Only the lexical candidates were embedded for this question.
+        assert len(counting.documents) <= retriever.new_document_candidates
+        assert ready == {"book.txt": statuses and int(statuses[-1].split("(")[1][:-2])}
+        assert statuses[0] == "Indexing file book.txt... (0%)"
+        assert not await retriever.index.is_indexed(doc.sha256, retriever.settings)
+    await finished(retriever, doc)
+    assert await retriever.index.is_indexed(doc.sha256, retriever.settings)
+    passages = await retriever.store.open(doc)
+    # Every passage embedded exactly once: candidates in the foreground, the rest in the back.
+    assert sorted(counting.documents) == sorted(chunk.text for chunk in passages.chunks)
+    ranked, ready = await retriever.search([doc], "who fed sardines to the cats", 3)
+    assert ready == {"book.txt": 100} and ranked[0][0].chunk.page_start == 7
+
+
+async def test_concurrent_questions_embed_each_passage_once(make: Make) -> None:
+    retriever = make()
+    counting = retriever.embedder
+    assert isinstance(counting, CountingEmbedder)
+    doc = book(60)
+    questions = ["bakery bread", "river ferry", "garden roses", "sardines cats"]
+    await asyncio.gather(*(retriever.search([doc], q, 3) for q in questions))
+    await finished(retriever, doc)
+    passages = await retriever.store.open(doc)
+    assert await retriever.index.is_indexed(doc.sha256, retriever.settings)
+    assert Counter(counting.documents).most_common(1)[0][1] == 1
+    assert len(counting.documents) == len(passages.chunks)
+
+
+async def test_a_small_document_is_indexed_while_the_request_waits(make: Make) -> None:
+    retriever = make(new_document_candidates=100)
+    doc = book(6)
+    statuses: list[str] = []
+    _, ready = await retriever.search([doc], "bakery", 2, statuses.append)
+    assert ready == {"book.txt": 100} and statuses[-1] == "Indexing file book.txt... (100%)"
+    assert not retriever.indexer.running(doc.sha256)
+    assert await retriever.index.is_indexed(doc.sha256, retriever.settings)
+
+
+async def test_passages_and_their_lexical_index_are_kept_on_disk(
+    make: Make, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    first = make(new_document_candidates=100)
+    doc = book(8)
+    await first.search([doc], "bakery", 2)
+    await first.close()
+    again = make(new_document_candidates=100)
+    monkeypatch.setattr(again.store, "_chunker", lambda doc: pytest.fail("chunked again"))
+    counting = again.embedder
+    assert isinstance(counting, CountingEmbedder)
+    ranked, _ = await again.search([doc], "garden roses", 2)
+    assert "roses" in ranked[0][0].chunk.text and counting.documents == []
+
+
+@pytest.mark.parametrize(
+    "change",
+    [
+        {"chunk_tokens": 9},
+        {"chunk_overlap": 3},
+        {"embedder": CountingEmbedder(HashEmbedder(fingerprint="another model or prefix"))},
+    ],
+)
+async def test_changed_settings_index_the_document_again(
+    make: Make, change: dict[str, Any]
+) -> None:
+    first = make(new_document_candidates=100)
+    doc = book(8)
+    await first.search([doc], "bakery", 2)
+    await first.close()
+    changed = make(new_document_candidates=100, **change)
+    counting = changed.embedder
+    assert isinstance(counting, CountingEmbedder)
+    assert not await changed.index.is_indexed(doc.sha256, changed.settings)
+    await changed.search([doc], "bakery", 2)
+    passages = await changed.store.open(doc)
+    assert sorted(counting.documents) == sorted(chunk.text for chunk in passages.chunks)
+    assert await changed.index.is_indexed(doc.sha256, changed.settings)
+    assert not await changed.index.is_indexed(doc.sha256, first.settings)
+
+
+async def test_rankings_differ_as_configured(make: Make) -> None:
+    doc = book(8)
+    query = "keeper sardines"
+    hybrid = make(new_document_candidates=100)
+    mixed, _ = await hybrid.search([doc], query, 8)
+    await hybrid.close()
+    lexical, _ = await make(ranking="lexical", new_document_candidates=100).search([doc], query, 8)
+    # Lexical ranking holds only passages sharing a term with the query; hybrid adds the rest.
+    assert all(item.lexical for item in lexical[0])
+    assert len(mixed[0]) > len(lexical[0])
+    assert [item.fused for item in mixed[0]] == sorted((i.fused for i in mixed[0]), reverse=True)
+
+
+async def test_neighbours_join_a_passage_with_the_ones_around_it(make: Make) -> None:
+    retriever = make(new_document_candidates=100)
+    doc = book(8)
+    ranked, _ = await retriever.search([doc], "sardines", 2, neighbours=1)
+    first = ranked[0][0].chunk
+    # The hit ("... fed sardines ...") with the passage before it and the one after it.
+    assert first.text.index("Page 7 tells") < first.text.index("sardines")
+    assert first.text.index("sardines") < first.text.index("Page 8 tells")
+    assert (first.page_start, first.page_end) == (7, 8)
+    # The runner-up is not a passage already inside the first one's neighbourhood.
+    assert abs(ranked[0][1].chunk.index - first.index) > 1
