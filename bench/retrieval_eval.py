@@ -1,9 +1,9 @@
 """Retrieval quality: does the answering passage reach the model? Hit rate and MRR per method.
 
     python bench/retrieval_eval.py                         # every method of this checkout
-    python bench/retrieval_eval.py --methods dense,hybrid  # some of them
+    python bench/retrieval_eval.py --methods "dense;hybrid"  # some of them (; between)
     python bench/retrieval_eval.py --proxy-root ../main --methods today   # another checkout
-    python bench/retrieval_eval.py --calibrate             # + the threshold calibration table
+    python bench/retrieval_eval.py --calibrate default     # + the threshold calibration table
 
 The questions (`bench/retrieval_questions.json`) are written in a user's own words over seven
 corpus documents (`../shared/corpus`): a 352-page book, a two-column paper, two HTML pages, an
@@ -37,7 +37,9 @@ BENCH = Path(__file__).resolve().parent
 CORPUS = BENCH.parent.parent / "shared" / "corpus"
 QUESTIONS = BENCH / "retrieval_questions.json"
 
-CITATION = re.compile(r'^Citation (\d+): "(.*?)"$', re.S | re.M)
+CITATION = re.compile(r'^Citation \d+: "', re.M)
+CITATIONS_END = '"\n\nUse the citations above'
+
 MIME = {".pdf": "application/pdf", ".html": "text/html", ".epub": "application/epub+zip"}
 
 # Each method is a set of settings over the defaults of the checkout under test.
@@ -51,9 +53,12 @@ METHODS: dict[str, dict[str, Any]] = {
     "hybrid+neighbours": {"retrieval": {"ranking": "hybrid", "fill": "neighbours"}},
     "hybrid+fill+rerank": {"retrieval": {"ranking": "hybrid", "fill": "passages", "rerank": {}}},
     "default": {},
+    "hybrid+fill, passages of 128": {"retrieval": {"chunk_tokens": 128, "chunk_overlap": 16}},
+    # Every question as if it were the first on a new document: lexical candidates only.
+    "new-document K=16": {"retrieval": {"new_document_candidates": 16}, "first": True},
+    "new-document K=64": {"retrieval": {"new_document_candidates": 64}, "first": True},
 }
-DEFAULT_METHODS = "dense,dense+fill,lexical+fill,hybrid,hybrid+fill,hybrid+neighbours,"
-DEFAULT_METHODS += "hybrid+fill+rerank,default"
+DEFAULT_METHODS = ";".join(name for name in METHODS if name != "today")
 
 
 def collapse(text: str) -> str:
@@ -83,7 +88,13 @@ def forwarded(preview: dict[str, Any]) -> str:
 
 
 def citations(prompt: str) -> list[str]:
-    return [match.group(2) for match in CITATION.finditer(prompt)]
+    """The passages of a citation prompt, in order (passages may hold quotes and newlines)."""
+    starts = [match.end() for match in CITATION.finditer(prompt)]
+    if not starts:
+        return []
+    ends = [match.start() - 3 for match in CITATION.finditer(prompt)][1:]  # '"\n\n' before
+    ends.append(prompt.index(CITATIONS_END))
+    return [prompt[start:end] for start, end in zip(starts, ends, strict=True)]
 
 
 def judge(preview: dict[str, Any], answer: str) -> tuple[bool, float, int]:
@@ -109,6 +120,8 @@ class Proxy:
         from tests.fakes.servers import ServerThread
         from tests.fakes.upstream import FakeUpstream
 
+        overrides = {key: value for key, value in overrides.items() if key != "first"}
+
         self.servers = ServerThread()
         upstream = FakeUpstream(n_ctx=4096)
         upstream_url = self.servers.serve(upstream.app())
@@ -122,7 +135,25 @@ class Proxy:
                 value["rerank"] = {"base_url": reranker, "model": "stand-in", **value["rerank"]}
             sections[key] = {**sections.get(key, {}), **value}
         settings = load_settings(None, environ={}, overrides=sections)
-        self.base = self.servers.serve(make_app(settings))
+        self.app = make_app(settings)
+        self.base = self.servers.serve(self.app)
+
+    def forget_dense_index(self) -> None:
+        """From now on every question is answered as the first on a new document: from its
+        lexical candidates alone, embedded for that question (nothing indexed in the back)."""
+        from proxy.http.keys import SERVICES
+
+        async def forget() -> None:
+            retriever = await self.app[SERVICES].retriever()
+            retriever.background = False
+            retriever.indexer._progress.clear()
+            retriever.index._cache.clear()
+            manifest = retriever.index.manifest()
+            records = await retriever.index.call(lambda: manifest.get()["ids"])
+            if records:
+                await retriever.index.call(lambda: manifest.delete(ids=records))
+
+        self.servers.call(forget())
 
     def preview(self, payload: dict[str, Any]) -> dict[str, Any]:
         import httpx
@@ -167,7 +198,10 @@ def run_method(
                 time.sleep(2)
                 preview = proxy.preview(body(part, "What is this document about?"))
         rows = []
+        first_question = bool(METHODS[name].get("first"))
         for question in questions:
+            if first_question:
+                proxy.forget_dense_index()
             started = time.perf_counter()
             preview = proxy.preview(body(parts[question["doc"]], question["q"]))
             seconds = time.perf_counter() - started
@@ -254,7 +288,9 @@ def main() -> None:
     parser.add_argument("--methods", default=DEFAULT_METHODS)
     parser.add_argument("--proxy-root", type=Path, default=BENCH.parent)
     parser.add_argument("--data-dir", type=Path, help="reuse indexes between runs")
-    parser.add_argument("--calibrate", action="store_true")
+    parser.add_argument(
+        "--calibrate", default="", help="methods to also calibrate the threshold with, e.g. default"
+    )
     parser.add_argument("--json", type=Path, help="write every row here")
     args = parser.parse_args()
     sys.path.insert(0, str(args.proxy_root.resolve()))
@@ -262,7 +298,7 @@ def main() -> None:
 
     spec = json.loads(QUESTIONS.read_text())
     questions, documents = spec["questions"], spec["documents"]
-    names = [name.strip() for name in args.methods.split(",") if name.strip()]
+    names = [name.strip() for name in args.methods.split(";") if name.strip()]
     reranker_servers, reranker = None, None
     if any("rerank" in json.dumps(METHODS[name]) for name in names):
         reranker_servers, reranker = start_reranker()
@@ -271,10 +307,10 @@ def main() -> None:
     try:
         for name in names:
             started = time.perf_counter()
-            results.append(
-                run_method(name, questions, documents, data_dir, reranker, args.calibrate)
-            )
+            calibrate = name in args.calibrate.split(";")
+            results.append(run_method(name, questions, documents, data_dir, reranker, calibrate))
             print(f"{name}: {time.perf_counter() - started:.0f} s", file=sys.stderr, flush=True)
+            print(summarise(results[-1]), file=sys.stderr, flush=True)
     finally:
         if reranker_servers is not None:
             reranker_servers.close()

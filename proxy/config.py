@@ -232,7 +232,7 @@ class RetrievalSettings(Section):
     citations: CitationStyle = "fields"  # fields | inline ("Sources:" block) | both
     ranking: Literal["hybrid", "dense", "lexical"] = "hybrid"
     fill: Literal["passages", "neighbours", "none"] = "passages"
-    new_document_candidates: int = Field(64, ge=1, le=1000)
+    new_document_candidates: int = Field(16, ge=1, le=1000)
     rerank: RerankSettings | None = None
 
     @model_validator(mode="after")

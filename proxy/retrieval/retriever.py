@@ -54,7 +54,7 @@ class Retriever:
     chunk_overlap: int
     count_tokens: Callable[[str], int]
     ranking: str = "hybrid"
-    new_document_candidates: int = 64
+    new_document_candidates: int = 16
     reranker: Reranker | None = None
     rerank_top_n: int = 20
     passages_dir: Path | None = None  # None: passages kept in memory only

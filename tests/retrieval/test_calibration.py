@@ -11,7 +11,7 @@ import pytest
 from proxy.retrieval.chunking import chunk_document
 from proxy.retrieval.embeddings import DefaultEmbedder
 from proxy.retrieval.index import VectorIndex
-from tests.retrieval.support import cl100k, corpus_document
+from tests.retrieval.support import corpus_document
 
 # (corpus file, question, a phrase of the answering passage, its page)
 ANSWERABLE = [
@@ -68,7 +68,7 @@ async def test_minilm_threshold_separates_answers_from_noise(
     docs = {name: corpus_document(corpus_dir / name) for name in sorted({c[0] for c in ANSWERABLE})}
     for doc in docs.values():
         await index.ensure_indexed(
-            doc, functools.partial(chunk_document, doc, count_tokens=cl100k())
+            doc, functools.partial(chunk_document, doc, count_tokens=embedder.count_tokens)
         )
     answers: list[float] = []
     in_top3 = 0

@@ -12,7 +12,7 @@ from proxy.documents.model import ParsedDocument
 from proxy.retrieval.chunking import chunk_document
 from proxy.retrieval.embeddings import DefaultEmbedder
 from proxy.retrieval.index import VectorIndex
-from tests.retrieval.support import cl100k, corpus_document
+from tests.retrieval.support import corpus_document
 
 README = Path(__file__).resolve().parents[3] / "shared/corpus/text/readability-README.md"
 
@@ -32,9 +32,11 @@ def readme(
     if not README.exists():  # module-scoped, so not through the function-scoped corpus_dir
         pytest.skip("../shared/corpus is absent")
     doc = corpus_document(README)
-    index = VectorIndex.embedded(tmp_path_factory.mktemp("store"), DefaultEmbedder())
+    embedder = DefaultEmbedder()
+    index = VectorIndex.embedded(tmp_path_factory.mktemp("store"), embedder)
     # Indexed once for all questions; the index holds no loop-bound state between calls.
-    asyncio.run(index.ensure_indexed(doc, lambda: chunk_document(doc, count_tokens=cl100k())))
+    chunks = lambda: chunk_document(doc, count_tokens=embedder.count_tokens)  # noqa: E731
+    asyncio.run(index.ensure_indexed(doc, chunks))
     yield index, doc
     asyncio.run(index.close())
 
