@@ -19,7 +19,7 @@ DEFAULT_CHUNK_TOKENS = 250
 DEFAULT_CHUNK_OVERLAP = 30
 # Bumped whenever the same settings would cut a document differently: indexes built by an
 # older chunker are then rebuilt on their next use.
-CHUNKER_VERSION = 2
+CHUNKER_VERSION = 3
 
 PAGE_SEPARATOR = "\n\n"
 
@@ -127,16 +127,22 @@ def _pieces(
     stripped = [line.strip() for line in lines]
     headings = [_is_heading(stripped, k) for k in range(len(stripped))]
     position = 0
+    after_heading = False  # a heading stays with what follows it, across blank lines too
     for k, line in enumerate(lines):
         if not stripped[k]:
-            cuts[position + len(line)] = SECTION
-        elif stripped[k].startswith("#") or (
-            k and (not stripped[k - 1] or headings[k] or headings[k - 1])
-        ):
+            if not after_heading:
+                cuts[position + len(line)] = SECTION
+        elif after_heading:
+            cuts.pop(position, None)
+        elif stripped[k].startswith("#") or (k and (not stripped[k - 1] or headings[k])):
             cuts[position] = max(cuts.get(position, 0), SECTION)
         elif _ITEM.match(line):
             cuts[position] = max(cuts.get(position, 0), ITEM)
+        if stripped[k]:
+            after_heading = headings[k] or stripped[k].startswith("#")
         position += len(line)
+    for offset in page_offsets:  # a new page always may start a passage
+        cuts[offset] = SECTION
     for match in _SENTENCE_END.finditer(text):
         cuts.setdefault(match.end(), SENTENCE)
     cuts[0] = SECTION
@@ -163,14 +169,15 @@ def _pieces(
 
 def _is_heading(lines: list[str], k: int) -> bool:
     """A short line that does not end like a sentence, after a sentence's end or a blank line,
-    before a capitalised line: `3.2 Refunds`, `INTRODUCTION`; not a line of a narrow column."""
+    before a line that does not go on in lower case: `3.2 Refunds`, `INTRODUCTION`; not a line
+    of a narrow column."""
     line = lines[k]
     if not 0 < len(line) <= 60 or line[-1] in _TERMINAL or line.endswith((",", "-")):
         return False
     if k and lines[k - 1] and lines[k - 1][-1] not in _TERMINAL:
         return False
     following = lines[k + 1] if k + 1 < len(lines) else ""
-    return not following or following[0].isupper() or following[0].isdigit()
+    return not following or not following[0].islower()
 
 
 def _pack(pieces: list[_Piece], limit: int, overlap: int) -> list[tuple[int, int]]:

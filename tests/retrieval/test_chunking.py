@@ -98,3 +98,35 @@ def test_corpus_chunks_stay_within_the_limit(corpus_dir: Path, name: str) -> Non
         if chunk.page_start == chunk.page_end:
             assert chunk.text in pages[chunk.page_start]
     assert chunks[-1].page_end == max(p.number for p in doc.pages if p.text.strip())
+
+
+def test_structure_decides_where_a_passage_ends() -> None:
+    # Each section fits a passage alone, two do not: passages end at headings, not mid-list.
+    section = "{title}\n" + "\n".join(f"- item {{n}}.{i} is a short list entry." for i in range(6))
+    text = "\n".join(section.format(title=f"Part {n}", n=n) for n in range(1, 4))
+    doc = text_document([text])
+    chunks = chunk_document(doc, chunk_tokens=70, overlap=10, count_tokens=lambda t: len(t.split()))
+    assert [chunk.text.splitlines()[0] for chunk in chunks] == ["Part 1", "Part 2", "Part 3"]
+    # A passage ending at a heading repeats nothing of the one before.
+    assert all("Part" not in chunk.text.splitlines()[-1] for chunk in chunks)
+
+
+def test_the_minilm_word_piece_count_is_exact(corpus_dir: Path) -> None:
+    from proxy.retrieval.embeddings import DefaultEmbedder, _minilm_tokenizer
+
+    tokenizer = _minilm_tokenizer()
+    count = DefaultEmbedder().count_tokens
+    for name in ("pdf/GeoTopo-komprimiert.pdf", "pdf/issue20232.pdf", "html/hukumusume-ja.html"):
+        for page in corpus_document(corpus_dir / name).pages[:20]:
+            exact = len(tokenizer.encode(page.text, add_special_tokens=False).ids)
+            assert count(page.text) == exact, (name, page.number)
+
+
+@pytest.mark.parametrize("name", ["pdf/GeoTopo-komprimiert.pdf", "pdf/freeculture.pdf"])
+def test_corpus_passages_fit_what_minilm_reads(corpus_dir: Path, name: str) -> None:
+    from proxy.retrieval.embeddings import DefaultEmbedder
+
+    count = DefaultEmbedder().count_tokens
+    chunks = chunk_document(corpus_document(corpus_dir / name), count_tokens=count)
+    sizes = [count(chunk.text) for chunk in chunks]
+    assert max(sizes) <= 250 and sum(sizes) / len(sizes) > 150  # whole, and not tiny
