@@ -60,16 +60,19 @@ def first_question(base: str, data: bytes) -> tuple[float, list[str]]:
     """Seconds until the first event relayed from the upstream (the request was forwarded),
     and the status comments seen before it."""
     statuses: list[str] = []
+    forwarded: float | None = None
     started = time.perf_counter()
     with httpx.stream(
         "POST", base + "/v1/chat/completions", json=chat_body(data, True), timeout=900
     ) as response:
-        for line in response.iter_lines():
-            if line.startswith(": "):
+        for line in response.iter_lines():  # read to the end: a client that hangs up is rare
+            if line.startswith(": ") and forwarded is None:
                 statuses.append(line[2:])
-            elif line.startswith("data:"):
-                return time.perf_counter() - started, statuses
-    raise RuntimeError("the stream ended without an event")
+            elif line.startswith("data:") and forwarded is None:
+                forwarded = time.perf_counter() - started
+    if forwarded is None:
+        raise RuntimeError("the stream ended without an event")
+    return forwarded, statuses
 
 
 def indexed_percent(base: str, data: bytes) -> int:

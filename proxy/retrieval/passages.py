@@ -28,6 +28,7 @@ class DocumentPassages:
     name: str
     chunks: list[Chunk]
     lexical: LexicalIndex
+    fresh: bool = False  # made now, not yet on disk
 
     def around(self, index: int, before: int = 1, after: int = 1) -> Chunk:
         """Passage `index` joined with its neighbours, shared text once."""
@@ -59,6 +60,7 @@ class PassageStore:
         self._chunker = chunker
         self._memory: LRUCache[str, DocumentPassages] = LRUCache(maxsize=KEPT_IN_MEMORY)
         self._building: dict[str, asyncio.Future[DocumentPassages]] = {}
+        self._saving: set[asyncio.Future[None]] = set()
 
     async def open(self, doc: ParsedDocument) -> DocumentPassages:
         """The document's passages: from memory, from disk, or made now (once per document)."""
@@ -68,6 +70,7 @@ class PassageStore:
         pending = self._building.get(doc.sha256)
         if pending is None:
             pending = asyncio.ensure_future(asyncio.to_thread(self._load_or_build, doc))
+            pending.add_done_callback(self._save_later)
             self._building[doc.sha256] = pending
             try:
                 passages = await asyncio.shield(pending)
@@ -88,10 +91,23 @@ class PassageStore:
                 return loaded
         chunks = self._chunker(doc)
         lexical = LexicalIndex.build([chunk.text for chunk in chunks])
-        passages = DocumentPassages(doc.sha256, doc.name, chunks, lexical)
-        if path is not None:
-            self._save(passages, path)
-        return passages
+        return DocumentPassages(doc.sha256, doc.name, chunks, lexical, fresh=True)
+
+    def _save_later(self, done: asyncio.Future[DocumentPassages]) -> None:
+        """Write new passages to disk after the request that made them has them."""
+        if done.cancelled() or done.exception() is not None:
+            return
+        passages = done.result()
+        path = self._path(passages.sha256)
+        if path is not None and passages.fresh:
+            task = asyncio.ensure_future(asyncio.to_thread(self._save, passages, path))
+            self._saving.add(task)
+            task.add_done_callback(self._saving.discard)
+
+    async def flush(self) -> None:
+        """Wait for passages still being written (at shutdown, in tests)."""
+        while self._saving:
+            await asyncio.gather(*self._saving, return_exceptions=True)
 
     @staticmethod
     def _load(doc: ParsedDocument, path: Path) -> DocumentPassages | None:

@@ -214,6 +214,7 @@ class Retriever:
         return rescored + tail
 
     async def close(self) -> None:
+        await self.store.flush()
         await self.indexer.close()
         await self.index.close()
         if self.reranker is not None:

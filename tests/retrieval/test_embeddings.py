@@ -150,3 +150,16 @@ async def test_default_embedder_matches_chromas_own_function() -> None:
     chromas = ONNXMiniLM_L6_V2()(texts)
     for mine, theirs in zip(ours, chromas, strict=True):
         assert max(abs(a - float(b)) for a, b in zip(mine, theirs, strict=True)) < 1e-5
+
+
+@pytest.mark.slow
+async def test_the_default_embedder_gives_chromas_vectors() -> None:
+    # Our own session (no spinning) and padding to the batch's longest text change the cost,
+    # not the vectors.
+    from chromadb.utils.embedding_functions import ONNXMiniLM_L6_V2
+
+    texts = ["short", "a somewhat longer passage about lighthouses and ships " * 6, "Формат A4"]
+    ours = await DefaultEmbedder().embed_documents(texts)
+    theirs = ONNXMiniLM_L6_V2()(texts)
+    for mine, reference in zip(ours, theirs, strict=True):
+        assert max(abs(a - float(b)) for a, b in zip(mine, reference, strict=True)) < 1e-4
