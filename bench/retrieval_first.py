@@ -20,6 +20,7 @@ import httpx
 ROOT = Path(__file__).resolve().parents[1]
 CORPUS = ROOT.parent / "shared" / "corpus"
 BOOK = CORPUS / "pdf" / "freeculture.pdf"
+WARM = CORPUS / "pdf" / "multicolumn.pdf"
 QUESTION = "Why did the farmers in North Carolina sue the government over airplanes?"
 
 
@@ -36,7 +37,7 @@ def parse_alone(data: bytes) -> float:
         with tempfile.TemporaryDirectory() as cache:
             parser = DocumentParser(Path(cache), workers=2)
             try:
-                await parser.parse("warm.txt", b"warm up the worker pool")
+                await parser.parse(WARM.name, WARM.read_bytes())  # workers started, PDF loaded
                 started = time.perf_counter()
                 await parser.parse(BOOK.name, data)
                 return time.perf_counter() - started
@@ -105,14 +106,8 @@ def bench_first_question(rounds: int) -> None:
             )
             base = servers.serve(make_app(settings))
             # A running proxy: parser workers, MiniLM and Chroma loaded by an earlier request.
-            note = base64.b64encode(b"A short note about nothing much. " * 40).decode()
-            part = {"filename": "note.txt", "file_data": f"data:text/plain;base64,{note}"}
-            content = [{"type": "text", "text": "hi"}, {"type": "file", "file": part}]
-            warm = {
-                "model": "m",
-                "messages": [{"role": "user", "content": content}],
-                "enrich": {"strategy": "retrieval"},
-            }
+            warm = chat_body(WARM.read_bytes(), False)
+            warm["enrich"] = {"strategy": "retrieval"}
             httpx.post(base + "/v1/chat/completions", json=warm, timeout=300)
             for round_number in range(rounds):
                 book = variant(data, round_number)

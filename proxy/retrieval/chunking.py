@@ -219,6 +219,19 @@ def _semchunk_offsets(text: str, limit: int, count: Callable[[str], int]) -> lis
     return offsets
 
 
+def head(text: str, tokens: int, count: Callable[[str], int]) -> str:
+    """The start of `text` holding at most `tokens` tokens, cut between words."""
+    used = 0
+    for match in _WORD_AND_SPACE.finditer(text):
+        used += count(match.group())
+        if used > tokens:
+            return text[: match.start()]
+    return text
+
+
+_WORD_AND_SPACE = re.compile(r"\S+\s*")
+
+
 def joined_text(doc: ParsedDocument) -> tuple[str, list[int], list[tuple[int, str]]]:
     """The text of the non-empty pages joined by blank lines, where each page starts, and each
     page's number and location."""

@@ -13,7 +13,7 @@ import numpy.typing as npt
 import structlog
 
 from proxy.documents.model import ParsedDocument
-from proxy.retrieval.chunking import Chunk
+from proxy.retrieval.chunking import Chunk, head
 from proxy.retrieval.embeddings import Embedder
 from proxy.retrieval.index import VectorIndex
 from proxy.retrieval.lease import Leases
@@ -126,6 +126,29 @@ class Indexer:
                 found.update(await self._embed(chunks, progress))
         for i, pending in waiting.items():
             found[i] = await asyncio.shield(pending)
+        return found
+
+    async def previews_for(
+        self, passages: DocumentPassages, wanted: Sequence[int], tokens: int
+    ) -> Vectors:
+        """Vectors good enough to rank the `wanted` passages now: those made already, else of
+        each passage's first `tokens` tokens (not stored: the background embeds them whole)."""
+        progress = self.progress(passages)
+        count = self.embedder.count_tokens
+        heads = {
+            i: head(passages.chunks[i].text, tokens, count)
+            for i in wanted
+            if i not in progress.vectors
+        }
+        # A passage no longer than its head is embedded whole, stored and shared as usual.
+        whole = [i for i in wanted if i not in heads or heads[i] == passages.chunks[i].text]
+        found = await self.vectors_for(passages, whole)
+        cut = [i for i in heads if i not in found]
+        if cut:
+            async with self.gate.foreground():
+                vectors = await self.embedder.embed_documents([heads[i] for i in cut])
+            for i, vector in zip(cut, vectors, strict=True):
+                found[i] = np.asarray(vector, dtype=np.float32)
         return found
 
     async def complete_now(self, doc: ParsedDocument, passages: DocumentPassages) -> None:

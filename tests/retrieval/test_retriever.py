@@ -180,3 +180,25 @@ async def test_neighbours_join_a_passage_with_the_ones_around_it(make: Make) -> 
     assert (first.page_start, first.page_end) == (7, 8)
     # The runner-up is not a passage already inside the first one's neighbourhood.
     assert abs(ranked[0][1].chunk.index - first.index) > 1
+
+
+async def test_long_candidates_are_ranked_by_their_heads_and_indexed_whole_later(
+    make: Make, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from proxy.retrieval import retriever as retriever_module
+
+    monkeypatch.setattr(retriever_module, "PREVIEW_TOKENS", 6)
+    retriever = make()
+    counting = retriever.embedder
+    assert isinstance(counting, CountingEmbedder)
+    doc = book()
+    async with retriever.indexer.gate.foreground():
+        ranked, _ = await retriever.search([doc], "who fed sardines to the cats", 3)
+        assert "sardines" in ranked[0][0].chunk.text
+        heads = list(counting.documents)
+        assert heads and all(len(text.split()) <= 6 for text in heads)
+    await finished(retriever, doc)
+    passages = await retriever.store.open(doc)
+    # The heads were not stored: every passage was embedded whole by the background.
+    whole = [text for text in counting.documents if text not in heads]
+    assert sorted(whole) == sorted(chunk.text for chunk in passages.chunks)
