@@ -5,11 +5,13 @@ from __future__ import annotations
 from proxy.documents.model import Page, ParsedDocument
 from proxy.pipeline.stages.retrieve import outcomes
 from proxy.retrieval.budget import Passage, PassageSelection
-from proxy.retrieval.index import Hit
+from proxy.retrieval.chunking import Chunk
+from proxy.retrieval.retriever import Scored
 
 
-def hit(text: str, score: float, page: int) -> Hit:
-    return Hit(text=text, score=score, filename="a.pdf", page_start=page, page_end=page, index=0)
+def hit(text: str, score: float, page: int) -> Scored:
+    chunk = Chunk("0" * 64, "a.pdf", page - 1, text, page, page)
+    return Scored(chunk=chunk, dense=score, lexical=1.5 if page == 1 else None, fused=0.03)
 
 
 def test_each_hit_is_kept_shortened_over_budget_or_below_threshold() -> None:
@@ -20,7 +22,7 @@ def test_each_hit_is_kept_shortened_over_budget_or_below_threshold() -> None:
         hit("third", 0.7, 3),
         hit("low", 0.1, 4),
     ]
-    offered = [[Passage(0, rank, h.text) for rank, h in enumerate(hits[:3])]]
+    offered = [[Passage(0, rank, h.chunk.text) for rank, h in enumerate(hits[:3])]]
     selection = PassageSelection(
         passages=[Passage(0, 0, "best"), Passage(0, 1, "long")], per_source=[2], left_out=1
     )
@@ -32,3 +34,11 @@ def test_each_hit_is_kept_shortened_over_budget_or_below_threshold() -> None:
         (4, "below threshold", 0.1),
     ]
     assert found[0].file == "a.pdf" and found[1].snippet == "long passage"
+    # Each candidate says which passage it is and every score that placed it.
+    assert (found[0].passage, found[0].dense, found[0].lexical, found[0].fused) == (
+        0,
+        0.9,
+        1.5,
+        0.03,
+    )
+    assert found[1].lexical is None and found[3].passage == 3
