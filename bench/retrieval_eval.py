@@ -124,7 +124,7 @@ class Proxy:
         overrides = {key: value for key, value in overrides.items() if key != "first"}
 
         self.servers = ServerThread()
-        upstream = FakeUpstream(n_ctx=4096)
+        upstream = FakeUpstream(n_ctx=WINDOW[0])
         upstream_url = self.servers.serve(upstream.app())
         sections: dict[str, Any] = {
             "upstream": {"base_url": upstream_url, "tokenizer": "tiktoken"},
@@ -259,6 +259,8 @@ def summarise(result: dict[str, Any]) -> str:
     )
 
 
+WINDOW = [4096]  # --window
+
 NON_ENGLISH = {"GeoTopo-komprimiert.pdf", "issue20232.pdf"}
 
 
@@ -295,7 +297,9 @@ def main() -> None:
         "--calibrate", default="", help="methods to also calibrate the threshold with, e.g. default"
     )
     parser.add_argument("--json", type=Path, help="write every row here")
+    parser.add_argument("--window", type=int, default=4096, help="the model's context window")
     args = parser.parse_args()
+    WINDOW[0] = args.window
     sys.path.insert(0, str(args.proxy_root.resolve()))
     os.environ.setdefault("TIKTOKEN_CACHE_DIR", str(Path.home() / ".cache" / "tiktoken"))
 
@@ -318,7 +322,7 @@ def main() -> None:
         if reranker_servers is not None:
             reranker_servers.close()
 
-    print(f"{len(questions)} questions over {len(documents)} documents; window 4,096 tokens")
+    print(f"{len(questions)} questions over {len(documents)} documents; window {args.window:,}")
     print(
         "| method | hit rate | MRR | English (36) | German doc (9) | Russian doc (3) "
         "| forwarded chars/question | median time/question |"
