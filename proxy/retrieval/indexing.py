@@ -115,7 +115,7 @@ class Indexer:
         progress = self.progress(passages)
         found = {i: progress.vectors[i] for i in wanted if i in progress.vectors}
         missing = [i for i in wanted if i not in found and i not in progress.embedding]
-        if missing and progress.stored:
+        if missing:  # stored before: by an earlier run, or by another proxy sharing the store
             stored = await self.index.stored_vectors(passages.sha256, missing, self.settings)
             found.update({i: np.asarray(v, dtype=np.float32) for i, v in stored.items()})
             missing = [i for i in missing if i not in stored and i not in progress.embedding]
