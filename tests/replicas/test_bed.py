@@ -106,12 +106,10 @@ def test_the_same_new_large_document_on_three_replicas_at_once(bed: Bed) -> None
     print(f"\npassages: {len(passages)}, embedded more than once: {twice}")
     # With background indexing under a lease, each replica embeds at once only the passages
     # its first question needs (retrieval.new_document_candidates, 16); the rest, once.
-    if twice > (len(bed.replicas) - 1) * 16:
-        pytest.xfail(
-            "indexing once across replicas needs the indexing lease of the retrieval branch "
-            "(issue 11: proxy/retrieval/lease.py, background indexing), not on main yet: "
-            f"{twice} passage embeddings were repeated by other replicas"
-        )
+    assert twice <= (len(bed.replicas) - 1) * 16, (
+        f"{twice} passage embeddings were repeated by other replicas: the indexing lease "
+        "(proxy/retrieval/lease.py) should leave the rest of the document to one of them"
+    )
 
 
 def test_a_replica_killed_mid_stream(bed: Bed) -> None:
