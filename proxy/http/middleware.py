@@ -84,6 +84,12 @@ def caller_of(request: web.Request, keys: list[ApiKey]) -> Caller | None:
     return found
 
 
+def client_gone(request: web.Request) -> bool:
+    """The client's connection is closed or closing."""
+    transport = request.transport
+    return transport is None or transport.is_closing()
+
+
 @web.middleware
 async def proxy_middleware(request: web.Request, handler: Handler) -> web.StreamResponse:
     services = request.app[SERVICES]
@@ -138,6 +144,17 @@ async def proxy_middleware(request: web.Request, handler: Handler) -> web.Stream
     except asyncio.CancelledError:
         status = 499  # the client went away; nginx's name for it
         raise
+    except ConnectionResetError:
+        if not client_gone(request):
+            log.exception("unhandled error", request_id=request_id, path=request.path)
+            status = 500
+            return error_response(
+                ProxyError("internal proxy error", status=500, type="server_error"), request_id
+            )
+        # The client hung up while its answer was being written, before the handler could be
+        # cancelled: nobody is left to answer, and nothing went wrong here.
+        status = 499
+        return web.Response(status=499)
     except Exception:
         log.exception("unhandled error", request_id=request_id, path=request.path)
         response = error_response(

@@ -17,6 +17,11 @@ from proxy.upstream.headers import client_response_headers
 SMALL_BODY = 1 << 20
 
 
+class ClientGone(ConnectionResetError):
+    """The client's connection closed while its answer was being written (not an upstream
+    failure: nothing is translated into an error event for it, nobody would read one)."""
+
+
 def is_event_stream(response: aiohttp.ClientResponse) -> bool:
     return response.content_type == "text/event-stream"
 
@@ -121,7 +126,11 @@ async def _pump(
     try:
         async for chunk in source:
             if chunk:
-                await response.write(chunk)
+                try:
+                    await response.write(chunk)
+                except ConnectionResetError as exc:
+                    # aiohttp raises the same error class for both sides: say which it was.
+                    raise ClientGone("the client hung up during the answer") from exc
                 before, last = last, chunk
     except (TimeoutError, aiohttp.ClientError) as exc:
         if not sse:
