@@ -6,7 +6,7 @@ import re
 from dataclasses import dataclass
 from typing import Any, BinaryIO, Protocol
 
-from proxy.errors import ProxyError
+from proxy.errors import PayloadTooLarge, ProxyError
 
 FILE_ID = re.compile(r"^file-[a-f0-9]{24}$")
 
@@ -64,6 +64,40 @@ class StoredFile:
             "expires_at": None,
             "status_details": None,
         }
+
+
+@dataclass
+class Room:
+    """How much one upload may still hold: the smaller of documents.max_file_mb and what the
+    owner's quota leaves. Every backend checks each chunk against it the same way."""
+
+    max_bytes: int
+    quota_bytes: int | None
+    limit: int
+
+    @classmethod
+    def for_owner(cls, max_bytes: int, quota_bytes: int | None, used: int) -> Room:
+        """The room of a new upload by an owner who already stores `used` bytes."""
+        limit = max_bytes
+        if quota_bytes is not None:
+            left = quota_bytes - used
+            if left <= 0:
+                raise QuotaExceeded(quota_bytes)
+            limit = min(limit, left)
+        return cls(max_bytes, quota_bytes, limit)
+
+    def check(self, size: int) -> None:
+        """Refuse an upload that has grown to `size` bytes past its room."""
+        if size <= self.limit:
+            return
+        if size <= self.max_bytes and self.quota_bytes is not None:
+            raise QuotaExceeded(self.quota_bytes)
+        raise PayloadTooLarge(
+            "the file is larger than documents.max_file_mb "
+            f"({self.max_bytes / (1024 * 1024):g} MiB)",
+            param="file",
+            code="file_too_large",
+        )
 
 
 class Upload(Protocol):

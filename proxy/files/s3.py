@@ -31,9 +31,8 @@ from typing import TYPE_CHECKING, Any, BinaryIO, TypeVar
 import obstore
 from obstore.exceptions import BaseError
 
-from proxy.errors import PayloadTooLarge
 from proxy.files.objects import CONFLICTS, MISSING, StoreUnavailable
-from proxy.files.protocol import FILE_ID, FileNotFound, Owner, QuotaExceeded, StoredFile
+from proxy.files.protocol import FILE_ID, FileNotFound, Owner, QuotaExceeded, Room, StoredFile
 from proxy.files.references import BlobReferences, with_file, without_file
 
 if TYPE_CHECKING:
@@ -140,12 +139,7 @@ class S3FileStore:
     # -- writing ---------------------------------------------------------------------------
 
     def begin_upload(self, owner: str) -> S3Upload:
-        room = self.max_bytes
-        if self.quota_bytes is not None:
-            left = self.quota_bytes - self.usage(owner)
-            if left <= 0:
-                raise QuotaExceeded(self.quota_bytes)
-            room = min(room, left)
+        room = Room.for_owner(self.max_bytes, self.quota_bytes, self.usage(owner))
         return S3Upload(self, owner, room)
 
     def _commit(self, upload: S3Upload, filename: str, purpose: str) -> StoredFile:
@@ -289,7 +283,7 @@ class S3Upload:
     """One upload streamed into its own new object: multipart once past PART_BYTES, so at most
     PARTS_IN_FLIGHT parts are ever held in memory; hashed and size-checked as it arrives."""
 
-    def __init__(self, store: S3FileStore, owner: str, room: int) -> None:
+    def __init__(self, store: S3FileStore, owner: str, room: Room) -> None:
         self.store = store
         self.owner = owner
         self.room = room
@@ -314,15 +308,7 @@ class S3Upload:
 
     def write(self, chunk: bytes) -> None:
         self.size += len(chunk)
-        if self.size > self.room:
-            if self.size <= self.store.max_bytes and self.store.quota_bytes is not None:
-                raise QuotaExceeded(self.store.quota_bytes)
-            raise PayloadTooLarge(
-                f"the file is larger than documents.max_file_mb "
-                f"({self.store.max_bytes / (1024 * 1024):g} MiB)",
-                param="file",
-                code="file_too_large",
-            )
+        self.room.check(self.size)
         self.hasher.update(chunk)
         writer = self._open()
         _calling("store the upload", lambda: writer.write(chunk))

@@ -16,8 +16,7 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import Any, BinaryIO
 
-from proxy.errors import PayloadTooLarge
-from proxy.files.protocol import FILE_ID, FileNotFound, Owner, QuotaExceeded, StoredFile
+from proxy.files.protocol import FILE_ID, FileNotFound, Owner, QuotaExceeded, Room, StoredFile
 
 UPLOAD_PREFIX = ".upload-"
 TEMP_PREFIX = ".tmp-"
@@ -111,12 +110,7 @@ class DiskFileStore:
         return self._ledger()["usage"].get(owner, 0)
 
     def begin_upload(self, owner: str) -> DiskUpload:
-        room = self.max_bytes
-        if self.quota_bytes is not None:
-            left = self.quota_bytes - self.usage(owner)
-            if left <= 0:
-                raise QuotaExceeded(self.quota_bytes)
-            room = min(room, left)
+        room = Room.for_owner(self.max_bytes, self.quota_bytes, self.usage(owner))
         return DiskUpload(self, owner, room)
 
     def _commit(self, upload: DiskUpload, filename: str, purpose: str) -> StoredFile:
@@ -208,10 +202,10 @@ def _abandoned(temp: Path) -> bool:
 class DiskUpload:
     """Bytes of one upload on their way to disk, hashed and size-checked as they arrive."""
 
-    def __init__(self, store: DiskFileStore, owner: str, room: int) -> None:
+    def __init__(self, store: DiskFileStore, owner: str, room: Room) -> None:
         self.store = store
         self.owner = owner
-        self.room = room  # the smaller of documents.max_file_mb and what the quota leaves
+        self.room = room
         self.hasher = hashlib.sha256()
         self.size = 0
         fd, temp = tempfile.mkstemp(dir=store.blobs, prefix=UPLOAD_PREFIX)
@@ -221,15 +215,7 @@ class DiskUpload:
 
     def write(self, chunk: bytes) -> None:
         self.size += len(chunk)
-        if self.size > self.room:
-            if self.size <= self.store.max_bytes and self.store.quota_bytes is not None:
-                raise QuotaExceeded(self.store.quota_bytes)
-            raise PayloadTooLarge(
-                f"the file is larger than documents.max_file_mb "
-                f"({self.store.max_bytes / (1024 * 1024):g} MiB)",
-                param="file",
-                code="file_too_large",
-            )
+        self.room.check(self.size)
         self.hasher.update(chunk)
         self.handle.write(chunk)
 
