@@ -65,6 +65,9 @@ class Progress:
     held_elsewhere: bool = False
     embedding: dict[int, asyncio.Future[Vector]] = field(default_factory=dict)
     """Passages being embedded right now: others wanting them wait instead of embedding too."""
+    previews: dict[int, asyncio.Future[Vector]] = field(default_factory=dict)
+    """Vectors of passages' heads, made for first questions while the document is indexed:
+    concurrent first questions share them (they are never stored)."""
 
     @property
     def percent(self) -> int:
@@ -111,22 +114,38 @@ class Indexer:
         return task is not None and not task.done()
 
     async def vectors_for(self, passages: DocumentPassages, wanted: Sequence[int]) -> Vectors:
-        """Vectors of the `wanted` passages: made here before, stored before, or embedded now."""
+        """Vectors of the `wanted` passages: made here before, stored before, or embedded now.
+
+        Other requests and the background work on the same document meanwhile: whatever one
+        of them is embedding is awaited, never embedded twice, and a passage whose embedding
+        elsewhere failed is embedded here after all.
+        """
         progress = self.progress(passages)
-        found = {i: progress.vectors[i] for i in wanted if i in progress.vectors}
-        missing = [i for i in wanted if i not in found and i not in progress.embedding]
-        if missing:  # stored before: by an earlier run, or by another proxy sharing the store
-            stored = await self.index.stored_vectors(passages.sha256, missing, self.settings)
-            found.update({i: np.asarray(v, dtype=np.float32) for i, v in stored.items()})
-            missing = [i for i in missing if i not in stored and i not in progress.embedding]
-        waiting = {i: progress.embedding[i] for i in wanted if i in progress.embedding}
-        if missing:
-            chunks = [passages.chunks[i] for i in missing]
-            async with self.gate.foreground():
-                found.update(await self._embed(chunks, progress))
-        for i, pending in waiting.items():
-            found[i] = await asyncio.shield(pending)
-        return found
+        found: Vectors = {}
+        asked_store = False
+        while True:
+            found.update({i: progress.vectors[i] for i in wanted if i in progress.vectors})
+            missing = [i for i in wanted if i not in found and i not in progress.embedding]
+            if missing and not asked_store:
+                # Stored before: by an earlier run, or by another proxy sharing the store.
+                asked_store = True
+                stored = await self.index.stored_vectors(passages.sha256, missing, self.settings)
+                found.update({i: np.asarray(v, dtype=np.float32) for i, v in stored.items()})
+                continue  # the store was asked: others may have made some meanwhile
+            waiting = {
+                i: progress.embedding[i]
+                for i in wanted
+                if i not in found and i in progress.embedding
+            }
+            if missing:
+                chunks = [passages.chunks[i] for i in missing]
+                async with self.gate.foreground():
+                    found.update(await self._embed(chunks, progress))
+            for i, pending in waiting.items():
+                with contextlib.suppress(Exception):  # failed there: embedded here next round
+                    found[i] = await asyncio.shield(pending)
+            if all(i in found for i in wanted):
+                return found
 
     async def previews_for(
         self, passages: DocumentPassages, wanted: Sequence[int], tokens: int
@@ -143,12 +162,29 @@ class Indexer:
         # A passage no longer than its head is embedded whole, stored and shared as usual.
         whole = [i for i in wanted if i not in heads or heads[i] == passages.chunks[i].text]
         found = await self.vectors_for(passages, whole)
-        cut = [i for i in heads if i not in found]
+        cut = [
+            i
+            for i in heads
+            if heads[i] != passages.chunks[i].text and i not in found and i not in progress.previews
+        ]
         if cut:
-            async with self.gate.foreground():
-                vectors = await self.embedder.embed_documents([heads[i] for i in cut])
+            loop = asyncio.get_running_loop()
+            pending = {i: loop.create_future() for i in cut}
+            progress.previews.update(pending)
+            try:
+                async with self.gate.foreground():
+                    vectors = await self.embedder.embed_documents([heads[i] for i in cut])
+            except BaseException as exc:
+                for i, future in pending.items():
+                    progress.previews.pop(i, None)
+                    future.set_exception(exc)
+                    future.exception()  # read here: nobody else may be waiting for it
+                raise
             for i, vector in zip(cut, vectors, strict=True):
-                found[i] = np.asarray(vector, dtype=np.float32)
+                pending[i].set_result(np.asarray(vector, dtype=np.float32))
+        for i in heads:
+            if i not in found and i in progress.previews:
+                found[i] = await asyncio.shield(progress.previews[i])
         return found
 
     async def complete_now(self, doc: ParsedDocument, passages: DocumentPassages) -> None:
@@ -185,8 +221,11 @@ class Indexer:
             renewed = time.monotonic()
             for start in range(0, len(todo), self.batch):
                 await self.gate.background_turn()
+                # Passages a request embedded meanwhile, or is embedding now, are left to it.
                 batch = [
-                    c for c in todo[start : start + self.batch] if c.index not in progress.vectors
+                    c
+                    for c in todo[start : start + self.batch]
+                    if c.index not in progress.vectors and c.index not in progress.embedding
                 ]
                 if not batch:
                     continue

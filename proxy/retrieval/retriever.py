@@ -24,6 +24,8 @@ RANKINGS = ("hybrid", "dense", "lexical")
 POOL = 50
 """Candidates each ranking contributes before fusion: far more than any budget holds."""
 STATUS_EVERY_S = 1.0
+OPENING_PASSAGES = 3
+"""A new document's first passages are always among its first question's candidates."""
 PREVIEW_TOKENS = 128
 """A new document's candidates are ranked by the vectors of their first 128 tokens: half the
 cost of whole passages, for the same hits on the eval (README, "How the defaults were chosen")."""
@@ -161,8 +163,11 @@ class Retriever:
         """A new document: dense scores for its best lexical candidates and whatever passages
         were embedded already, while the rest is indexed in the background."""
         lexical = [i for i, _ in passages.lexical.search(query, self.new_document_candidates)]
+        wanted = first_question_candidates(
+            lexical, len(passages.chunks), self.new_document_candidates
+        )
         made: Vectors = dict(self.indexer.progress(passages).vectors)
-        made.update(await self.indexer.previews_for(passages, lexical, PREVIEW_TOKENS))
+        made.update(await self.indexer.previews_for(passages, wanted, PREVIEW_TOKENS))
 
         def score_made(query_vector: list[float]) -> dict[int, float]:
             if not made:
@@ -225,6 +230,24 @@ class Retriever:
         close = getattr(self.embedder, "close", None)
         if close is not None:
             await close()
+
+
+def first_question_candidates(lexical: list[int], total: int, count: int) -> list[int]:
+    """Which passages of a new document get a dense score for its first question.
+
+    The best lexical matches first; then the document's opening passages (a title, an abstract,
+    an introduction: what a question like "what is this about?" needs, and it shares no word
+    with them); then passages spread evenly through the document, so that a question whose words
+    match nothing still has `count` candidates to be ranked among.
+    """
+    picked = dict.fromkeys(lexical[:count])
+    for index in range(min(OPENING_PASSAGES, total)):
+        picked.setdefault(index)
+    for slot in range(count):
+        if len(picked) >= count:
+            break
+        picked.setdefault(slot * total // count)
+    return list(picked)
 
 
 @contextlib.asynccontextmanager

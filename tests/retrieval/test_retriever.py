@@ -15,7 +15,7 @@ import pytest_asyncio
 from proxy.documents.model import ParsedDocument
 from proxy.retrieval.embeddings import Embedder
 from proxy.retrieval.index import VectorIndex
-from proxy.retrieval.retriever import Retriever
+from proxy.retrieval.retriever import Retriever, first_question_candidates
 from tests.retrieval.support import CountingEmbedder, HashEmbedder, text_document
 
 TOPICS = ["lighthouse lamp keeper", "bakery bread flour", "river boat ferry", "garden roses soil"]
@@ -101,7 +101,9 @@ async def test_concurrent_questions_embed_each_passage_once(make: Make) -> None:
     await finished(retriever, doc)
     passages = await retriever.store.open(doc)
     assert await retriever.index.is_indexed(doc.sha256, retriever.settings)
-    assert Counter(counting.documents).most_common(1)[0][1] == 1
+    assert Counter(counting.documents).most_common(1)[0][1] == 1, [
+        t for t, n in Counter(counting.documents).items() if n > 1
+    ]
     assert len(counting.documents) == len(passages.chunks)
 
 
@@ -202,3 +204,14 @@ async def test_long_candidates_are_ranked_by_their_heads_and_indexed_whole_later
     # The heads were not stored: every passage was embedded whole by the background.
     whole = [text for text in counting.documents if text not in heads]
     assert sorted(whole) == sorted(chunk.text for chunk in passages.chunks)
+
+
+def test_first_question_candidates_lexical_first_then_openings_then_spread() -> None:
+    # Lexical matches lead; the document's opening passages always join them.
+    assert first_question_candidates([40, 7, 1], total=100, count=3) == [40, 7, 1, 0, 2]
+    # A question whose words match nothing still gets `count` candidates, spread out.
+    assert first_question_candidates([], total=100, count=4) == [0, 1, 2, 25]
+    spread = first_question_candidates([], total=1000, count=16)
+    assert len(spread) == 16 and spread[:3] == [0, 1, 2] and max(spread) >= 750
+    # Small documents: nothing past their end, nothing twice.
+    assert first_question_candidates([1], total=2, count=16) == [1, 0]
