@@ -180,6 +180,8 @@ class EnrichFields(BaseModel):
     retrieval_limit: int | None = Field(None, ge=1, le=10)
     affinity_threshold: float | None = Field(None, ge=0.0, le=1.0)
     citations: CitationStyle | None = None
+    # Vector stores searched as if their files were old files of the conversation.
+    vector_store_ids: list[Annotated[str, Field(max_length=64)]] | None = Field(None, max_length=16)
 
 
 class ModelSettings(Section):
@@ -284,6 +286,21 @@ class FileStoreSettings(Section):
         return self
 
 
+class VectorStoresSettings(Section):
+    """The OpenAI vector stores API and the file_search tool (see README "Vector stores")."""
+
+    # Files parsed and indexed at once by this process (the rest wait their turn).
+    indexing_concurrency: int = Field(2, ge=1, le=32)
+    # A claim on a file's indexing lasts this long unless renewed: a crashed process's files
+    # are taken over (by another replica, or by this one after a restart) once it runs out.
+    indexing_lease_s: float = Field(30, gt=0)
+    # `openai-poll-after-ms`: how often the SDK's *_and_poll helpers ask while indexing runs.
+    poll_after_ms: int = Field(500, ge=10, le=60_000)
+    # Results of a search (and of file_search) when the request sets no max_num_results.
+    default_max_results: int = Field(10, ge=1, le=50)
+    max_files_per_store: int = Field(10_000, ge=1)
+
+
 class Settings(Section):
     """Everything the proxy can be told; see config.example.yaml."""
 
@@ -297,6 +314,7 @@ class Settings(Section):
     guard: GuardSettings = Field(default_factory=GuardSettings)
     formats: FormatSettings = Field(default_factory=FormatSettings)
     files: FileStoreSettings = Field(default_factory=FileStoreSettings)
+    vector_stores: VectorStoresSettings = Field(default_factory=VectorStoresSettings)
 
     def model_settings(self, model: str | None) -> ModelSettings:
         """The settings for `model`: an exact key first, then the first matching glob."""

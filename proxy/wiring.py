@@ -34,6 +34,7 @@ if TYPE_CHECKING:
     from proxy.documents.shared import SharedParseCache
     from proxy.retrieval.embeddings import Embedder
     from proxy.retrieval.retriever import Retriever
+    from proxy.stores.service import VectorStores
 
 log = structlog.get_logger(__name__)
 
@@ -205,6 +206,32 @@ def make_retriever(settings: Settings) -> Retriever:
     )
 
 
+def make_vector_stores(services: Services, objects: S3Store | None) -> VectorStores:
+    """The vector stores API: records under <data_dir>/vector_stores, or in the bucket the
+    replicas share; their indexing resumes in the background."""
+    from proxy.stores.backend import DiskRecords, RecordBackend
+    from proxy.stores.registry import StoreRegistry
+    from proxy.stores.service import VectorStores
+
+    backend: RecordBackend
+    if objects is not None:
+        from proxy.stores.bucket import BucketRecords
+
+        backend = BucketRecords(objects)
+    else:
+        backend = DiskRecords(data_dir(services.settings) / "vector_stores")
+    stores = VectorStores(
+        services.settings,
+        StoreRegistry(backend),
+        services.files,
+        services.parser,
+        services.retriever,
+        runner=replica_name(),
+    )
+    stores.start()
+    return stores
+
+
 async def start_local_upstream(settings: Settings) -> LlamaServer | None:
     """`upstream.spawn`: a llama.cpp server of our own, healthy before the first request."""
     if not settings.upstream.spawn.enabled:
@@ -235,7 +262,7 @@ async def build_services(
     upstream = UpstreamClient(upstream_settings, session)
     metrics = metrics or Metrics()
     objects = await asyncio.to_thread(make_object_store, settings)
-    return Services(
+    services = Services(
         settings=settings,
         upstream=upstream,
         metrics=metrics,
@@ -251,3 +278,5 @@ async def build_services(
         retriever_factory=lambda: make_retriever(settings),
         local_upstream=local,
     )
+    services.vector_stores = make_vector_stores(services, objects)
+    return services

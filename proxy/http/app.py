@@ -9,7 +9,7 @@ from aiohttp import web
 from aiohttp.typedefs import Handler
 
 from proxy.config import Settings
-from proxy.http import files, ui
+from proxy.http import files, ui, vector_stores
 from proxy.http.body import max_body_bytes
 from proxy.http.chat import chat_completions
 from proxy.http.decisions import decisions_route
@@ -68,6 +68,7 @@ def make_app(settings: Settings) -> web.Application:
     app.router.add_get("/v1/enrich/decisions", decisions_route)
     ui.add_routes(app)
     files.add_routes(app)
+    vector_stores.add_routes(app)
     # What the proxy serves itself is never forwarded, whatever the method: other methods on
     # these paths are a 405 here, not a request the upstream receives with our upstream key.
     allowed: dict[str, set[str]] = {}
@@ -76,6 +77,7 @@ def make_app(settings: Settings) -> web.Application:
     for path, methods in allowed.items():
         app.router.add_route("*", path, not_allowed(sorted(methods - {"HEAD"})))
     app.router.add_route("*", "/v1/files/{tail:.*}", not_found)
+    app.router.add_route("*", "/v1/vector_stores/{tail:.*}", not_found)
     app.router.add_route("*", "/{tail:.*}", passthrough)
     return app
 

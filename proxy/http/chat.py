@@ -14,7 +14,7 @@ from proxy.http.decorate import decorate_json, decorate_stream
 from proxy.http.keys import CALLER, EXCHANGE, FAILURE, REQUEST_ID, ROUTE, SERVICES, UPSTREAM_SECONDS
 from proxy.http.recording import recorded
 from proxy.http.status import StatusChannel
-from proxy.pipeline.exchange import Exchange
+from proxy.pipeline.exchange import Exchange, FileSearch
 from proxy.pipeline.flow import run_pipeline
 from proxy.pipeline.services import Services
 from proxy.pipeline.stages.options import OPTION_HEADERS
@@ -34,9 +34,10 @@ async def prepare_exchange(
     services: Services,
     status: StatusChannel | None = None,
     body: dict[str, Any] | None = None,
+    file_search: FileSearch | None = None,
 ) -> Exchange:
     """Parse the body (unless given, already in chat shape) and run every stage; what would go
-    upstream is then in `exchange.body`."""
+    upstream is then in `exchange.body`. `file_search`: a Responses file_search tool."""
     exchange = Exchange(
         request_id=request[REQUEST_ID],
         body=(
@@ -48,6 +49,7 @@ async def prepare_exchange(
             for name, value in request.headers.items()
             if name.lower().startswith("x-enrich-")
         },
+        file_search=file_search,
     )
     request[EXCHANGE] = exchange
     if not services.settings.server.api_keys:

@@ -180,6 +180,9 @@ async def delete_file(request: web.Request) -> web.Response:
     stored = await asyncio.to_thread(
         store.delete, request.match_info["file_id"], owner_scope(request)
     )
+    stores = request.app[SERVICES].vector_stores
+    if stores is not None:  # a deleted file's text is not found in any store any more
+        await stores.forget_file(stored.id)
     return web.json_response({"id": stored.id, "object": "file", "deleted": True})
 
 

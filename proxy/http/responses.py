@@ -18,25 +18,33 @@ from proxy.http.keys import FAILURE, REQUEST_ID, ROUTE, SERVICES
 from proxy.http.passthrough import passthrough
 from proxy.http.recording import recorded
 from proxy.http.status import StatusChannel
-from proxy.pipeline.exchange import Exchange
+from proxy.pipeline.exchange import Exchange, FileSearch
 from proxy.pipeline.services import Services
-from proxy.responses.answer import Cited, Ids, response_from_chat
+from proxy.responses.answer import Cited, Ids, file_search_item, response_from_chat
 from proxy.responses.events import ResponseStream, sse
 from proxy.responses.items import STATELESS, translate_input
 from proxy.responses.native import NativeStream, cite_response, patch_input
 from proxy.responses.replay import events_from_response
-from proxy.responses.request import chat_request
+from proxy.responses.request import chat_request, take_file_search
 from proxy.upstream.headers import client_response_headers
 from proxy.upstream.relay import is_event_stream, relay_response, sse_error_event
 from proxy.upstream.sse import data_event, event_json, sse_events
 
 
-def cited(exchange: Exchange) -> Cited:
-    return Cited(exchange.search_results, exchange.sources_block, citation_fields(exchange))
+def cited(exchange: Exchange, ids: Ids | None = None, include_results: bool = False) -> Cited:
+    """What the answer cites; with a file_search tool, the `file_search_call` item too."""
+    found = exchange.store_search
+    item = None
+    if exchange.file_search is not None and found is not None and ids is not None:
+        item = file_search_item(ids.file_search, found.queries, found.results, include_results)
+    return Cited(exchange.search_results, exchange.sources_block, citation_fields(exchange), item)
 
 
 async def _prepare(
-    request: web.Request, services: Services, body: dict[str, Any]
+    request: web.Request,
+    services: Services,
+    body: dict[str, Any],
+    file_search: FileSearch | None = None,
 ) -> tuple[Exchange | None, StatusChannel, web.StreamResponse | None]:
     """The pipeline run on a chat body; on failure after the stream started, it is ended with an
     error event and no exchange comes back."""
@@ -47,7 +55,9 @@ async def _prepare(
         request_id=request[REQUEST_ID],
     )
     try:
-        exchange = await prepare_exchange(request, services, status, body=body)
+        exchange = await prepare_exchange(
+            request, services, status, body=body, file_search=file_search
+        )
     except ProxyError as error:
         started = await status.finish()
         if started is None:
@@ -67,7 +77,7 @@ async def create_response(request: web.Request) -> web.StreamResponse:
     if services.settings.upstream.responses == "native":
         return await _native(request, services, body)
     chat, asked = chat_request(body)
-    exchange, status, started = await _prepare(request, services, chat)
+    exchange, status, started = await _prepare(request, services, chat, asked.file_search)
     if exchange is None:
         assert started is not None
         return started
@@ -77,7 +87,7 @@ async def create_response(request: web.Request) -> web.StreamResponse:
         extra = {**exchange.response_headers, "X-Request-ID": exchange.request_id}
         if response.status >= 400:
             return await relay_response(request, response, extra_headers=extra, already=started)
-        sources = cited(exchange)
+        sources = cited(exchange, ids, asked.include_results)
         if asked.stream and is_event_stream(response):
             stream = ResponseStream(asked, ids, sources, created_at)
             transform = to_events(stream, exchange, status.pending())
@@ -186,7 +196,8 @@ async def _native(
         chat["model"] = body["model"]
     if "enrich" in body:
         chat["enrich"] = body.pop("enrich")
-    exchange, status, started = await _prepare(request, services, chat)
+    file_search, include_results = take_file_search(body)
+    exchange, status, started = await _prepare(request, services, chat, file_search)
     if exchange is None:
         assert started is not None
         return started
@@ -204,11 +215,11 @@ async def _native(
         body["model"] = exchange.body["model"]  # an alias resolved to the real name
     exchange.body = body
     exchange.upstream_path = "/v1/responses"
-    sources = cited(exchange)
+    sources = cited(exchange, Ids.new(), include_results)
 
     async def answer(response: aiohttp.ClientResponse) -> web.StreamResponse:
         extra = {**exchange.response_headers, "X-Request-ID": exchange.request_id}
-        if response.status >= 400 or not sources.search_results:
+        if response.status >= 400 or not (sources.search_results or sources.file_search):
             if not is_event_stream(response) or response.status >= 400:
                 return await relay_response(request, response, extra_headers=extra, already=started)
             return await relay_response(

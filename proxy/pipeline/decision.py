@@ -104,6 +104,7 @@ class Decision:
 
     new_files: list[str] = field(default_factory=list)
     old_files: list[str] = field(default_factory=list)
+    vector_stores: list[str] = field(default_factory=list)  # searched like old files
     requested_strategy: Strategy = Strategy.AUTO
     strategy: Strategy = Strategy.NONE
     reason: str = ""
@@ -128,6 +129,8 @@ class Decision:
             "strategy": str(self.strategy),
             "reason": self.reason,
         }
+        if self.vector_stores:
+            record["vector_stores"] = self.vector_stores
         if self.budget is not None:
             record.update(dataclasses.asdict(self.budget))
         if self.guard is not None:

@@ -5,13 +5,17 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from proxy.config import CitationStyle
 from proxy.documents.model import ParsedDocument
 from proxy.pipeline.decision import Decision
 from proxy.pipeline.references import FileRef
 from proxy.pipeline.strategy import Strategy
+
+if TYPE_CHECKING:
+    from proxy.stores.filters import Filter
+    from proxy.stores.records import StoreRecord
 
 
 @dataclass(frozen=True)
@@ -41,6 +45,26 @@ class Options:
     affinity_threshold: float | None = None
     citations: CitationStyle = "fields"
     retrieval_limit_given: bool = False  # sent by the client: honoured exactly, no budget fill
+    vector_store_ids: tuple[str, ...] = ()  # searched as if their files were old files
+
+
+@dataclass(frozen=True)
+class FileSearch:
+    """The Responses API's file_search tool: the stores, how many results, which files."""
+
+    vector_store_ids: tuple[str, ...]
+    max_num_results: int | None = None
+    filters: Filter | None = None
+    score_threshold: float | None = None
+
+
+@dataclass
+class StoreSearch:
+    """What searching vector stores for the request found (a file_search_call reports it)."""
+
+    stores: list[StoreRecord]
+    queries: list[str] = field(default_factory=list)
+    results: list[dict[str, Any]] = field(default_factory=list)
 
 
 class ResponseConverter(Protocol):
@@ -70,6 +94,8 @@ class Exchange:
     search_results: list[dict[str, Any]] = field(default_factory=list)
     response_headers: dict[str, str] = field(default_factory=dict)
     sources_block: str = ""  # the inline "Sources:" text appended to the answer, if any
+    file_search: FileSearch | None = None  # asked for by a Responses file_search tool
+    store_search: StoreSearch | None = None  # the vector stores searched, and what was found
     upstream_path: str = "/v1/chat/completions"
     response_converter: ResponseConverter | None = None
     control_tokens: tuple[str, ...] = ()  # declared by the upstream model, for the guard

@@ -15,6 +15,7 @@ from proxy.pipeline.stages.inject import inject
 from proxy.pipeline.stages.names import name_references
 from proxy.pipeline.stages.options import read_options
 from proxy.pipeline.stages.references import extract_references
+from proxy.pipeline.stages.stores import find_stores
 from proxy.pipeline.stages.validate import validate_request
 from proxy.pipeline.stages.window import measure_window, settle_window
 
@@ -27,6 +28,7 @@ STAGES: list[tuple[str, Stage]] = [
     ("references", extract_references),  # file parts, file ids, #file: paths → bytes
     ("names", name_references),  # basenames; placeholders and hashes → document-N (or title)
     ("documents", parse_new_documents),  # new documents → pages of text (cached by sha256)
+    ("stores", find_stores),  # vector stores to search, searched like old files (file_search)
     ("decide", decide),  # token counts + context window → strategy (SPEC §1)
     ("inject", inject),  # full content, or retrieval + passage budget + citations (§1, §2)
     ("window", measure_window),  # how the prompt fills the context window (no extra calls)

@@ -18,6 +18,7 @@ if TYPE_CHECKING:
     from proxy.formats import FormatRegistry
     from proxy.guard.texts import GuardedTexts
     from proxy.retrieval.retriever import Retriever
+    from proxy.stores.service import VectorStores
     from proxy.upstream.introspection import ModelIntrospection
     from proxy.upstream.spawn import LlamaServer
     from proxy.upstream.tokens import TokenCache
@@ -39,6 +40,7 @@ class Services:
     decisions: DecisionLog = field(default_factory=DecisionLog)
     retriever_factory: Callable[[], Retriever] | None = field(repr=False, default=None)
     local_upstream: LlamaServer | None = field(default=None, repr=False)
+    vector_stores: VectorStores | None = field(default=None, repr=False)
     _retriever: Retriever | None = field(default=None, repr=False)
     _opening: asyncio.Lock = field(default_factory=asyncio.Lock, repr=False)
 
@@ -56,7 +58,10 @@ class Services:
         return opened
 
     async def aclose(self) -> None:
-        """Stop the parser workers, close the index, stop a spawned llama-server."""
+        """Stop the stores' indexing jobs and the parser workers, close the index, stop a
+        spawned llama-server."""
+        if self.vector_stores is not None:
+            await self.vector_stores.close()
         await self.parser.close()
         if self._retriever is not None:
             await self._retriever.close()

@@ -33,6 +33,10 @@ class Ids:
     def call(self, number: int) -> str:
         return f"fc_{self.token}_{number}"
 
+    @property
+    def file_search(self) -> str:
+        return f"fs_{self.token}"
+
 
 @dataclass(frozen=True)
 class Cited:
@@ -41,6 +45,7 @@ class Cited:
     search_results: list[dict[str, Any]] = field(default_factory=list)
     block: str = ""  # the "Sources:" block appended to the text (inline or both), else ''
     fields: dict[str, Any] = field(default_factory=dict)  # citations + search_results, or {}
+    file_search: dict[str, Any] | None = None  # the file_search_call item, when one was asked
 
 
 def file_citations(
@@ -59,6 +64,24 @@ def file_citations(
         annotation["index"] = text_length + offsets.get(name, 0) if block else text_length
         annotations.append(annotation)
     return annotations
+
+
+def file_search_item(
+    item_id: str,
+    queries: list[str],
+    results: list[dict[str, Any]],
+    include_results: bool,
+    status: str = "completed",
+) -> dict[str, Any]:
+    """The search the proxy ran for a file_search tool, as a `file_search_call` output item;
+    its results only when `include: ["file_search_call.results"]` asked for them."""
+    return {
+        "id": item_id,
+        "type": "file_search_call",
+        "status": status,
+        "queries": queries,
+        "results": results if include_results and status == "completed" else None,
+    }
 
 
 def output_text(text: str, annotations: list[dict[str, Any]]) -> dict[str, Any]:
@@ -170,7 +193,7 @@ def response_from_chat(
     message = message if isinstance(message, dict) else {}
     finish = choice.get("finish_reason") if isinstance(choice, dict) else None
     status = "incomplete" if finish in INCOMPLETE else "completed"
-    output: list[dict[str, Any]] = []
+    output: list[dict[str, Any]] = [cited.file_search] if cited.file_search else []
     text = _text_of(message.get("content"))
     listed = message.get("tool_calls")
     calls: list[Any] = listed if isinstance(listed, list) else []

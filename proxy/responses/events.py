@@ -82,6 +82,25 @@ class ResponseStream:
         return [
             self._event("response.created", response=response),
             self._event("response.in_progress", response=response),
+            *self._file_search(),
+        ]
+
+    def _file_search(self) -> list[dict[str, Any]]:
+        """The search the proxy ran before the model answered, as the first output item."""
+        item = self.cited.file_search
+        if item is None:
+            return []
+        index, self.items = self.items, self.items + 1
+        self.done_items[index] = item
+        where = {"output_index": index, "item_id": item["id"]}
+        opened = {**item, "status": "in_progress", "queries": [], "results": None}
+        return [
+            self._event("response.output_item.added", output_index=index, item=opened),
+            *[
+                self._event(f"response.file_search_call.{stage}", **where)
+                for stage in ("in_progress", "searching", "completed")
+            ],
+            self._event("response.output_item.done", output_index=index, item=item),
         ]
 
     def _open_message(self) -> list[dict[str, Any]]:

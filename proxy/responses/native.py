@@ -63,12 +63,15 @@ def cite_part(part: dict[str, Any], cited: Cited, answered: int) -> None:
 
 
 def cite_response(response: dict[str, Any], cited: Cited) -> dict[str, Any]:
-    """The upstream's `response` with the sources on its first output text."""
-    if not cited.search_results:
+    """The upstream's `response` with the proxy's file search first in its output and the
+    sources on its first output text."""
+    if not cited.search_results and cited.file_search is None:
         return response
     response = copy.deepcopy(response)
+    if cited.file_search is not None and isinstance(response.get("output"), list):
+        response["output"].insert(0, cited.file_search)
     found = _first_text(response.get("output") or [])
-    if found is not None:
+    if found is not None and cited.search_results:
         part = found[1]
         cite_part(part, cited, len(str(part.get("text") or "")))
     response.update(cited.fields)
@@ -86,15 +89,52 @@ class NativeStream:
         self.target: tuple[str, int] | None = None  # (item id, content index)
         self.answered = 0
         self.inserted = False
+        self.searched = cited.file_search is None  # the file_search_call item went out
+
+    def _search_events(self, before: dict[str, Any]) -> list[dict[str, Any]]:
+        """The proxy's file search as output item 0, ahead of the upstream's own items."""
+        item = self.cited.file_search
+        assert item is not None
+        self.searched = True
+        where = {"output_index": 0, "item_id": item["id"]}
+        opened = {**item, "status": "in_progress", "queries": [], "results": None}
+        events = [
+            {"type": "response.output_item.added", "output_index": 0, "item": opened},
+            *[
+                {"type": f"response.file_search_call.{stage}", **where}
+                for stage in ("in_progress", "searching", "completed")
+            ],
+            {"type": "response.output_item.done", "output_index": 0, "item": item},
+        ]
+        base = before.get("sequence_number")
+        for event in events:
+            if isinstance(base, int):
+                event["sequence_number"] = base + self.shift
+            self.shift += 1
+        return events
 
     def _here(self, event: dict[str, Any]) -> bool:
         return self.target == (event.get("item_id"), event.get("content_index"))
 
     def feed(self, event: dict[str, Any]) -> list[dict[str, Any]]:
-        if not self.cited.search_results:
+        if not self.cited.search_results and self.cited.file_search is None:
             return [event]
         event = copy.deepcopy(event)
         kind = event.get("type")
+        searched: list[dict[str, Any]] = []
+        if self.cited.file_search is not None:
+            if not self.searched and kind not in ("response.created", "response.in_progress"):
+                searched = self._search_events(event)
+            if isinstance(event.get("output_index"), int):
+                event["output_index"] += 1
+            response = event.get("response")
+            finished = kind in ("response.completed", "response.incomplete", "response.failed")
+            if finished and isinstance(response, dict) and isinstance(response.get("output"), list):
+                response["output"].insert(0, self.cited.file_search)
+        if not self.cited.search_results:
+            if isinstance(event.get("sequence_number"), int):
+                event["sequence_number"] += self.shift
+            return [*searched, event]
         part = event.get("part") or {}
         if (
             kind == "response.content_part.added"
@@ -122,7 +162,7 @@ class NativeStream:
             response.update(self.cited.fields)
         if isinstance(event.get("sequence_number"), int):
             event["sequence_number"] += self.shift
-        return [*out, event]
+        return [*searched, *out, event]
 
     def _cite_item(self, item: dict[str, Any]) -> None:
         assert self.target is not None

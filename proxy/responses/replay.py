@@ -24,8 +24,13 @@ def events_from_response(response: dict[str, Any]) -> list[dict[str, Any]]:
             opened["content"] = []
         if item["type"] == "function_call":
             opened["arguments"] = ""
+        if item["type"] == "file_search_call":
+            opened.update(queries=[], results=None)
         events.append(event("response.output_item.added", output_index=index, item=opened))
         where = {"item_id": item["id"], "output_index": index}
+        if item["type"] == "file_search_call":
+            for stage in ("in_progress", "searching", "completed"):
+                events.append(event(f"response.file_search_call.{stage}", **where))
         if item["type"] == "function_call":
             if item["arguments"]:
                 events.append(

@@ -5,7 +5,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from proxy.pipeline.exchange import FileSearch
 from proxy.responses.items import STATELESS, bad, input_messages, text_of
+from proxy.stores.filters import parse_filter
 
 # Accepted and left out: they tune OpenAI's own service and mean nothing to a chat upstream.
 IGNORED = frozenset(
@@ -66,23 +68,63 @@ class Asked:
     parallel_tool_calls: bool = True
     stream: bool = False
     user: str | None = None
+    file_search: FileSearch | None = None  # searched by the proxy before the model answers
+    include_results: bool = False  # include: ["file_search_call.results"]
 
 
-def _tools(value: Any) -> list[dict[str, Any]]:
+def _file_search(tool: dict[str, Any], where: str) -> FileSearch:
+    """The file_search tool: the proxy searches the stores itself (see README)."""
+    ids = tool.get("vector_store_ids")
+    if not isinstance(ids, list) or not ids or not all(isinstance(i, str) for i in ids):
+        raise bad("must be a non-empty array of vector store ids", f"{where}.vector_store_ids")
+    limit = tool.get("max_num_results")
+    if limit is not None and (
+        isinstance(limit, bool) or not isinstance(limit, int) or not 1 <= limit <= 50
+    ):
+        raise bad("must be an integer from 1 to 50", f"{where}.max_num_results")
+    ranking = tool.get("ranking_options") or {}
+    if not isinstance(ranking, dict):
+        raise bad("must be an object", f"{where}.ranking_options", "invalid_type")
+    threshold = ranking.get("score_threshold")
+    if threshold is not None and (
+        isinstance(threshold, bool)
+        or not isinstance(threshold, int | float)
+        or not 0 <= threshold <= 1
+    ):
+        raise bad("must be a number from 0 to 1", f"{where}.ranking_options.score_threshold")
+    filters = tool.get("filters")
+    return FileSearch(
+        vector_store_ids=tuple(ids),
+        max_num_results=limit,
+        filters=None if filters is None else parse_filter(filters, f"{where}.filters"),
+        score_threshold=None if threshold is None else float(threshold),
+    )
+
+
+def _tools(value: Any) -> tuple[list[dict[str, Any]], FileSearch | None]:
+    """Function tools in chat's shape, and the file_search tool (the proxy's own work)."""
     if not isinstance(value, list):
         raise bad("must be an array", "tools", "invalid_type")
     tools = []
+    search: FileSearch | None = None
     for index, tool in enumerate(value):
         where = f"tools[{index}]"
+        if isinstance(tool, dict) and tool.get("type") == "file_search":
+            if search is not None:
+                raise bad("give one file_search tool (it takes several stores)", where)
+            search = _file_search(tool, where)
+            continue
         if not isinstance(tool, dict) or tool.get("type") != "function":
             kind = tool.get("type") if isinstance(tool, dict) else None
-            raise bad(f"only function tools are supported here, not {kind!r}", where)
+            raise bad(
+                f"only function tools and file_search are supported here, not {kind!r}", where
+            )
         function = {"name": text_of(tool.get("name"), f"{where}.name")}
         for key in ("description", "parameters", "strict"):
             if tool.get(key) is not None:
                 function[key] = tool[key]
         tools.append({"type": "function", "function": function})
-    return tools
+    return tools, search
 
 
 def _tool_choice(value: Any) -> Any:
@@ -164,11 +206,15 @@ def chat_request(body: dict[str, Any]) -> tuple[dict[str, Any], Asked]:
     for key in ("temperature", "top_p"):
         if _number(body, key) is not None:
             chat[key] = body[key]
-    tools = _tools(body["tools"]) if body.get("tools") else []
+    tools, file_search = _tools(body["tools"]) if body.get("tools") else ([], None)
     if tools:
         chat["tools"] = tools
-    if body.get("tool_choice") is not None:
-        chat["tool_choice"] = _tool_choice(body["tool_choice"])
+    choice = body.get("tool_choice")
+    if choice is not None and not (
+        isinstance(choice, dict) and choice.get("type") == "file_search"
+    ):
+        # Forcing file_search means nothing more here: the proxy searches whenever it is given.
+        chat["tool_choice"] = _tool_choice(choice)
     if isinstance(body.get("parallel_tool_calls"), bool):
         chat["parallel_tool_calls"] = body["parallel_tool_calls"]
     response_format = _response_format(body["text"]) if body.get("text") is not None else None
@@ -194,5 +240,43 @@ def chat_request(body: dict[str, Any]) -> tuple[dict[str, Any], Asked]:
         parallel_tool_calls=body.get("parallel_tool_calls", True) is not False,
         stream=stream,
         user=body.get("user") if isinstance(body.get("user"), str) else None,
+        file_search=file_search,
+        include_results=_includes(body.get("include"), "file_search_call.results"),
     )
     return chat, asked
+
+
+def take_file_search(body: dict[str, Any]) -> tuple[FileSearch | None, bool]:
+    """For an upstream that speaks Responses: the file_search tool taken out of `body` (the
+    proxy runs the search; the upstream would not know the stores), and whether its results
+    are to be included."""
+    tools = body.get("tools")
+    if not isinstance(tools, list):
+        return None, False
+    found: FileSearch | None = None
+    kept = []
+    for index, tool in enumerate(tools):
+        if isinstance(tool, dict) and tool.get("type") == "file_search":
+            if found is not None:
+                raise bad("give one file_search tool (it takes several stores)", f"tools[{index}]")
+            found = _file_search(tool, f"tools[{index}]")
+        else:
+            kept.append(tool)
+    if found is None:
+        return None, False
+    if kept:
+        body["tools"] = kept
+    else:
+        body.pop("tools")
+    choice = body.get("tool_choice")
+    if isinstance(choice, dict) and choice.get("type") == "file_search":
+        body.pop("tool_choice")
+    return found, _includes(body.get("include"), "file_search_call.results")
+
+
+def _includes(value: Any, wanted: str) -> bool:
+    if value is None:
+        return False
+    if not isinstance(value, list) or not all(isinstance(item, str) for item in value):
+        raise bad("must be an array of strings", "include", "invalid_type")
+    return wanted in value

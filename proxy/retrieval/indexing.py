@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import time
 from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass, field
@@ -100,7 +101,7 @@ class Indexer:
         self.batch = batch
         self.gate = ForegroundGate()
         self._progress: dict[str, Progress] = {}
-        self._tasks: dict[str, asyncio.Task[None]] = {}
+        self._tasks: dict[str, asyncio.Task[bool]] = {}
         self._locks: dict[str, asyncio.Lock] = {}
 
     def progress(self, passages: DocumentPassages) -> Progress:
@@ -199,11 +200,23 @@ class Indexer:
 
     def complete_later(self, doc: ParsedDocument, passages: DocumentPassages) -> None:
         """Start finishing the document in the background, unless that is under way here."""
-        if not self.running(doc.sha256):
-            task = asyncio.create_task(self._complete(doc, passages))
-            self._tasks[doc.sha256] = task
+        self._start(doc, passages)
 
-    async def _complete(self, doc: ParsedDocument, passages: DocumentPassages) -> None:
+    async def complete(self, doc: ParsedDocument, passages: DocumentPassages) -> bool:
+        """Finish the document at the background's pace (requests' embeddings go first) and
+        wait for it: True once it is indexed, False when another proxy holds its lease. What
+        stopped the work is raised (the next attempt resumes from what was stored)."""
+        return await asyncio.shield(self._start(doc, passages))
+
+    def _start(self, doc: ParsedDocument, passages: DocumentPassages) -> asyncio.Task[bool]:
+        task = self._tasks.get(doc.sha256)
+        if task is None or task.done():
+            task = asyncio.create_task(self._complete(doc, passages))
+            task.add_done_callback(functools.partial(_log_failure, doc.name))
+            self._tasks[doc.sha256] = task
+        return task
+
+    async def _complete(self, doc: ParsedDocument, passages: DocumentPassages) -> bool:
         progress = self.progress(passages)
         claimed = False
         try:
@@ -211,7 +224,7 @@ class Indexer:
                 claimed = await self.leases.claim(doc.sha256)
                 progress.held_elsewhere = not claimed
                 if not claimed:
-                    return
+                    return False
             progress.stored |= await self.index.stored_indexes(doc.sha256, self.settings)
             todo = [
                 chunk
@@ -234,15 +247,15 @@ class Indexer:
                     renewed = time.monotonic()
                     if not await self.leases.renew(doc.sha256):
                         progress.held_elsewhere = True
-                        return
+                        return False
             await self._finish(doc, passages)
-        except Exception as error:  # the next request resumes from what was stored
-            log.warning("background indexing failed", file=doc.name, error=str(error)[:300])
+            return True
         finally:
             if claimed and self.leases is not None:
                 with contextlib.suppress(Exception):
                     await self.leases.release(doc.sha256)
-            self._tasks.pop(doc.sha256, None)
+            if self._tasks.get(doc.sha256) is asyncio.current_task():
+                self._tasks.pop(doc.sha256, None)
 
     async def _embed(self, batch: list[Chunk], progress: Progress) -> Vectors:
         """Embed and store passages, announcing them so that nobody embeds them twice."""
@@ -287,3 +300,10 @@ class Indexer:
         for task in tasks:
             with contextlib.suppress(BaseException):
                 await task
+
+
+def _log_failure(name: str, task: asyncio.Task[bool]) -> None:
+    """A background run that failed is logged (and its error retrieved): the next request or
+    store job resumes from the passages it stored."""
+    if not task.cancelled() and (error := task.exception()) is not None:
+        log.warning("background indexing failed", file=name, error=str(error)[:300])

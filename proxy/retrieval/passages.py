@@ -44,6 +44,10 @@ class DocumentPassages:
         return dataclasses.replace(merged, index=index)
 
 
+class PassagesMissing(LookupError):
+    """A document given by reference only (no pages) whose passages are not stored."""
+
+
 class PassageStore:
     """Chunks and lexical indexes in `<root>/<sha256>/<settings>/`, the recent ones in memory.
 
@@ -89,6 +93,10 @@ class PassageStore:
             loaded = self._load(doc, path)
             if loaded is not None:
                 return loaded
+        if not doc.pages:
+            # A reference to a document indexed before (a vector store's file): its passages
+            # must be read, never made from nothing (that would store an empty document).
+            raise PassagesMissing(doc.sha256)
         chunks = self._chunker(doc)
         lexical = LexicalIndex.build([chunk.text for chunk in chunks])
         return DocumentPassages(doc.sha256, doc.name, chunks, lexical, fresh=True)

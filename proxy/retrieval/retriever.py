@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
@@ -17,7 +17,7 @@ from proxy.retrieval.fusion import reciprocal_rank_fusion
 from proxy.retrieval.index import VectorIndex
 from proxy.retrieval.indexing import Indexer, Vectors
 from proxy.retrieval.lease import Leases
-from proxy.retrieval.passages import DocumentPassages, PassageStore
+from proxy.retrieval.passages import DocumentPassages, PassagesMissing, PassageStore
 from proxy.retrieval.rerank import Reranker
 
 RANKINGS = ("hybrid", "dense", "lexical")
@@ -31,6 +31,7 @@ PREVIEW_TOKENS = 128
 cost of whole passages, for the same hits on the eval (README, "How the defaults were chosen")."""
 
 Status = Callable[[str], None]
+Resolve = Callable[[ParsedDocument], Awaitable[ParsedDocument]]
 
 
 @dataclass(frozen=True)
@@ -100,6 +101,29 @@ class Retriever:
         await self.indexer.complete_now(document, passages)
         return True
 
+    async def index_document(self, document: ParsedDocument) -> bool:
+        """Index the whole document at the background's pace, waiting for it: True once it is
+        indexed, False while another proxy holds its lease (ask again later)."""
+        if await self.index.is_indexed(document.sha256, self.settings):
+            return True
+        passages = await self.store.open(document)
+        return await self.indexer.complete(document, passages)
+
+    async def passages(self, document: ParsedDocument) -> DocumentPassages:
+        """The document's passages (made now if need be); raises PassagesMissing for a document
+        given by reference whose passages are not stored here."""
+        return await self.store.open(document)
+
+    def with_chunking(self, chunk_tokens: int, chunk_overlap: int) -> Retriever:
+        """The same index, embedder and leases with other passage sizes (a vector store file's
+        static chunking). Its documents must be keyed apart: see proxy.stores.chunking."""
+        return replace(self, chunk_tokens=chunk_tokens, chunk_overlap=chunk_overlap)
+
+    async def close_indexing(self) -> None:
+        """Stop background indexing and write pending passages; the index stays open."""
+        await self.store.flush()
+        await self.indexer.close()
+
     def percent_indexed(self, document: ParsedDocument, passages: DocumentPassages) -> int:
         return self.indexer.progress(passages).percent
 
@@ -111,22 +135,36 @@ class Retriever:
         status: Status = lambda line: None,
         *,
         neighbours: int = 0,
+        resolve: Resolve | None = None,
     ) -> tuple[list[list[Scored]], dict[str, int]]:
         """Each document's best `depth` passages for the query, best first, and how much of
         each document's dense index was ready (percent) when it was searched. With
         `neighbours`, each passage comes joined with that many passages before and after it
-        (a passage already inside a better one's neighbourhood is not repeated)."""
+        (a passage already inside a better one's neighbourhood is not repeated). A document
+        given by reference only (no pages) whose passages are not stored here is replaced by
+        `resolve(document)`, the document itself."""
         embedding = await self.embedder.embed_query(query)
         ranked: list[list[Scored]] = []
         ready: dict[str, int] = {}
         for document in documents:
-            passages = await self.store.open(document)
+            document, passages = await self._open(document, resolve)
             dense, ready[document.name] = await self._dense(document, passages, query, status)
             found = self._rank(passages, query, dense, embedding)
             if neighbours:
                 found = _with_neighbours(passages, found, neighbours)
             ranked.append(await self._rerank(query, found[:depth]))
         return ranked, ready
+
+    async def _open(
+        self, document: ParsedDocument, resolve: Resolve | None
+    ) -> tuple[ParsedDocument, DocumentPassages]:
+        try:
+            return document, await self.store.open(document)
+        except PassagesMissing:
+            if resolve is None:
+                raise
+        document = await resolve(document)
+        return document, await self.store.open(document)
 
     async def _dense(
         self, document: ParsedDocument, passages: DocumentPassages, query: str, status: Status
@@ -222,8 +260,7 @@ class Retriever:
         return rescored + tail
 
     async def close(self) -> None:
-        await self.store.flush()
-        await self.indexer.close()
+        await self.close_indexing()
         await self.index.close()
         if self.reranker is not None:
             await self.reranker.close()

@@ -26,7 +26,7 @@ def test_each_hit_is_kept_shortened_over_budget_or_below_threshold() -> None:
     selection = PassageSelection(
         passages=[Passage(0, 0, "best"), Passage(0, 1, "long")], per_source=[2], left_out=1
     )
-    found = outcomes([doc], [hits], 0.2, offered, selection)
+    found = outcomes([doc], [hits], [0.2], offered, selection)
     assert [(c.page, c.outcome, c.score) for c in found] == [
         (1, "kept", 0.9),
         (2, "shortened", 0.8),

@@ -24,18 +24,24 @@ log = structlog.get_logger(__name__)
 
 async def decide(exchange: Exchange, services: Services) -> None:
     forced = exchange.options.strategy
-    routed = route(bool(exchange.new_documents), bool(exchange.old_refs))
+    # A vector store's files are searched as if they were old files of the conversation.
+    has_old = bool(exchange.old_refs or exchange.store_search)
+    routed = route(bool(exchange.new_documents), has_old)
     record = exchange.decision
     record.new_files = [d.name for d in exchange.new_documents]
     record.old_files = [r.name for r in exchange.old_refs]
     record.requested_strategy = forced
-    has_files = bool(exchange.new_documents or exchange.old_refs)
+    has_files = bool(exchange.new_documents) or has_old
     if forced != Strategy.AUTO and (has_files or forced == Strategy.NONE):
         record.strategy, record.reason = forced, "requested in enrich.strategy"
     elif routed is not None:
         record.strategy = routed
-        only_old = routed != Strategy.NONE
-        record.reason = "only files from earlier messages" if only_old else "no files"
+        if routed == Strategy.NONE:
+            record.reason = "no files"
+        elif exchange.old_refs:
+            record.reason = "only files from earlier messages"
+        else:
+            record.reason = "vector stores to search"
     else:
         await _choose(exchange, services)
     if record.strategy != Strategy.NONE:

@@ -53,6 +53,12 @@ async def parse_new_documents(exchange: Exchange, services: Services) -> None:
         return
     exchange.status("Deciding how to handle the document(s)...")
     exchange.new_documents = await parse_refs(exchange.new_refs, exchange, services)
+    await learn_control_tokens(exchange, services)
+
+
+async def learn_control_tokens(exchange: Exchange, services: Services) -> None:
+    """The upstream model's control tokens (and the text adapter's markers): document text
+    must not hold them when it reaches the model."""
     exchange.control_tokens = (
         *await services.introspection.declared_tokens(),
         *format_markers(exchange, services),

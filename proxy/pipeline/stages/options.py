@@ -19,12 +19,14 @@ OPTION_HEADERS = {
     "x-enrich-retrieval-limit": "retrieval_limit",
     "x-enrich-affinity-threshold": "affinity_threshold",
     "x-enrich-citations": "citations",
+    "x-enrich-vector-stores": "vector_store_ids",
 }
 HEADER_NAMES = {
     "strategy": "X-Enrich-Strategy",
     "retrieval_limit": "X-Enrich-Retrieval-Limit",
     "affinity_threshold": "X-Enrich-Affinity-Threshold",
     "citations": "X-Enrich-Citations",
+    "vector_store_ids": "X-Enrich-Vector-Stores",
 }
 
 
@@ -51,6 +53,8 @@ def _header_value(field: str, text: str) -> Any:
     """Header text as the type the field wants; left as text when it does not parse, so the
     validator names the header and says what it expected."""
     text = text.strip()
+    if field == "vector_store_ids":  # vs_a,vs_b
+        return [part.strip() for part in text.split(",") if part.strip()]
     if field == "retrieval_limit" and text.lstrip("-").isdigit():
         return int(text)
     if field == "affinity_threshold":
@@ -86,6 +90,7 @@ def merge_options(
         retrieval_limit=given.get("retrieval_limit", default_limit),
         affinity_threshold=given.get("affinity_threshold", default_threshold),
         citations=given.get("citations", default_citations),
+        vector_store_ids=tuple(given.get("vector_store_ids", ())),
     )
 
 

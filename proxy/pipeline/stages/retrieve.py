@@ -2,14 +2,16 @@
 
 from __future__ import annotations
 
+import math
 import time
+from dataclasses import dataclass
 from typing import Any
 
 from proxy.documents.model import ParsedDocument
 from proxy.documents.report import location_fragment
 from proxy.guard.neutralise import GuardReport
 from proxy.pipeline.decision import Candidate, RetrievalRecord
-from proxy.pipeline.exchange import Exchange
+from proxy.pipeline.exchange import Exchange, FileSearch
 from proxy.pipeline.prompts import citations_prompt, no_citations_prompt
 from proxy.pipeline.rewrite import replace_last_user_text
 from proxy.pipeline.services import Services
@@ -17,6 +19,9 @@ from proxy.pipeline.stages.documents import parse_refs
 from proxy.pipeline.stages.guard_report import note_guard
 from proxy.retrieval.budget import Passage, PassageBudget, PassageSelection
 from proxy.retrieval.retriever import Scored
+from proxy.stores.chunking import reference
+from proxy.stores.records import FileRecord
+from proxy.stores.search import by_file
 
 FILL_DEPTH = 16
 """Candidates per file offered to the budget when it may be filled: a 4,096-token window's
@@ -44,15 +49,29 @@ async def retrieve(exchange: Exchange, services: Services) -> None:
     fill = "none" if exchange.options.retrieval_limit_given else settings.fill
     depth = limit if fill == "none" else max(limit, FILL_DEPTH)
     started = time.perf_counter()
-    ranked, indexed = await retriever.search(
-        sources,
-        exchange.query or " ",
-        depth,
-        exchange.status,
-        neighbours=1 if fill == "neighbours" else 0,
-    )
+    ranked: list[list[Scored]] = []
+    indexed: dict[str, int] = {}
+    if sources:
+        ranked, indexed = await retriever.search(
+            sources,
+            exchange.query or " ",
+            depth,
+            exchange.status,
+            neighbours=1 if fill == "neighbours" else 0,
+        )
+    names = {ref.name: ref.file_id for ref in [*exchange.new_refs, *exchange.old_refs]}
+    origins = [Origin(names.get(document.name)) for document in sources]
+    thresholds = [threshold] * len(sources)
+    for record, hits in await search_stores(exchange, services, threshold):
+        # Already ranked across the stores' files and held to the threshold there.
+        sources.append(reference(record.filename, record.sha256, record.kind))
+        ranked.append(hits)
+        origins.append(Origin(record.id, record.store_id))
+        thresholds.append(-math.inf)
     exchange.timed("search", time.perf_counter() - started)
-    candidates, reports = guarded_candidates(exchange, services, sources, ranked, threshold)
+    candidates, reports = guarded_candidates(
+        exchange, services, sources, ranked, thresholds, origins
+    )
     counter = await services.introspection.counter(exchange.model)
     window = await services.introspection.context_window(exchange.model)
     budget = PassageBudget.for_window(window.tokens, counter.count_text)
@@ -61,7 +80,7 @@ async def retrieve(exchange: Exchange, services: Services) -> None:
     )
     cite(exchange, selection)
     exchange.decision.retrieval = RetrievalRecord(
-        candidates=outcomes(sources, ranked, threshold, candidates, selection),
+        candidates=outcomes(sources, ranked, thresholds, candidates, selection),
         sources=[doc.name for doc in sources],
         limit=limit,
         affinity_threshold=threshold,
@@ -79,6 +98,35 @@ async def retrieve(exchange: Exchange, services: Services) -> None:
     note_guard(exchange, reports)
 
 
+@dataclass(frozen=True)
+class Origin:
+    """Where a source's passages come from: a file id (uploaded, or a vector store's file) and
+    the vector store, if any."""
+
+    file_id: str | None = None
+    vector_store_id: str | None = None
+
+
+async def search_stores(
+    exchange: Exchange, services: Services, threshold: float
+) -> list[tuple[FileRecord, list[Scored]]]:
+    """The request's vector stores searched for its query: the best passages across their
+    files (file_search's max_num_results, filters and score_threshold), grouped by file."""
+    found = exchange.store_search
+    if found is None or services.vector_stores is None:
+        return []
+    asked = exchange.file_search or FileSearch(())
+    limit = asked.max_num_results or services.settings.vector_stores.default_max_results
+    if asked.score_threshold is not None:
+        threshold = asked.score_threshold
+    found.queries = [exchange.query or " "]
+    hits = await services.vector_stores.search_stores(
+        found.stores, found.queries, asked.filters, limit, threshold
+    )
+    found.results = [hit.found() for hit in hits]
+    return by_file(hits)
+
+
 async def index_sources(exchange: Exchange, services: Services) -> list[ParsedDocument]:
     """New and old documents, each once (by sha256); the retriever indexes them as it searches."""
     documents = list(exchange.new_documents)
@@ -93,14 +141,15 @@ def guarded_candidates(
     services: Services,
     sources: list[ParsedDocument],
     ranked: list[list[Scored]],
-    threshold: float,
+    thresholds: list[float],
+    origins: list[Origin],
 ) -> tuple[list[list[Passage]], dict[str, GuardReport]]:
-    """Per source, its hits above the threshold as guarded passages, in rank order."""
-    file_ids = {ref.name: ref.file_id for ref in [*exchange.new_refs, *exchange.old_refs]}
+    """Per source, its hits above its threshold as guarded passages, in rank order."""
     reports: dict[str, GuardReport] = {}
     by_source: list[list[Passage]] = []
     for source, (document, hits) in enumerate(zip(sources, ranked, strict=True)):
         passages = []
+        threshold, origin = thresholds[source], origins[source]
         for rank, hit in enumerate(h for h in hits if h.dense > threshold):
             guarded = services.guarded.guard(hit.chunk.text, exchange.control_tokens)
             reports[document.name] = reports.get(document.name, GuardReport()) + guarded.report
@@ -110,7 +159,8 @@ def guarded_candidates(
                 "page_end": hit.chunk.page_end,
                 "location": hit.chunk.location,
                 "score": hit.dense,
-                "file_id": file_ids.get(document.name),
+                "file_id": origin.file_id,
+                "vector_store_id": origin.vector_store_id,
             }
             passages.append(Passage(source, rank, guarded.text, meta))
         by_source.append(passages)
@@ -123,7 +173,7 @@ SNIPPET_CHARS = 300
 def outcomes(
     sources: list[ParsedDocument],
     ranked: list[list[Scored]],
-    threshold: float,
+    thresholds: list[float],
     offered: list[list[Passage]],
     selection: PassageSelection,
 ) -> list[Candidate]:
@@ -133,7 +183,7 @@ def outcomes(
     for source, (document, hits) in enumerate(zip(sources, ranked, strict=True)):
         rank = 0
         for hit in hits:
-            if hit.dense <= threshold:
+            if hit.dense <= thresholds[source]:
                 outcome = "below threshold"
             else:
                 passage = kept.get((source, rank))
@@ -187,4 +237,6 @@ def search_result(meta: dict[str, Any], text: str) -> dict[str, Any]:
         result["page"] = meta["page_start"]
     if meta.get("file_id"):
         result["file_id"] = meta["file_id"]
+    if meta.get("vector_store_id"):
+        result["vector_store_id"] = meta["vector_store_id"]
     return result

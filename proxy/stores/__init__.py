@@ -1,0 +1,1 @@
+"""OpenAI's vector stores on the proxy: records, persistence, indexing jobs, search."""

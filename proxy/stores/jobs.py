@@ -1,0 +1,228 @@
+"""Indexing a vector store's files in the background: parse, chunk, embed, once per file.
+
+A job claims its file's record before it works (a runner name and a time its claim holds),
+renews the claim while it works and writes the outcome only if the claim is still its own and
+the file still wants it (not deleted, not cancelled). A process that stops gracefully releases
+its claims; one that crashed stops renewing them, and the sweep that every process runs at
+start and then every `lease_s` takes its files over once their claims run out: a store left
+`in_progress` by a crash finishes after a restart, or on another replica.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import time
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+import structlog
+
+from proxy.errors import DocumentError, PayloadTooLarge, ProxyError
+from proxy.files.protocol import FileNotFound
+from proxy.stores.chunking import Variants, keyed
+from proxy.stores.records import ErrorCode, FileRecord, LastError
+from proxy.stores.registry import StoreRegistry
+
+if TYPE_CHECKING:
+    from proxy.documents.parser import DocumentParser
+    from proxy.files.protocol import FileStore
+
+log = structlog.get_logger(__name__)
+
+# Parse failures a client can do something about: another file, another format.
+UNSUPPORTED = frozenset({"unsupported_format", "image_not_document", "encrypted_document"})
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """What indexing one file came to."""
+
+    status: str
+    usage_bytes: int = 0
+    sha256: str = ""
+    kind: str = ""
+    error: LastError | None = None
+
+
+def failed(code: ErrorCode, message: str) -> Outcome:
+    return Outcome("failed", error=LastError(code=code, message=message[:1000]))
+
+
+class IndexingJobs:
+    """This process's indexing of store files: at most `concurrency` at once."""
+
+    def __init__(
+        self,
+        registry: StoreRegistry,
+        files: FileStore,
+        parser: DocumentParser,
+        variants: Callable[[], Awaitable[Variants]],
+        *,
+        runner: str,
+        concurrency: int = 2,
+        lease_s: float = 30.0,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
+        self.registry = registry
+        self.files = files
+        self.parser = parser
+        self.variants = variants
+        self.runner = runner
+        self.lease_s = lease_s
+        self.clock = clock
+        self._slots = asyncio.Semaphore(concurrency)
+        self._tasks: dict[tuple[str, str], asyncio.Task[None]] = {}
+        self._sweeper: asyncio.Task[None] | None = None
+
+    # -- starting and stopping ------------------------------------------------------------------
+
+    def start(self) -> None:
+        """Resume what was left in progress, now and every `lease_s` (claims that ran out)."""
+        if self._sweeper is None:
+            self._sweeper = asyncio.create_task(self._sweep_forever())
+
+    async def close(self) -> None:
+        tasks = [t for t in [self._sweeper, *self._tasks.values()] if t is not None]
+        for task in tasks:
+            task.cancel()
+        for task in tasks:
+            with contextlib.suppress(BaseException):
+                await task
+
+    def submit(self, store_id: str, file_id: str) -> None:
+        """Index the file in the background, unless this process does already."""
+        key = (store_id, file_id)
+        if key in self._tasks and not self._tasks[key].done():
+            return
+        task = asyncio.create_task(self._run(store_id, file_id))
+        self._tasks[key] = task
+        task.add_done_callback(lambda done: self._forget(key, done))
+
+    def cancel(self, store_id: str, file_id: str) -> None:
+        task = self._tasks.get((store_id, file_id))
+        if task is not None:
+            task.cancel()
+
+    def running(self) -> int:
+        return sum(1 for task in self._tasks.values() if not task.done())
+
+    def _forget(self, key: tuple[str, str], done: asyncio.Task[None]) -> None:
+        if self._tasks.get(key) is done:
+            del self._tasks[key]
+        if not done.cancelled() and (error := done.exception()) is not None:
+            log.warning("vector store job failed", file=key[1], error=repr(error)[:300])
+
+    async def sweep(self) -> int:
+        """Start a job for every file left in progress that nobody holds; how many."""
+        started = 0
+        stores = await asyncio.to_thread(self.registry.stores)
+        now = self.clock()
+        for store in stores:
+            records = await asyncio.to_thread(self.registry.files, store.id)
+            for record in records:
+                if record.claimable(self.runner, now):
+                    self.submit(store.id, record.id)
+                    started += 1
+        return started
+
+    async def _sweep_forever(self) -> None:
+        while True:
+            try:
+                await self.sweep()
+            except Exception as error:  # the store was unreachable: try at the next turn
+                log.warning("vector store sweep failed", error=repr(error)[:300])
+            await asyncio.sleep(self.lease_s)
+
+    # -- one file -------------------------------------------------------------------------------
+
+    def _claim(self, record: FileRecord) -> FileRecord | None:
+        if not record.claimable(self.runner, self.clock()):
+            return None
+        return record.model_copy(
+            update={"runner": self.runner, "runner_until": self.clock() + self.lease_s}
+        )
+
+    def _release(self, record: FileRecord) -> FileRecord | None:
+        if record.runner != self.runner:
+            return None
+        return record.model_copy(update={"runner": None, "runner_until": 0.0})
+
+    async def _run(self, store_id: str, file_id: str) -> None:
+        async with self._slots:
+            record = await asyncio.to_thread(
+                self.registry.change_file, store_id, file_id, self._claim
+            )
+            if record is None or record.runner != self.runner or record.status != "in_progress":
+                return  # gone, finished, cancelled, or someone else's
+            renewing = asyncio.create_task(self._renew(store_id, file_id))
+            try:
+                outcome = await self._index(record)
+            except asyncio.CancelledError:
+                await asyncio.to_thread(self.registry.change_file, store_id, file_id, self._release)
+                raise
+            finally:
+                renewing.cancel()
+            await asyncio.to_thread(
+                self.registry.change_file, store_id, file_id, lambda r: self._settle(r, outcome)
+            )
+            log.info(
+                "vector store file indexed", store=store_id, file=file_id, status=outcome.status
+            )
+
+    def _settle(self, record: FileRecord, outcome: Outcome) -> FileRecord | None:
+        if record.runner != self.runner or record.status != "in_progress":
+            return None  # cancelled meanwhile, or taken over: the outcome is not ours to write
+        return record.model_copy(
+            update={
+                "status": outcome.status,
+                "usage_bytes": outcome.usage_bytes,
+                "sha256": outcome.sha256 or record.sha256,
+                "kind": outcome.kind or record.kind,
+                "last_error": outcome.error,
+                "runner": None,
+                "runner_until": 0.0,
+            }
+        )
+
+    async def _renew(self, store_id: str, file_id: str) -> None:
+        def extend(record: FileRecord) -> FileRecord | None:
+            if record.runner != self.runner:
+                return None
+            return record.model_copy(update={"runner_until": self.clock() + self.lease_s})
+
+        while True:
+            await asyncio.sleep(self.lease_s / 3)
+            with contextlib.suppress(Exception):  # a hiccup: the next turn tries again
+                await asyncio.to_thread(self.registry.change_file, store_id, file_id, extend)
+
+    async def _index(self, record: FileRecord) -> Outcome:
+        """Read, parse and index the file; what went wrong as the file's `last_error`."""
+        try:
+            return await self._read_parse_index(record)
+        except FileNotFound:
+            return failed("invalid_file", "the file was deleted from the Files API")
+        except DocumentError as error:
+            code: ErrorCode = "unsupported_file" if error.code in UNSUPPORTED else "invalid_file"
+            return failed(code, error.message)
+        except PayloadTooLarge as error:
+            return failed("invalid_file", error.message)
+        except ProxyError as error:  # the embedder, the vector store, the parser pool
+            return failed("server_error", error.message)
+        except Exception as error:
+            log.warning("vector store file failed", file=record.id, error=repr(error)[:300])
+            return failed("server_error", f"{type(error).__name__}: {error}")
+
+    async def _read_parse_index(self, record: FileRecord) -> Outcome:
+        stored, data = await asyncio.to_thread(self.files.read, record.id, None)
+        document = await self.parser.parse(stored.filename, data)
+        variants = await self.variants()
+        retriever = variants.for_chunking(record.chunking)
+        indexed = keyed(document, variants.key(document.sha256, record.chunking))
+        # Another proxy sharing the Chroma server may be indexing the same content.
+        while not await retriever.index_document(indexed):
+            await asyncio.sleep(min(5.0, self.lease_s / 6))
+        passages = await retriever.passages(indexed)
+        usage = sum(len(chunk.text.encode()) for chunk in passages.chunks)
+        return Outcome("completed", usage, document.sha256, document.kind)
