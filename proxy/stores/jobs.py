@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import contextvars
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
@@ -81,7 +82,9 @@ class IndexingJobs:
     def start(self) -> None:
         """Resume what was left in progress, now and every `lease_s` (claims that ran out)."""
         if self._sweeper is None:
-            self._sweeper = asyncio.create_task(self._sweep_forever())
+            self._sweeper = asyncio.create_task(
+                self._sweep_forever(), context=contextvars.Context()
+            )
 
     async def close(self) -> None:
         tasks = [t for t in [self._sweeper, *self._tasks.values()] if t is not None]
@@ -96,7 +99,8 @@ class IndexingJobs:
         key = (store_id, file_id)
         if key in self._tasks and not self._tasks[key].done():
             return
-        task = asyncio.create_task(self._run(store_id, file_id))
+        # A context of its own: the job outlives the request that started it (its logs too).
+        task = asyncio.create_task(self._run(store_id, file_id), context=contextvars.Context())
         self._tasks[key] = task
         task.add_done_callback(lambda done: self._forget(key, done))
 

@@ -41,7 +41,7 @@ class StoreHit:
         return {
             "file_id": self.file.id,
             "filename": self.file.filename,
-            "score": round(self.score, 6),
+            "score": self.score,
             "text": self.chunk.text,
             "attributes": self.file.attributes,
         }
@@ -51,7 +51,7 @@ class StoreHit:
         return {
             "file_id": self.file.id,
             "filename": self.file.filename,
-            "score": round(self.score, 6),
+            "score": self.score,
             "attributes": self.file.attributes,
             "content": [{"type": "text", "text": self.chunk.text}],
         }

@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
 import math
 import re
+import threading
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -29,6 +31,7 @@ def embed(text: str) -> list[float]:
 class FakeEmbeddings:
     inputs: list[list[str]] = field(default_factory=list)
     fail: bool = False
+    paused: threading.Event = field(default_factory=threading.Event)  # set: requests wait
 
     def app(self) -> web.Application:
         app = web.Application()
@@ -36,6 +39,8 @@ class FakeEmbeddings:
         return app
 
     async def embeddings(self, request: web.Request) -> web.Response:
+        while self.paused.is_set():
+            await asyncio.sleep(0.01)
         if self.fail:
             return web.json_response({"error": {"message": "embedder down"}}, status=500)
         body: dict[str, Any] = await request.json()
