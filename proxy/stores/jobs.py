@@ -97,7 +97,8 @@ class IndexingJobs:
     def submit(self, store_id: str, file_id: str) -> None:
         """Index the file in the background, unless this process does already."""
         key = (store_id, file_id)
-        if key in self._tasks and not self._tasks[key].done():
+        running = self._tasks.get(key)
+        if running is not None and not running.done() and not running.cancelling():
             return
         # A context of its own: the job outlives the request that started it (its logs too).
         task = asyncio.create_task(self._run(store_id, file_id), context=contextvars.Context())
@@ -155,19 +156,29 @@ class IndexingJobs:
 
     async def _run(self, store_id: str, file_id: str) -> None:
         async with self._slots:
-            record = await asyncio.to_thread(
-                self.registry.change_file, store_id, file_id, self._claim
+            claiming = asyncio.ensure_future(
+                asyncio.to_thread(self.registry.change_file, store_id, file_id, self._claim)
             )
-            if record is None or record.runner != self.runner or record.status != "in_progress":
-                return  # gone, finished, cancelled, or someone else's
-            renewing = asyncio.create_task(self._renew(store_id, file_id))
+            renewing: asyncio.Task[None] | None = None
             try:
+                record = await asyncio.shield(claiming)
+                if record is None or record.runner != self.runner:
+                    return  # gone, finished, cancelled, or someone else's
+                if record.status != "in_progress":
+                    return
+                renewing = asyncio.create_task(self._renew(store_id, file_id))
                 outcome = await self._index(record)
             except asyncio.CancelledError:
+                # Stopping (shutdown, cancel, delete): the claim goes back at once, even one
+                # landing right now, so that a restart or another replica need not wait for it
+                # to run out.
+                with contextlib.suppress(Exception):
+                    await claiming
                 await asyncio.to_thread(self.registry.change_file, store_id, file_id, self._release)
                 raise
             finally:
-                renewing.cancel()
+                if renewing is not None:
+                    renewing.cancel()
             await asyncio.to_thread(
                 self.registry.change_file, store_id, file_id, lambda r: self._settle(r, outcome)
             )

@@ -118,7 +118,7 @@ def test_search_filters_thresholds_and_limits(base: str) -> None:
     assert found(max_num_results=1) == ["lighthouse.txt"]
     assert found(ranking_options={"score_threshold": 0.999}) == []
     strong = search(store_id, query=CATS, ranking_options={"score_threshold": 0.6})
-    assert all(r.score > 0.6 for r in strong) and [r.filename for r in strong][0] == (
+    assert all(r.score > 0.6 for r in strong) and next(r.filename for r in strong) == (
         "lighthouse.txt"
     )
     # Several queries: each passage once, at its best score.
@@ -136,7 +136,9 @@ def test_bad_requests_are_openai_shaped(base: str) -> None:
         (lambda: client.vector_stores.search(store.id, query=[]), "query"),
         (
             lambda: client.vector_stores.search(
-                store.id, query=CATS, filters={"type": "eq", "key": "a"}  # type: ignore[typeddict-item]
+                store.id,
+                query=CATS,
+                filters={"type": "eq", "key": "a"},  # type: ignore[typeddict-item]
             ),
             "filters.value",
         ),
@@ -233,7 +235,9 @@ def test_files_of_a_store_list_update_content_and_delete(base: str) -> None:
 
     removed = files.delete(lighthouse, vector_store_id=store_id)
     assert removed.deleted and removed.object == "vector_store.file.deleted"
-    assert "lighthouse.txt" not in [r.filename for r in client.vector_stores.search(store_id, query=CATS)]
+    assert "lighthouse.txt" not in [
+        r.filename for r in client.vector_stores.search(store_id, query=CATS)
+    ]
     with pytest.raises(openai.NotFoundError):
         files.retrieve(lighthouse, vector_store_id=store_id)
     # The uploaded File stays, as on OpenAI.

@@ -85,9 +85,10 @@ def test_results_only_when_included_and_limits_and_filters_apply(
     assert plain.output[0].results is None  # type: ignore[union-attr]
 
     one = client.responses.create(
-        model="m", input=CATS, tools=tool(store_id, max_num_results=1), include=[
-            "file_search_call.results"
-        ]
+        model="m",
+        input=CATS,
+        tools=tool(store_id, max_num_results=1),
+        include=["file_search_call.results"],
     )
     assert len(one.output[0].results or []) == 1  # type: ignore[union-attr]
 
@@ -141,7 +142,10 @@ def test_streamed_file_search_events_come_first(base: str) -> None:
     assert [n.file_id for n in notes] == [ids["lighthouse.txt"]]  # type: ignore[union-attr]
 
     raw = client.responses.create(
-        model="m", input=CATS, tools=tool(store_id), stream=True,
+        model="m",
+        input=CATS,
+        tools=tool(store_id),
+        stream=True,
         include=["file_search_call.results"],
     )
     done = [e for e in raw if e.type == "response.output_item.done"]
@@ -179,8 +183,11 @@ def test_chat_completions_search_stores_named_in_enrich_or_a_header(
 
     preview = httpx.post(
         base + "/v1/enrich/preview",
-        json={"model": "m", "messages": [{"role": "user", "content": CATS}],
-              "enrich": {"vector_store_ids": [store_id]}},
+        json={
+            "model": "m",
+            "messages": [{"role": "user", "content": CATS}],
+            "enrich": {"vector_store_ids": [store_id]},
+        },
     ).json()
     assert preview["decision"]["vector_stores"] == [store_id]
     assert preview["decision"]["strategy"] == "retrieval"

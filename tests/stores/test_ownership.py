@@ -69,5 +69,5 @@ def test_keys_cannot_see_each_others_stores(
     assert a.vector_stores.retrieve(store.id).name == "a's"
     assert a.vector_stores.retrieve(store.id).file_counts.completed == 3
     assert {s.id for s in ops.vector_stores.list()} == {store.id, own.id}
-    assert list(ops.vector_stores.search(store.id, query=CATS))[0].file_id == lighthouse
+    assert next(iter(ops.vector_stores.search(store.id, query=CATS))).file_id == lighthouse
     assert [s.id for s in a.vector_stores.list()] == [store.id]

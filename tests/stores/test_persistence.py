@@ -45,9 +45,7 @@ def completed(client: openai.OpenAI, store_id: str) -> bool:
     return client.vector_stores.retrieve(store_id).status == "completed"
 
 
-def test_stores_survive_a_restart(
-    make_proxy: Callable[..., str], servers: ServerThread
-) -> None:
+def test_stores_survive_a_restart(make_proxy: Callable[..., str], servers: ServerThread) -> None:
     client = sdk(make_proxy(vector_stores=FAST, retrieval=SMALL))
     ids = upload_topics(client)
     store = client.vector_stores.create(
