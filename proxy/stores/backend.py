@@ -38,8 +38,8 @@ class RecordBackend(Protocol):
 
 class DiskRecords:
     """Records as files under `root`, each written to a temp file and renamed into place (a
-    reader never sees half a record); updates hold an fcntl lock shared by the worker processes
-    on this data_dir."""
+    reader never sees half a record); every write holds an fcntl lock shared by the worker
+    processes on this data_dir, so an update's read and write have nothing in between."""
 
     def __init__(self, root: Path) -> None:
         self.root = root
@@ -55,6 +55,11 @@ class DiskRecords:
             return None
 
     def put(self, key: str, data: bytes) -> None:
+        # Under the lock too: an update in flight must not write its older version over this.
+        with self._locked():
+            self._write(key, data)
+
+    def _write(self, key: str, data: bytes) -> None:
         path = self._path(key)
         path.parent.mkdir(parents=True, exist_ok=True)
         fd, temp = tempfile.mkstemp(dir=path.parent, prefix=".tmp-")
@@ -94,5 +99,5 @@ class DiskRecords:
             wanted = change(current)
             if wanted is None:
                 return current
-            self.put(key, wanted)
+            self._write(key, wanted)
             return wanted

@@ -13,6 +13,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import contextvars
+import itertools
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
@@ -76,6 +77,7 @@ class IndexingJobs:
         self._slots = asyncio.Semaphore(concurrency)
         self._tasks: dict[tuple[str, str], asyncio.Task[None]] = {}
         self._sweeper: asyncio.Task[None] | None = None
+        self._serial = itertools.count(1)
 
     # -- starting and stopping ------------------------------------------------------------------
 
@@ -142,31 +144,35 @@ class IndexingJobs:
 
     # -- one file -------------------------------------------------------------------------------
 
-    def _claim(self, record: FileRecord) -> FileRecord | None:
-        if not record.claimable(self.runner, self.clock()):
+    def _claim(self, record: FileRecord, job: str) -> FileRecord | None:
+        if not record.claimable(job, self.clock()):
             return None
         return record.model_copy(
-            update={"runner": self.runner, "runner_until": self.clock() + self.lease_s}
+            update={"runner": job, "runner_until": self.clock() + self.lease_s}
         )
 
-    def _release(self, record: FileRecord) -> FileRecord | None:
-        if record.runner != self.runner:
+    def _release(self, record: FileRecord, job: str) -> FileRecord | None:
+        if record.runner != job:
             return None
         return record.model_copy(update={"runner": None, "runner_until": 0.0})
 
     async def _run(self, store_id: str, file_id: str) -> None:
         async with self._slots:
+            # Each job claims under a name of its own: a job being cancelled must not release
+            # (or settle) the claim of the job that replaced it in this same process.
+            job = f"{self.runner}/{next(self._serial)}"
+            change = self.registry.change_file
             claiming = asyncio.ensure_future(
-                asyncio.to_thread(self.registry.change_file, store_id, file_id, self._claim)
+                asyncio.to_thread(change, store_id, file_id, lambda r: self._claim(r, job))
             )
             renewing: asyncio.Task[None] | None = None
             try:
                 record = await asyncio.shield(claiming)
-                if record is None or record.runner != self.runner:
+                if record is None or record.runner != job:
                     return  # gone, finished, cancelled, or someone else's
                 if record.status != "in_progress":
                     return
-                renewing = asyncio.create_task(self._renew(store_id, file_id))
+                renewing = asyncio.create_task(self._renew(store_id, file_id, job))
                 outcome = await self._index(record)
             except asyncio.CancelledError:
                 # Stopping (shutdown, cancel, delete): the claim goes back at once, even one
@@ -174,20 +180,20 @@ class IndexingJobs:
                 # to run out.
                 with contextlib.suppress(Exception):
                     await claiming
-                await asyncio.to_thread(self.registry.change_file, store_id, file_id, self._release)
+                await asyncio.to_thread(change, store_id, file_id, lambda r: self._release(r, job))
                 raise
             finally:
                 if renewing is not None:
                     renewing.cancel()
             await asyncio.to_thread(
-                self.registry.change_file, store_id, file_id, lambda r: self._settle(r, outcome)
+                change, store_id, file_id, lambda r: self._settle(r, outcome, job)
             )
             log.info(
                 "vector store file indexed", store=store_id, file=file_id, status=outcome.status
             )
 
-    def _settle(self, record: FileRecord, outcome: Outcome) -> FileRecord | None:
-        if record.runner != self.runner or record.status != "in_progress":
+    def _settle(self, record: FileRecord, outcome: Outcome, job: str) -> FileRecord | None:
+        if record.runner != job or record.status != "in_progress":
             return None  # cancelled meanwhile, or taken over: the outcome is not ours to write
         return record.model_copy(
             update={
@@ -201,9 +207,9 @@ class IndexingJobs:
             }
         )
 
-    async def _renew(self, store_id: str, file_id: str) -> None:
+    async def _renew(self, store_id: str, file_id: str, job: str) -> None:
         def extend(record: FileRecord) -> FileRecord | None:
-            if record.runner != self.runner:
+            if record.runner != job:
                 return None
             return record.model_copy(update={"runner_until": self.clock() + self.lease_s})
 

@@ -67,27 +67,27 @@ async def test_a_live_claim_is_left_alone_and_a_lapsed_one_taken_over(tmp_path: 
 async def test_an_outcome_is_written_only_under_the_jobs_own_claim(tmp_path: Path) -> None:
     now = [1000.0]
     registry, jobs = setup(tmp_path, now)
-    claimed = registry.change_file(STORE, FILE, jobs._claim)
+    claimed = registry.change_file(STORE, FILE, lambda r: jobs._claim(r, "me"))
     assert claimed is not None and claimed.runner == "me"
     done = Outcome("completed", 10, "c" * 64, "text")
     # Cancelled meanwhile (a batch cancel on another replica): the outcome is dropped.
     registry.change_file(STORE, FILE, lambda r: r.model_copy(update={"status": "cancelled"}))
-    assert registry.change_file(STORE, FILE, lambda r: jobs._settle(r, done)).status == (  # type: ignore[union-attr]
+    assert registry.change_file(STORE, FILE, lambda r: jobs._settle(r, done, "me")).status == (  # type: ignore[union-attr]
         "cancelled"
     )
     # Taken over by another runner: dropped too.
     registry.change_file(
         STORE, FILE, lambda r: r.model_copy(update={"status": "in_progress", "runner": "other"})
     )
-    after = registry.change_file(STORE, FILE, lambda r: jobs._settle(r, done))
+    after = registry.change_file(STORE, FILE, lambda r: jobs._settle(r, done, "me"))
     assert after is not None and after.status == "in_progress" and after.runner == "other"
     # Its own claim: written, and the claim released.
     registry.change_file(STORE, FILE, lambda r: r.model_copy(update={"runner": "me"}))
-    final = registry.change_file(STORE, FILE, lambda r: jobs._settle(r, done))
+    final = registry.change_file(STORE, FILE, lambda r: jobs._settle(r, done, "me"))
     assert final is not None and final.status == "completed" and final.usage_bytes == 10
     assert final.runner is None
     # A deleted file stays deleted.
     registry.delete_file(STORE, FILE)
-    assert registry.change_file(STORE, FILE, lambda r: jobs._settle(r, done)) is None
+    assert registry.change_file(STORE, FILE, lambda r: jobs._settle(r, done, "me")) is None
     assert registry.file(STORE, FILE) is None
     await jobs.close()

@@ -164,3 +164,30 @@ def test_a_cancelled_batch_stays_cancelled(
     after = client.vector_stores.file_batches.retrieve(batch.id, vector_store_id=store.id)
     assert after.status == "cancelled" and after.file_counts.cancelled == 3
     assert client.vector_stores.retrieve(store.id).status == "completed"
+
+
+def test_a_file_added_again_while_indexing_is_indexed_with_its_new_attributes(
+    make_proxy: Callable[..., str], paused: FakeEmbeddings
+) -> None:
+    # A long lease: only the job started by the second add can finish the file in time.
+    client = sdk(make_proxy(vector_stores={**FAST, "indexing_lease_s": 600}, retrieval=SMALL))
+    file_id = upload_topics(client)["lighthouse.txt"]
+    store = client.vector_stores.create(name="again")
+    client.vector_stores.files.create(vector_store_id=store.id, file_id=file_id)
+    client.vector_stores.files.create(
+        vector_store_id=store.id, file_id=file_id, attributes={"version": 2}
+    )
+    paused.paused.clear()
+    done = wait_until(
+        lambda: (
+            found
+            if (
+                found := client.vector_stores.files.retrieve(file_id, vector_store_id=store.id)
+            ).status
+            == "completed"
+            else None
+        ),
+        timeout=30,
+    )
+    assert done.attributes == {"version": 2}
+    assert client.vector_stores.retrieve(store.id).file_counts.total == 1
