@@ -72,15 +72,15 @@ async def _search(stores: VectorStores, caller: Caller, request: web.Request) ->
 
 
 async def _attach(stores: VectorStores, caller: Caller, request: web.Request) -> dict[str, Any]:
-    return await stores.attach(caller, request.match_info["store_id"], await _body(request))
+    return await stores.files.attach(caller, request.match_info["store_id"], await _body(request))
 
 
 async def _files(stores: VectorStores, caller: Caller, request: web.Request) -> dict[str, Any]:
-    return await stores.list_files(caller, request.match_info["store_id"], request.query)
+    return await stores.files.page(caller, request.match_info["store_id"], request.query)
 
 
 async def _file(stores: VectorStores, caller: Caller, request: web.Request) -> dict[str, Any]:
-    return await stores.get_file(
+    return await stores.files.get(
         caller, request.match_info["store_id"], request.match_info["file_id"]
     )
 
@@ -89,17 +89,17 @@ async def _update_file(
     stores: VectorStores, caller: Caller, request: web.Request
 ) -> dict[str, Any]:
     store_id, file_id = (request.match_info["store_id"], request.match_info["file_id"])
-    return await stores.update_file(caller, store_id, file_id, await _body(request))
+    return await stores.files.update(caller, store_id, file_id, await _body(request))
 
 
 async def _detach(stores: VectorStores, caller: Caller, request: web.Request) -> dict[str, Any]:
-    return await stores.detach(
+    return await stores.files.detach(
         caller, request.match_info["store_id"], request.match_info["file_id"]
     )
 
 
 async def _content(stores: VectorStores, caller: Caller, request: web.Request) -> dict[str, Any]:
-    return await stores.file_content(
+    return await stores.files.content(
         caller, request.match_info["store_id"], request.match_info["file_id"]
     )
 
@@ -107,11 +107,11 @@ async def _content(stores: VectorStores, caller: Caller, request: web.Request) -
 async def _create_batch(
     stores: VectorStores, caller: Caller, request: web.Request
 ) -> dict[str, Any]:
-    return await stores.create_batch(caller, request.match_info["store_id"], await _body(request))
+    return await stores.batches.create(caller, request.match_info["store_id"], await _body(request))
 
 
 async def _batch(stores: VectorStores, caller: Caller, request: web.Request) -> dict[str, Any]:
-    return await stores.get_batch(
+    return await stores.batches.get(
         caller, request.match_info["store_id"], request.match_info["batch_id"]
     )
 
@@ -119,7 +119,7 @@ async def _batch(stores: VectorStores, caller: Caller, request: web.Request) -> 
 async def _cancel_batch(
     stores: VectorStores, caller: Caller, request: web.Request
 ) -> dict[str, Any]:
-    return await stores.cancel_batch(
+    return await stores.batches.cancel(
         caller, request.match_info["store_id"], request.match_info["batch_id"]
     )
 
@@ -128,7 +128,7 @@ async def _batch_files(
     stores: VectorStores, caller: Caller, request: web.Request
 ) -> dict[str, Any]:
     store_id, batch_id = (request.match_info["store_id"], request.match_info["batch_id"])
-    return await stores.batch_files(caller, store_id, batch_id, request.query)
+    return await stores.batches.files(caller, store_id, batch_id, request.query)
 
 
 def add_routes(app: web.Application) -> None:
