@@ -64,6 +64,39 @@ def test_upload_on_one_chat_on_another_delete_on_a_third(bed: Bed) -> None:
         two.chat.completions.create(model="m", messages=ask(id_part(created.id)))
 
 
+def test_a_vector_store_made_on_one_replica_is_searched_on_the_others(bed: Bed) -> None:
+    one, two, three = (sdk(r) for r in bed.replicas)
+    token = f"tok-{uuid.uuid4().hex[:16]}"
+    created = [
+        one.files.create(
+            file=("harbour.txt", f"The harbour master is Ada ({token}).".encode()),
+            purpose="assistants",
+        ),
+        one.files.create(
+            file=("bakery.txt", b"The bakery sells rye bread on Mondays."), purpose="assistants"
+        ),
+    ]
+    store = one.vector_stores.create(name="ports", file_ids=[f.id for f in created])
+    deadline = time.monotonic() + 120
+    while two.vector_stores.retrieve(store.id).status != "completed":  # polled elsewhere
+        assert time.monotonic() < deadline, "the store never finished indexing"
+        time.sleep(0.2)
+    found = three.vector_stores.search(store.id, query="Who is the harbour master?")
+    assert found.data and found.data[0].filename == "harbour.txt"
+    assert token in found.data[0].content[0].text
+    answer = two.responses.create(
+        model="m",
+        input="Who is the harbour master?",
+        tools=[{"type": "file_search", "vector_store_ids": [store.id]}],
+    )
+    assert token in answer.output_text  # the fake upstream echoes the enriched prompt
+    with pytest.raises(openai.NotFoundError):  # another key, on yet another replica
+        sdk(bed.replicas[2], "team-b").vector_stores.retrieve(store.id)
+    three.vector_stores.files.delete(created[0].id, vector_store_id=store.id)
+    after = one.vector_stores.search(store.id, query="Who is the harbour master?")
+    assert all(result.filename != "harbour.txt" for result in after.data)
+
+
 def large_document() -> bytes:
     """About 40k tokens of distinct paragraphs: far over the fake upstream's 4096 window."""
     rng = uuid.uuid4().hex[:8]
