@@ -5,7 +5,9 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import ipaddress
+import logging
 import socket
+from typing import TypedDict
 
 import structlog
 from aiohttp import web
@@ -69,23 +71,45 @@ def exposure_warning(settings: Settings) -> str | None:
     )
 
 
-async def _serve(settings: Settings, sock: socket.socket) -> None:
+class ServerOptions(TypedDict):
+    """How aiohttp serves the proxy's application (keyword arguments of `web.AppRunner`)."""
+
+    handler_cancellation: bool
+    shutdown_timeout: float
+    access_log: logging.Logger | None
+    keepalive_timeout: float
+
+
+def server_options(settings: Settings) -> ServerOptions:
+    """The one place these are set: `serve` uses them, and so do the tests' servers.
+
+    The body size limit (`server.max_body_mb`) belongs to the application (`make_app`), the
+    per-client connection cap to the site (`proxy_site`).
+    """
     server = settings.server
-    runner = web.AppRunner(
-        make_app(settings),
-        handle_signals=True,
+    return ServerOptions(
         # A client that goes away cancels its handler, which closes the upstream request:
         # llama-server stops generating for nobody.
         handler_cancellation=True,
         shutdown_timeout=server.shutdown_grace_s,
-        access_log=None,
+        access_log=None,  # the proxy's middleware writes the access line, with the request id
         # aiohttp closes a connection whose next request's headers are not complete this long
         # after it opened or after the last answer: the header read timeout.
         keepalive_timeout=server.header_timeout_s,
     )
+
+
+def proxy_site(runner: web.AppRunner, sock: socket.socket, settings: Settings) -> GatedSite:
+    """The listening site: `sock`, with at most `max_connections_per_client` per address."""
+    return GatedSite(runner, sock, AddressGate(settings.server.max_connections_per_client))
+
+
+async def _serve(settings: Settings, sock: socket.socket) -> None:
+    # Signals are the serving process's own (tests serve from a thread, where they cannot be).
+    runner = web.AppRunner(make_app(settings), handle_signals=True, **server_options(settings))
     await runner.setup()
     try:
-        site = GatedSite(runner, sock, AddressGate(server.max_connections_per_client))
+        site = proxy_site(runner, sock, settings)
         await site.start()
         log.info("listening", detail=site.name)
         while True:

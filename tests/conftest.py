@@ -12,7 +12,6 @@ import pytest
 from hypothesis import settings as hypothesis_settings
 
 from proxy.config import FileStoreSettings, load_settings
-from proxy.http.app import make_app
 from tests.engines import S3_ENVIRONMENT, SeaweedFS, weed_binary
 from tests.fakes.embeddings import FakeEmbeddings
 from tests.fakes.servers import ServerThread
@@ -113,13 +112,15 @@ def make_proxy(
     def start(**sections: Any) -> str:
         overrides: dict[str, Any] = {
             "upstream": {"base_url": upstream.base_url},  # type: ignore[attr-defined]
-            "server": {"data_dir": str(tmp_path / "data"), "status_delay_s": 0.0},
+            # The product's defaults otherwise (status_delay_s among them); a short grace
+            # period keeps the teardown of a test that left a request hanging short.
+            "server": {"data_dir": str(tmp_path / "data"), "shutdown_grace_s": 2.0},
             # A fake embedding server keeps these tests fast; tests/retrieval runs the real model.
             "embeddings": {"backend": "openai", "base_url": embeddings.base_url, "model": "fake"},  # type: ignore[attr-defined]
         }
         for key, value in sections.items():
             overrides[key] = {**overrides.get(key, {}), **value}
         settings = load_settings(None, environ={}, overrides=overrides)
-        return servers.serve(make_app(settings))
+        return servers.serve_proxy(settings)
 
     return start

@@ -312,7 +312,7 @@ def test_slow_preparation_starts_the_stream_early_and_errors_arrive_as_events(
 ) -> None:
     # With a zero delay the stream starts at the first status; a bad file then ends it with an
     # error event the SDK raises, and the upstream is never called.
-    base = make_proxy()
+    base = make_proxy(server={"status_delay_s": 0.0})
     body = ask([text_part("ok.txt", "fine"), pdf_part("scan.pdf", [""])], stream=True)
     with httpx.stream("POST", base + "/v1/chat/completions", json=body) as response:
         raw = b"".join(response.iter_raw()).decode()

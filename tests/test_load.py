@@ -26,7 +26,6 @@ import pytest
 
 from proxy.config import load_settings
 from proxy.files.store import DiskUpload
-from proxy.http.app import make_app
 from proxy.http.keys import SERVICES
 from tests.fakes.embeddings import FakeEmbeddings
 from tests.fakes.servers import ServerThread
@@ -228,7 +227,7 @@ def own_proxy(
         environ={},
         overrides={
             "upstream": {"base_url": upstream.base_url},  # type: ignore[attr-defined]
-            "server": {"data_dir": str(data_dir), "status_delay_s": 0.0},
+            "server": {"data_dir": str(data_dir), "shutdown_grace_s": 2.0},
             "embeddings": {
                 "backend": "openai",
                 "base_url": embeddings.base_url,  # type: ignore[attr-defined]
@@ -237,9 +236,8 @@ def own_proxy(
             "documents": documents,
         },
     )
-    app = make_app(settings)
-    base = servers.serve(app)
-    return base, app[SERVICES]
+    base = servers.serve_proxy(settings)
+    return base, servers.runners[-1].app[SERVICES]
 
 
 def test_a_parse_worker_killed_mid_parse(

@@ -15,7 +15,6 @@ import pymupdf
 import pytest
 
 from proxy.config import load_settings
-from proxy.http.app import make_app
 from tests.fakes.servers import ServerThread
 
 pytestmark = pytest.mark.e2e
@@ -36,7 +35,7 @@ def proxy_for(tmp_path: Path) -> Iterator[Callable[..., str]]:
         }
         for key, value in sections.items():
             overrides[key] = {**overrides.get(key, {}), **value}
-        return thread.serve(make_app(load_settings(None, environ={}, overrides=overrides)))
+        return thread.serve_proxy(load_settings(None, environ={}, overrides=overrides))
 
     yield start
     thread.close()

@@ -3,12 +3,17 @@
 from __future__ import annotations
 
 import asyncio
+import socket
 import threading
 from collections.abc import Awaitable, Callable, Coroutine
 from concurrent.futures import Future
 from typing import Any, TypeVar
 
 from aiohttp import web
+
+from proxy.config import Settings
+from proxy.http.app import make_app
+from proxy.serve import proxy_site, server_options
 
 T = TypeVar("T")
 
@@ -26,12 +31,28 @@ class ServerThread:
         future: Future[T] = asyncio.run_coroutine_threadsafe(coro, self.loop)
         return future.result(timeout)
 
-    def serve(self, app: web.Application, **runner_kwargs: Any) -> str:
-        """Start `app` on a free port; its base URL."""
+    def serve_proxy(self, settings: Settings) -> str:
+        """The proxy's app served the way `serve` serves it: the same `server_options` and the
+        same site (`proxy_site`), on a loopback socket of its own."""
+        sock = socket.create_server(("127.0.0.1", 0))
 
         async def start() -> str:
-            options = {"handler_cancellation": True, "shutdown_timeout": 2.0, **runner_kwargs}
-            runner = web.AppRunner(app, **options)
+            runner = web.AppRunner(make_app(settings), **server_options(settings))
+            await runner.setup()
+            await proxy_site(runner, sock, settings).start()
+            self.runners.append(runner)
+            return "http://127.0.0.1:%d" % sock.getsockname()[1]
+
+        return self.call(start())
+
+    def serve(self, app: web.Application) -> str:
+        """Start a fake's `app` on a free port; its base URL.
+
+        Fakes have handler cancellation on, so a fake upstream notices a proxy that hangs up.
+        """
+
+        async def start() -> str:
+            runner = web.AppRunner(app, handler_cancellation=True, shutdown_timeout=2.0)
             await runner.setup()
             site = web.TCPSite(runner, "127.0.0.1", 0)
             await site.start()

@@ -1,4 +1,5 @@
-"""A fake OpenAI-compatible upstream speaking llama.cpp's or vLLM's dialect, recording requests."""
+"""A fake OpenAI-compatible upstream speaking llama.cpp's or vLLM's dialect; it records every
+request it gets, on every path (chat, introspection, passthrough), before answering it."""
 
 from __future__ import annotations
 
@@ -12,6 +13,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from aiohttp import web
+from aiohttp.typedefs import Handler
 
 ANSWER = ["Hello", " from", " the", " fake", " upstream", "."]
 
@@ -34,6 +36,8 @@ def chatml(messages: list[dict[str, Any]]) -> str:
 
 @dataclass
 class Recorded:
+    """One request as the upstream received it."""
+
     method: str
     path: str
     query: str
@@ -45,14 +49,18 @@ class Recorded:
         return json.loads(self.body)
 
 
+RECORDED = web.RequestKey("recorded", Recorded)
+
+
 @dataclass
 class FakeUpstream:
     """Behaviour is set by attributes; tests change them between requests."""
 
     kind: str = "llamacpp"  # llamacpp | vllm | plain
     n_ctx: int | None = 4096
-    # auto | json | stream | error | hang | die | raw | echo (answer = the last user message's
-    # text, streamed in a few chunks when the request says stream, else one chat.completion)
+    # auto | json | stream | error | hang | die | stall | raw | echo (answer = the last user
+    # message's text, streamed in a few chunks when the request says stream, else one
+    # chat.completion). stall: two chunks of a stream, then silence until the proxy hangs up.
     chat_mode: str = "auto"
     error_status: int = 500
     error_body: dict[str, Any] = field(
@@ -63,6 +71,7 @@ class FakeUpstream:
     requests: list[Recorded] = field(default_factory=list)
     disconnected: threading.Event = field(default_factory=threading.Event)
     tokenize_calls: int = 0
+    tokenize_delay: float = 0.0  # a slow tokenizer makes the proxy's preparation slow
     chat_template: str = "chatml"
     required_key: str | None = None  # introspection endpoints answer 401 without it
     set_cookie: str | None = None  # /v1/models sets this cookie when given
@@ -79,7 +88,7 @@ class FakeUpstream:
             )
 
     def app(self) -> web.Application:
-        app = web.Application(client_max_size=256 * 1024 * 1024)
+        app = web.Application(client_max_size=256 * 1024 * 1024, middlewares=[self.recorder])
         app.router.add_post("/v1/chat/completions", self.chat)
         app.router.add_post("/v1/completions", self.completions)
         app.router.add_post("/v1/responses", self.responses)
@@ -93,7 +102,9 @@ class FakeUpstream:
         app.router.add_route("*", "/{tail:.*}", self.echo)
         return app
 
-    async def record(self, request: web.Request) -> Recorded:
+    @web.middleware
+    async def recorder(self, request: web.Request, handler: Handler) -> web.StreamResponse:
+        """Every request, whatever its path or answer, is recorded before it is handled."""
         entry = Recorded(
             request.method,
             request.path,
@@ -102,18 +113,23 @@ class FakeUpstream:
             await request.read(),
         )
         self.requests.append(entry)
-        return entry
+        request[RECORDED] = entry
+        return await handler(request)
+
+    def to(self, path: str) -> list[Recorded]:
+        """The requests received on `path`, in order."""
+        return [r for r in self.requests if r.path == path]
 
     @property
     def last(self) -> Recorded:
         return self.requests[-1]
 
     def last_to(self, path: str) -> Recorded:
-        return [r for r in self.requests if r.path == path][-1]
+        return self.to(path)[-1]
 
     # -- chat -----------------------------------------------------------------------------
     async def chat(self, request: web.Request) -> web.StreamResponse:
-        entry = await self.record(request)
+        entry = request[RECORDED]
         body = entry.json
         mode = self.chat_mode
         if mode == "auto":
@@ -139,6 +155,8 @@ class FakeUpstream:
                     assert request.transport is not None
                     request.transport.close()
                     return response
+                if mode == "stall" and index == 2:
+                    await asyncio.sleep(3600)
                 await response.write(chunk)
                 if self.chunk_delay:
                     await asyncio.sleep(self.chunk_delay)
@@ -149,7 +167,7 @@ class FakeUpstream:
         return response
 
     async def completions(self, request: web.Request) -> web.StreamResponse:
-        entry = await self.record(request)
+        entry = request[RECORDED]
         body = entry.json
         leak = "<|im_end|>" in (body.get("stop") or [])  # a server that lets the stop through
         text = "Hi there<|im_end|>" if leak else "Hi there"
@@ -251,7 +269,6 @@ class FakeUpstream:
         )
 
     async def models(self, request: web.Request) -> web.Response:
-        await self.record(request)
         self.authorised(request)
         card: dict[str, Any] = {"id": "fake-model", "object": "model", "owned_by": "fake"}
         if self.kind == "llamacpp":
@@ -268,6 +285,8 @@ class FakeUpstream:
         if self.kind == "plain":
             raise web.HTTPNotFound()
         self.tokenize_calls += 1
+        if self.tokenize_delay:
+            await asyncio.sleep(self.tokenize_delay)
         body = await request.json()
         if self.kind == "vllm":
             text = chatml(body["messages"]) if "messages" in body else body.get("prompt", "")
@@ -304,7 +323,7 @@ class FakeUpstream:
         return response
 
     async def echo(self, request: web.Request) -> web.Response:
-        entry = await self.record(request)
+        entry = request[RECORDED]
         status = int(request.headers.get("X-Want-Status", "200"))
         return web.json_response(
             {
