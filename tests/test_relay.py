@@ -263,9 +263,9 @@ def test_upstream_dies_mid_stream(make_proxy: Callable[..., str], upstream: Fake
 async def test_client_disconnect_cancels_upstream(
     make_proxy: Callable[..., str], upstream: FakeUpstream
 ) -> None:
-    upstream.chunk_delay = 0.2
-    upstream.raw_chunks = [b"data: {}\n\n"] * 200
-    upstream.chat_mode = "raw"
+    # Two chunks, then silence: with nothing to write, only handler cancellation (from
+    # serve's server_options) tells the proxy that its client went away.
+    upstream.chat_mode = "stall"
     base = make_proxy()
     async with (
         httpx.AsyncClient() as http,
@@ -275,7 +275,7 @@ async def test_client_disconnect_cancels_upstream(
     ):
         async for _ in response.aiter_raw():
             break
-    for _ in range(50):
+    for _ in range(300):
         if upstream.disconnected.is_set():
             break
         await asyncio.sleep(0.1)

@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Callable
 from typing import Any
 
 import httpx
+import pytest
 
 from tests.fakes.embeddings import FakeEmbeddings
 from tests.fakes.upstream import FakeUpstream
@@ -130,3 +132,124 @@ def test_embedding_server_down_is_502(
     embeddings.fail = False
     again = httpx.post(base + "/v1/chat/completions", json=retrieval_body("cats"), timeout=60)
     assert again.status_code == 200  # nothing half-indexed counts as done
+
+
+# -- the passage budget and retrieval_limit, through the retrieval stage ----------------------
+
+ANIMALS = ["cats", "dogs", "owls", "foxes", "goats", "bees"]
+
+
+def paragraph(animal: str) -> str:
+    return (
+        f"On this page the keeper of the lighthouse fed the {animal} every morning with fresh "
+        "fish from the harbour before the sun rose over the quiet grey sea and the boats."
+    )
+
+
+# Six paragraphs, one passage each (a paragraph is ~34 cl100k tokens, two would be over 45).
+PARAGRAPHS = [paragraph(animal) for animal in ANIMALS]
+ONE_PER_PARAGRAPH = {"chunk_tokens": 45, "chunk_overlap": 0}
+KEEPER_QUERY = "How did the keeper of the lighthouse feed the animals every morning?"
+
+
+def cited(upstream: FakeUpstream) -> list[str]:
+    """The passages of the citation prompt the upstream received, in order."""
+    text = upstream.last_to("/v1/chat/completions").json["messages"][-1]["content"][0]["text"]
+    return re.findall(r'^Citation \d+: "(.*)"$', text, flags=re.MULTILINE)
+
+
+def keeper_request(limit: int | None = None, *parts: dict[str, Any]) -> dict[str, Any]:
+    enrich: dict[str, Any] = {"strategy": "retrieval", "affinity_threshold": 0.0}
+    if limit is not None:
+        enrich["retrieval_limit"] = limit
+    documents = parts or (text_part("keeper.txt", "\n\n".join(PARAGRAPHS)),)
+    return ask(list(documents), KEEPER_QUERY, enrich=enrich)
+
+
+def test_the_budget_is_half_the_window_in_the_models_tokens(
+    make_proxy: Callable[..., str], upstream: FakeUpstream
+) -> None:
+    # The fake tokenizer counts words: a passage as received, `Citation 5: "…"`, is its words
+    # plus 2. Half the window holds exactly four of the five passages asked for.
+    as_received = len(PARAGRAPHS[0].split()) + 2
+    upstream.n_ctx = 2 * 4 * as_received
+    base = make_proxy(retrieval=ONE_PER_PARAGRAPH, upstream={"context_ttl_s": 0})
+    response = httpx.post(base + "/v1/chat/completions", json=keeper_request(5), timeout=60)
+    assert response.status_code == 200, response.text
+    passages = cited(upstream)
+    assert len(passages) == 4 and set(passages) <= set(PARAGRAPHS)
+    assert response.headers["X-Enrich-Citations"] == "4"
+    assert len(response.json()["citations"]) == 4
+    record = httpx.post(base + "/v1/enrich/preview", json=keeper_request(5), timeout=60).json()
+    retrieval = record["decision"]["retrieval"]
+    assert retrieval["budget_limit"] == 4 * as_received
+    assert retrieval["budget_unit"] == "tokens"
+    assert retrieval["selected_per_source"] == [4] and retrieval["left_out"] == 1
+    # One token less and only three fit.
+    upstream.n_ctx = 2 * (4 * as_received - 1)
+    httpx.post(base + "/v1/chat/completions", json=keeper_request(5), timeout=60)
+    assert len(cited(upstream)) == 3
+
+
+def test_a_passage_longer_than_the_budget_is_shortened_to_fit(
+    make_proxy: Callable[..., str], upstream: FakeUpstream
+) -> None:
+    words = " ".join(f"{ANIMALS[n % 6]} fed by the keeper at dawn" for n in range(60))
+    upstream.n_ctx = 200  # a budget of 100 tokens (words, to the fake), for a 420-word passage
+    base = make_proxy(retrieval={"chunk_tokens": 1000, "chunk_overlap": 0})
+    body = keeper_request(1, text_part("long.txt", words))
+    response = httpx.post(base + "/v1/chat/completions", json=body, timeout=60)
+    assert response.status_code == 200, response.text
+    [passage] = cited(upstream)
+    assert words.startswith(passage) and len(passage) < len(words)
+    assert 50 < len(passage.split()) + 2 <= 100  # cut to fit, not to nothing
+
+
+def test_without_a_known_window_the_budget_counts_characters(
+    make_proxy: Callable[..., str], upstream: FakeUpstream
+) -> None:
+    upstream.kind = "plain"  # no /props, no n_ctx: the window is unknown
+    upstream.n_ctx = None
+    long_paragraphs = [paragraph(animal) * 12 for animal in ANIMALS]  # ~1,900 characters each
+    base = make_proxy(retrieval={"chunk_tokens": 600, "chunk_overlap": 0})
+    body = keeper_request(5, text_part("long.txt", "\n\n".join(long_paragraphs)))
+    response = httpx.post(base + "/v1/chat/completions", json=body, timeout=60)
+    assert response.status_code == 200, response.text
+    passages = cited(upstream)
+    # 8,000 characters hold four `Citation 5: "…"` lines of ~1,900 characters, not five.
+    assert len(passages) == 4
+    assert sum(len(f'Citation 5: "{p}"') for p in passages) <= 8_000
+
+
+@pytest.mark.parametrize(("limit", "expected"), [(1, 1), (5, 5), (None, 2)])
+def test_retrieval_limit_is_honoured(
+    make_proxy: Callable[..., str], upstream: FakeUpstream, limit: int | None, expected: int
+) -> None:
+    upstream.n_ctx = 100_000
+    base = make_proxy(retrieval={**ONE_PER_PARAGRAPH, "limit": 2})  # the config's default
+    response = httpx.post(base + "/v1/chat/completions", json=keeper_request(limit), timeout=60)
+    assert response.status_code == 200, response.text
+    assert len(cited(upstream)) == expected
+    assert response.headers["X-Enrich-Citations"] == str(expected)
+
+
+def test_files_take_turns_rank_by_rank(
+    make_proxy: Callable[..., str], upstream: FakeUpstream
+) -> None:
+    # Two files, two passages each asked for, room for three: both files' best passages come
+    # before either file's second best.
+    as_received = len(PARAGRAPHS[0].split()) + 2
+    upstream.n_ctx = 2 * 3 * as_received
+    base = make_proxy(retrieval=ONE_PER_PARAGRAPH)
+    first = text_part("first.txt", "\n\n".join(PARAGRAPHS[:3]))
+    second = text_part("second.txt", "\n\n".join(PARAGRAPHS[3:]))
+    body = keeper_request(2, first, second)
+    preview = httpx.post(base + "/v1/enrich/preview", json=body, timeout=60).json()
+    retrieval = preview["decision"]["retrieval"]
+    assert retrieval["selected_per_source"] == [2, 1] and retrieval["left_out"] == 1
+    response = httpx.post(base + "/v1/chat/completions", json=body, timeout=60)
+    citations = response.json()["citations"]
+    assert [c.split("#")[0] for c in citations] == ["first.txt", "first.txt", "second.txt"]
+    passages = cited(upstream)
+    assert passages[0] in PARAGRAPHS[:3] and passages[1] in PARAGRAPHS[:3]
+    assert passages[2] in PARAGRAPHS[3:]

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import signal
 import socket
@@ -134,13 +135,80 @@ def test_sigterm_lets_an_in_flight_stream_finish(launch: object, upstream: FakeU
     assert process.wait(30) == 0
 
 
-def test_several_workers_share_the_port(launch: object, upstream: FakeUpstream) -> None:
+# -- several workers: N processes, each accepting on the shared socket -------------------------
+
+
+def socket_inodes(pid: int) -> set[int]:
+    """The inodes of the sockets `pid` has open."""
+    inodes = set()
+    for fd in os.listdir(f"/proc/{pid}/fd"):
+        with contextlib.suppress(OSError):
+            target = os.readlink(f"/proc/{pid}/fd/{fd}")
+            if target.startswith("socket:["):
+                inodes.add(int(target[len("socket:[") : -1]))
+    return inodes
+
+
+def tcp_inode(local_port: int, remote_port: int | None) -> int | None:
+    """The inode of the IPv4 socket bound to `local_port` (and connected to `remote_port`, or
+    listening when that is None), from /proc/net/tcp."""
+    for line in Path("/proc/net/tcp").read_text().splitlines()[1:]:
+        fields = line.split()
+        local, remote, state, inode = fields[1], fields[2], fields[3], int(fields[9])
+        if int(local.rsplit(":", 1)[1], 16) != local_port:
+            continue
+        if remote_port is None and state == "0A":  # LISTEN
+            return inode
+        if remote_port is not None and int(remote.rsplit(":", 1)[1], 16) == remote_port:
+            return inode
+    return None
+
+
+def answering_worker(port: int, workers: list[int], connection: socket.socket) -> int:
+    """The worker holding the server side of `connection` (which it has answered on)."""
+    inode = tcp_inode(port, connection.getsockname()[1])
+    owners = [pid for pid in workers if inode in socket_inodes(pid)]
+    assert len(owners) == 1, (inode, owners)
+    return owners[0]
+
+
+@pytest.mark.skipif(not Path("/proc/net/tcp").exists(), reason="reads /proc (Linux)")
+def test_workers_n_gives_n_processes_that_each_answer(
+    launch: object, upstream: FakeUpstream
+) -> None:
+    workers = 3
     base = launch(  # type: ignore[operator]
         upstream.base_url,  # type: ignore[attr-defined]
         "--workers",
-        "2",
+        str(workers),
         env={"PROXY__VECTOR_STORE__MODE": "server"},
     )
+    port = int(base.rsplit(":", 1)[1])
+    main = launch.processes[-1]  # type: ignore[attr-defined]
+    pids = sorted(children_of(main.pid))
+    assert len(pids) == workers, pids
+    listening = tcp_inode(port, None)
+    assert listening is not None
+    for pid in pids:
+        assert listening in socket_inodes(pid), f"worker {pid} does not hold the listening socket"
+    # Which worker accepts a connection is the kernel's choice: open connections in batches
+    # until each worker has answered one (a worker that never accepts fails the test).
+    answered: set[int] = set()
+    for _ in range(12):
+        batch = [socket.create_connection(("127.0.0.1", port), timeout=30) for _ in range(50)]
+        try:
+            for connection in batch:
+                connection.sendall(b"GET /metrics HTTP/1.1\r\nHost: proxy\r\n\r\n")
+            for connection in batch:
+                assert connection.recv(65536).startswith(b"HTTP/1.1 200")
+                answered.add(answering_worker(port, pids, connection))
+        finally:
+            for connection in batch:
+                connection.close()
+        if answered == set(pids):
+            break
+    assert answered == set(pids)
+    # And chat requests work through them all.
     for _ in range(10):
         response = httpx.post(
             base + "/v1/chat/completions",
@@ -148,7 +216,7 @@ def test_several_workers_share_the_port(launch: object, upstream: FakeUpstream) 
             timeout=30,
         )
         assert response.status_code == 200
-    assert len([r for r in upstream.requests if r.path == "/v1/chat/completions"]) == 10
+    assert len(upstream.to("/v1/chat/completions")) == 10
 
 
 WORKERS = ("--workers", "2")
@@ -320,3 +388,55 @@ def test_the_warning_is_logged_at_start(upstream: FakeUpstream, tmp_path: Path) 
             os.killpg(process.pid, signal.SIGKILL)
             process.wait(10)
     assert b"without server.api_keys" in log.read_bytes()
+
+
+# -- a client that goes away cancels its request upstream ------------------------------------
+
+CHAT_REQUEST = (
+    b"POST /v1/chat/completions HTTP/1.1\r\nHost: proxy\r\nContent-Type: application/json\r\n"
+    b"Content-Length: %d\r\n\r\n%s"
+)
+
+
+def send_chat(base: str, *, stream: bool) -> socket.socket:
+    """A chat request on a raw connection, so the test decides when the client goes away."""
+    port = int(base.rsplit(":", 1)[1])
+    body = json.dumps(
+        {"model": "m", "messages": [{"role": "user", "content": "hi"}], "stream": stream}
+    ).encode()
+    connection = socket.create_connection(("127.0.0.1", port), timeout=30)
+    connection.sendall(CHAT_REQUEST % (len(body), body))
+    return connection
+
+
+def test_a_client_gone_before_the_first_byte_cancels_the_upstream_request(
+    launch: object, upstream: FakeUpstream
+) -> None:
+    # The real command's server: if handler cancellation were off there, the proxy would wait
+    # for an upstream that never answers, and llama-server would generate for nobody.
+    upstream.chat_mode = "hang"
+    base = launch(upstream.base_url)  # type: ignore[operator, attr-defined]
+    connection = send_chat(base, stream=False)
+    assert wait_for(lambda: bool(upstream.to("/v1/chat/completions")), 30)
+    assert not upstream.disconnected.is_set()
+    connection.close()
+    assert upstream.disconnected.wait(30), "the upstream request was not closed"
+
+
+def test_a_client_gone_mid_stream_cancels_the_upstream_request(
+    launch: object, upstream: FakeUpstream
+) -> None:
+    # Two chunks, then the upstream goes quiet: the proxy has nothing to write, so only handler
+    # cancellation can tell it the client is gone.
+    upstream.chat_mode = "stall"
+    base = launch(upstream.base_url)  # type: ignore[operator, attr-defined]
+    connection = send_chat(base, stream=True)
+    received = b""
+    while b"data: " not in received:
+        chunk = connection.recv(65536)
+        assert chunk, "the proxy closed the stream"
+        received += chunk
+    assert received.startswith(b"HTTP/1.1 200")
+    assert not upstream.disconnected.is_set()
+    connection.close()
+    assert upstream.disconnected.wait(30), "the upstream request was not closed"
