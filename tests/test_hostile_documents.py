@@ -80,15 +80,27 @@ class Prepared:
     name: str
     tag: str
     body: bytes
+    expect: str | None = None  # text the document must have brought to the upstream
 
 
-def prepare(name: str, data: bytes) -> Prepared:
+def prepare(name: str, data: bytes, expect: str | None = None) -> Prepared:
     tag = f"[request {uuid.uuid4().hex}]"
-    return Prepared(name, tag, json.dumps(ask(name, data, tag)).encode())
+    return Prepared(name, tag, json.dumps(ask(name, data, tag)).encode(), expect)
+
+
+def injected_text(upstream: FakeUpstream, prepared: Prepared) -> str:
+    """The document's text as the upstream received it: its `** full content **` block."""
+    [sent] = [r for r in upstream.to(CHAT) if prepared.tag.encode() in r.body]
+    prompt = sent.json["messages"][-1]["content"][0]["text"]
+    opening = f"** {prepared.name} full content **\n\n"
+    closing = f"\n\n** end of {prepared.name} **"
+    assert opening in prompt and closing in prompt, f"{prepared.name}: {prompt[:300]!r}"
+    return str(prompt.split(opening, 1)[1].rsplit(closing, 1)[0])
 
 
 def submit(base: str, upstream: FakeUpstream, prepared: Prepared) -> str:
-    """Post one document; its outcome, having checked the upstream saw it only on success."""
+    """Post one document; its outcome, having checked the upstream saw it only on success,
+    and then with the document's text in it."""
     response = httpx.post(
         base + CHAT,
         content=prepared.body,
@@ -98,12 +110,19 @@ def submit(base: str, upstream: FakeUpstream, prepared: Prepared) -> str:
     outcome = check_outcome(response, prepared.name)
     called = chats(upstream, prepared.tag)
     assert called == (1 if outcome == "ok" else 0), f"{prepared.name}: {outcome}, called {called}"
+    if outcome == "ok":
+        text = injected_text(upstream, prepared)
+        assert text.strip(), f"{prepared.name}: answered, but with no text of the document"
+        if prepared.expect is not None:
+            assert prepared.expect in text, f"{prepared.name}: {text[:300]!r}"
     print(f"{prepared.name}: {outcome}")
     return outcome
 
 
-def send(base: str, upstream: FakeUpstream, name: str, data: bytes) -> str:
-    return submit(base, upstream, prepare(name, data))
+def send(
+    base: str, upstream: FakeUpstream, name: str, data: bytes, expect: str | None = None
+) -> str:
+    return submit(base, upstream, prepare(name, data, expect))
 
 
 def plain_chat_ok(base: str) -> None:
@@ -207,6 +226,14 @@ def manifest(corpus_dir: Path) -> list[str]:
         return [row["file"] for row in csv.DictReader(handle, delimiter="\t")]
 
 
+# What some corpus documents must bring to the upstream (their opening words).
+KNOWN_TEXT = {
+    "pdf/tracemonkey.pdf": "Trace-based Just-in-Time Type Specialization for Dynamic",
+    "epub/alice.epub": "Alice's Adventures In Wonderland",
+    "text/tinyshakespeare.txt": "First Citizen:\nBefore we proceed any further, hear me speak.",
+}
+
+
 def test_every_corpus_document(
     make_proxy: Callable[..., str], upstream: FakeUpstream, corpus_dir: Path
 ) -> None:
@@ -221,7 +248,7 @@ def test_every_corpus_document(
 
     def one(file: str) -> None:
         path = corpus_dir / file
-        outcomes[file] = send(base, upstream, path.name, path.read_bytes())
+        outcomes[file] = send(base, upstream, path.name, path.read_bytes(), KNOWN_TEXT.get(file))
 
     with ThreadPoolExecutor(max_workers=2) as pool:
         list(pool.map(one, files))
@@ -258,14 +285,14 @@ def test_many_pages_hit_the_page_limit(hostile_proxy: str, upstream: FakeUpstrea
     assert send(hostile_proxy, upstream, "pages.pdf", data) == "too_many_pages"
     # Just under the limit is fine (each page says the same thing).
     data = pdf_with_pages(999, text_stream("page text"))
-    assert send(hostile_proxy, upstream, "fine.pdf", data) == "ok"
+    assert send(hostile_proxy, upstream, "fine.pdf", data, "page text") == "ok"
 
 
 def test_a_page_count_that_lies(hostile_proxy: str, upstream: FakeUpstream) -> None:
     data = pdf_with_pages(1, text_stream("one real page")).replace(
         b"/Count 1 ", b"/Count 1000000000 "
     )
-    outcome = send(hostile_proxy, upstream, "liar.pdf", data)
+    outcome = send(hostile_proxy, upstream, "liar.pdf", data, "one real page")
     assert outcome in {"ok", "too_many_pages", "corrupt_document"}
 
 
@@ -279,7 +306,7 @@ def test_decompression_bomb(hostile_proxy: str, upstream: FakeUpstream) -> None:
     pieces.append(squeeze.flush())
     data = pdf_with_pages(1, b"".join(pieces), b"/Filter /FlateDecode")
     assert len(data) < 1 << 20
-    prepared = prepare("bomb.pdf", data)
+    prepared = prepare("bomb.pdf", data, "bomb text")
     with peak_rss_growth() as growth:
         outcome = concurrently_responsive(hostile_proxy, upstream, prepared)
     print(f"bomb.pdf: parent RSS growth {growth[0]:.1f} MB")
@@ -293,7 +320,8 @@ def test_a_stream_claiming_a_gigabyte(hostile_proxy: str, upstream: FakeUpstream
     data = pdf_with_pages(1, content).replace(
         b"/Length %d >>" % len(content), b"/Length 1073741824 >>"
     )
-    assert send(hostile_proxy, upstream, "giga.pdf", data) in {"ok", "corrupt_document", "no_text"}
+    outcome = send(hostile_proxy, upstream, "giga.pdf", data, "short stream")
+    assert outcome in {"ok", "corrupt_document", "no_text"}
     plain_chat_ok(hostile_proxy)
 
 
@@ -328,7 +356,7 @@ def test_deeply_nested_docx(hostile_proxy: str, upstream: FakeUpstream) -> None:
             if item.filename == "word/document.xml":
                 content = content.replace(b"<w:sectPr", nested.encode() + b"<w:sectPr", 1)
             target.writestr(item, content)
-    outcome = send(hostile_proxy, upstream, "deep.docx", out.getvalue())
+    outcome = send(hostile_proxy, upstream, "deep.docx", out.getvalue(), "shallow docx text")
     assert outcome in {"ok", "corrupt_document", "invalid_document"}
     plain_chat_ok(hostile_proxy)
 
@@ -337,8 +365,7 @@ def test_deeply_nested_json_text(hostile_proxy: str, upstream: FakeUpstream) -> 
     depth = 200_000
     data = ("[" * depth + '"deep json text"' + "]" * depth).encode()
     # One 400 kB line of brackets is text: it parses into pages like any other.
-    assert send(hostile_proxy, upstream, "deep.json", data) == "ok"
-    assert "deep json text" in upstream.last_to(CHAT).body.decode()
+    assert send(hostile_proxy, upstream, "deep.json", data, '"deep json text"') == "ok"
 
 
 @pytest.mark.slow
@@ -370,18 +397,18 @@ def test_zero_bytes_and_wrong_extensions(hostile_proxy: str, upstream: FakeUpstr
     document.add_paragraph("a real docx")
     buffer = io.BytesIO()
     document.save(buffer)
-    cases: dict[str, tuple[bytes, set[str]]] = {
-        "empty.txt": (b"", {"empty_file"}),
-        "pdf-named.txt": (pdf, {"ok"}),
-        "pdf-named.docx": (pdf, {"ok"}),
+    cases: dict[str, tuple[bytes, set[str], str | None]] = {
+        "empty.txt": (b"", {"empty_file"}, None),
+        "pdf-named.txt": (pdf, {"ok"}, "a real pdf"),
+        "pdf-named.docx": (pdf, {"ok"}, "a real pdf"),
         # An image (a broken one here): refused as such, or, with OCR on, as unreadable.
-        "png-named.pdf": (png, {"image_not_document", "corrupt_document"}),
-        "docx-named.pdf": (buffer.getvalue(), {"ok"}),
+        "png-named.pdf": (png, {"image_not_document", "corrupt_document"}, None),
+        "docx-named.pdf": (buffer.getvalue(), {"ok"}, "a real docx"),
         # Content over the declared type: text named .pdf is read as the text it is.
-        "text-named.pdf": (b"just some text", {"ok"}),
-        "binary-named.pdf": (bytes(range(256)) * 4, {"corrupt_document"}),
-        "binary-named.txt": (bytes(range(256)) * 4, {"unsupported_format"}),
+        "text-named.pdf": (b"just some text", {"ok"}, "just some text"),
+        "binary-named.pdf": (bytes(range(256)) * 4, {"corrupt_document"}, None),
+        "binary-named.txt": (bytes(range(256)) * 4, {"unsupported_format"}, None),
     }
-    for name, (data, expected) in cases.items():
-        assert send(hostile_proxy, upstream, name, data) in expected, name
+    for name, (data, expected, text) in cases.items():
+        assert send(hostile_proxy, upstream, name, data, text) in expected, name
     plain_chat_ok(hostile_proxy)

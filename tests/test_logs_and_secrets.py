@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import base64
+import contextlib
+import json
 import logging
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -67,6 +69,21 @@ def assert_clean(logs: str) -> None:
         assert secret not in logs, f"{secret!r} appears in the logs"
 
 
+def log_events(logs: str) -> list[dict[str, Any]]:
+    """The JSON log lines among what was captured."""
+    events = []
+    for line in logs.splitlines():
+        with contextlib.suppress(ValueError):
+            event = json.loads(line)
+            if isinstance(event, dict) and "event" in event:
+                events.append(event)
+    return events
+
+
+def access_lines(events: list[dict[str, Any]]) -> list[tuple[str, str, int]]:
+    return [(e["method"], e["path"], e["status"]) for e in events if e["event"] == "request"]
+
+
 @pytest.mark.parametrize("level", ["info", "debug"])
 def test_no_document_text_file_data_or_keys_in_logs(
     make_proxy: Callable[..., str],
@@ -76,13 +93,32 @@ def test_no_document_text_file_data_or_keys_in_logs(
 ) -> None:
     with json_logs(level):
         logs = exercise(make_proxy, upstream, capfd)
-    assert '"event": "request"' in logs  # the access log was written where we read
+    # What is scanned is the proxy's log: one access line per request, and the lines that
+    # name what happened (so an empty or misdirected capture fails here, not passes).
+    events = log_events(logs)
+    assert access_lines(events) == EXERCISED
+    names = {e["event"] for e in events}
+    assert {"document parsed", "upstream probed"} <= names, names
     if level == "info":
-        assert '"level": "debug"' not in logs
+        assert {e["level"] for e in events} <= {"info", "warning", "error"}
+    else:
+        assert {"decision", "status"} <= names, names
     assert_clean(logs)
     # The client's key was replaced by the upstream's key on the way out.
     chat = upstream.last_to(CHAT)
     assert chat.headers["Authorization"] == f"Bearer {UPSTREAM_KEY}"
+
+
+# The access lines `exercise` causes, in order.
+EXERCISED = [
+    *[("POST", CHAT, 200)] * 3,
+    ("POST", "/v1/files", 200),
+    *[("POST", CHAT, 200)] * 2,
+    ("POST", "/v1/enrich/preview", 200),
+    ("POST", CHAT, 400),
+    ("POST", CHAT, 500),
+    ("GET", "/v1/models", 200),
+]
 
 
 def exercise(
@@ -141,17 +177,34 @@ def test_proxy_keys_stay_out_of_logs(
             )
             assert response.status_code == 200, response.text
     out, err = capfd.readouterr()
+    assert access_lines(log_events(out + err)) == [("POST", CHAT, 401), *[("POST", CHAT, 200)] * 2]
     assert_clean(out + err)
 
 
+# The proxy's own calls to the upstream, on a request's behalf, for each kind of upstream.
+OWN_CALLS = {
+    "llamacpp": {"/props", "/tokenize", "/apply-template"},
+    "vllm": {"/props", "/tokenize", "/v1/models"},  # /props is probed (404), then vLLM's paths
+}
+
+
+@pytest.mark.parametrize("kind", ["llamacpp", "vllm"])
 @pytest.mark.parametrize("upstream_key", [UPSTREAM_KEY, None])
 def test_the_proxy_key_is_not_forwarded_upstream(
-    make_proxy: Callable[..., str], upstream: FakeUpstream, upstream_key: str | None
+    make_proxy: Callable[..., str], upstream: FakeUpstream, upstream_key: str | None, kind: str
 ) -> None:
+    upstream.kind = kind
     base = make_proxy(server={"api_keys": [PROXY_KEY]}, upstream={"api_key": upstream_key})
     for headers in ({"Authorization": f"Bearer {PROXY_KEY}"}, {"X-Api-Key": PROXY_KEY}):
+        # A document to count: the proxy asks the upstream for its tokenizer and window.
         chat = httpx.post(base + CHAT, json=body(file_part("q.txt", data=ENCODED)), headers=headers)
         assert chat.status_code == 200, chat.text
+        assert chat.headers["X-Enrich-Strategy"] == "inject-full-content"
         assert httpx.get(base + "/v1/models", headers=headers).status_code == 200
+    paths = {request.path for request in upstream.requests}
+    assert paths >= OWN_CALLS[kind] | {CHAT, "/v1/models"}, paths  # every call was seen
     for request in upstream.requests:
         assert PROXY_KEY not in str(request.headers), (request.path, request.headers)
+        # The upstream's own key, or none at all: never the client's proxy key.
+        expected = f"Bearer {upstream_key}" if upstream_key else None
+        assert request.headers.get("Authorization") == expected, request.path
