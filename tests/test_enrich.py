@@ -12,9 +12,11 @@ import openai
 import pymupdf
 import pytest
 
+from proxy.config import ServerSettings
 from tests.fakes.servers import ServerThread
 from tests.fakes.upstream import FakeUpstream
 
+CHAT = "/v1/chat/completions"
 WORDS = ["alpha", "beta", "gamma", "delta", "epsilon", "zeta", "eta", "theta", "iota", "kappa"]
 
 
@@ -317,6 +319,51 @@ def test_slow_preparation_starts_the_stream_early_and_errors_arrive_as_events(
     assert json.loads(events[0][6:])["error"]["message"].startswith("scan.pdf")
     assert events[-1] == "data: [DONE]"
     assert not [r for r in upstream.requests if r.path == "/v1/chat/completions"]
+
+
+def test_quick_preparation_keeps_the_upstreams_status_and_headers(
+    make_proxy: Callable[..., str], upstream: FakeUpstream
+) -> None:
+    # The default configuration: the stream starts early only if preparing takes longer.
+    assert ServerSettings().status_delay_s == 0.5
+    base = make_proxy()
+    body = ask([text_part("quick.txt", "Quick to prepare.")], stream=True)
+    # Once parsed and counted, the document is prepared in milliseconds.
+    assert httpx.post(base + CHAT, json={**body, "stream": False}).status_code == 200
+    with httpx.stream("POST", base + CHAT, json=body) as response:
+        raw = b"".join(response.iter_raw()).decode()
+    assert response.status_code == 200
+    assert response.headers["X-Enrich-Strategy"] == "inject-full-content"
+    assert response.headers["X-Enrich-Tokens"].endswith("/4096")
+    # The statuses still go out, as comments ahead of the upstream's first event.
+    assert raw.startswith(": Deciding how to handle the document(s)...\n\n")
+    assert raw.rstrip().endswith("data: [DONE]")
+    # An upstream error is then a real error answer, with the upstream's status and body.
+    upstream.chat_mode, upstream.error_status = "error", 400
+    response = httpx.post(base + CHAT, json=body)
+    assert response.status_code == 400
+    assert response.json() == upstream.error_body
+    assert response.headers["X-Enrich-Strategy"] == "inject-full-content"
+
+
+def test_slow_preparation_starts_the_stream_with_statuses(
+    make_proxy: Callable[..., str], upstream: FakeUpstream
+) -> None:
+    # A tokenizer slower than the default 0.5 s delay: the proxy starts the stream itself.
+    upstream.tokenize_delay = 0.8
+    upstream.chat_mode, upstream.error_status = "error", 400
+    base = make_proxy()
+    body = ask([text_part("slow.txt", "Slow to prepare.")], stream=True)
+    with httpx.stream("POST", base + CHAT, json=body, timeout=60) as response:
+        raw = b"".join(response.iter_raw()).decode()
+    assert response.status_code == 200
+    assert response.headers["Content-Type"] == "text/event-stream"
+    assert "X-Enrich-Strategy" not in response.headers  # sent before anything was decided
+    assert raw.startswith(": Deciding how to handle the document(s)...\n\n")
+    # The upstream's error can only be an event now.
+    events = [e for e in raw.split("\n\n") if e.startswith("data: ")]
+    assert json.loads(events[0][6:])["error"]["message"] == upstream.error_body["error"]["message"]
+    assert events[-1] == "data: [DONE]"
 
 
 def test_preview_cli(servers: ServerThread, upstream: FakeUpstream, tmp_path: Any) -> None:

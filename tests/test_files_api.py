@@ -2,9 +2,13 @@
 
 from __future__ import annotations
 
+import errno
 import io
+import json
+import os
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import httpx
 import openai
@@ -112,3 +116,52 @@ def test_awkward_file_names_are_safe_in_headers(make_proxy: Callable[..., str]) 
     assert "X-Injected" not in content.headers
     assert content.headers["Content-Disposition"].startswith("attachment; filename*=UTF-8''")
     assert content.content == b"data"
+
+
+# -- an upload's record is written to a temp file and renamed into place ----------------------
+
+
+def test_an_uploads_record_is_renamed_into_place_whole(
+    make_proxy: Callable[..., str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    meta = tmp_path / "data" / "files" / "meta"
+    renames: list[tuple[Path, Path, bytes, bool]] = []
+    replace = os.replace
+
+    def spy(src: Any, dst: Any) -> None:
+        if Path(dst).parent == meta:
+            # What the rename publishes, and whether a record was visible before it.
+            renames.append((Path(src), Path(dst), Path(src).read_bytes(), Path(dst).exists()))
+        replace(src, dst)
+
+    monkeypatch.setattr(os, "replace", spy)
+    created = sdk(make_proxy()).files.create(file=("n.txt", b"note"), purpose="user_data")
+    [(temp, record, published, existed)] = renames
+    assert record == meta / f"{created.id}.json"
+    assert temp.parent == meta and temp.name.startswith(".tmp-")  # same directory: atomic
+    assert not existed  # nothing was written in place first
+    assert json.loads(published)["id"] == created.id  # complete when renamed
+    assert record.read_bytes() == published and not temp.exists()
+
+
+def test_an_upload_interrupted_before_its_rename_leaves_no_record(
+    make_proxy: Callable[..., str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    base = make_proxy()
+    meta = tmp_path / "data" / "files" / "meta"
+    replace = os.replace
+
+    def crash_before_publishing(src: Any, dst: Any) -> None:
+        if Path(dst).parent == meta:
+            raise OSError(errno.EIO, "simulated crash before the rename")
+        replace(src, dst)
+
+    monkeypatch.setattr(os, "replace", crash_before_publishing)
+    response = httpx.post(
+        base + "/v1/files", files={"file": ("n.txt", b"note")}, data={"purpose": "user_data"}
+    )
+    assert response.status_code >= 500
+    assert set(response.json()["error"]) == {"message", "type", "param", "code"}
+    assert list(meta.iterdir()) == []  # neither a partial record nor its temp file
+    monkeypatch.undo()
+    assert httpx.get(base + "/v1/files").json()["data"] == []

@@ -5,12 +5,15 @@ from __future__ import annotations
 import json
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import httpx
 import openai
+import pytest
 
 from proxy.formats import FormatRegistry, render_prompt
-from tests.fakes.upstream import FakeUpstream
+from tests.fakes.upstream import FakeUpstream, fake_tokens
+from tests.fakes.upstream import chatml as fake_chatml
 
 CONVERSATION = [
     {"role": "system", "content": "You are {{char}}."},
@@ -227,3 +230,30 @@ def test_roles_that_cannot_alternate_are_a_400_before_the_upstream(
     error = response.json()["error"]
     assert error["code"] == "roles_must_alternate" and "messages[0]" in error["message"]
     assert not [r for r in upstream.requests if r.path == "/v1/completions"]
+
+
+@pytest.mark.parametrize("field", ["max_tokens", "max_completion_tokens"])
+def test_context_shifting_leaves_room_for_the_answer(
+    make_proxy: Callable[..., str], upstream: FakeUpstream, field: str
+) -> None:
+    messages = long_conversation(3)
+    # What the fake counts for the whole conversation: the words of its template.
+    tokens = len(fake_tokens(fake_chatml(messages)))
+    upstream.n_ctx = tokens + 100
+    base = make_proxy()
+
+    def send(answer_tokens: int) -> tuple[httpx.Response, list[dict[str, Any]]]:
+        body = {"model": "m", "messages": messages, field: answer_tokens}
+        response = httpx.post(base + "/v1/chat/completions", json=body)
+        assert response.status_code == 200, response.text
+        return response, upstream.last_to("/v1/chat/completions").json["messages"]
+
+    # Exactly room for 100 answer tokens: nothing goes.
+    response, sent = send(100)
+    assert "X-Enrich-Dropped-Messages" not in response.headers
+    assert sent == messages
+    # One more, and the oldest turn (a question and its answer) makes room.
+    response, sent = send(101)
+    assert response.headers["X-Enrich-Dropped-Messages"] == "2"
+    assert sent == [messages[0], *messages[3:]]
+    assert sent[-1] == messages[-1] and sent[-1]["content"] == "last question"
