@@ -1,0 +1,209 @@
+"""Mutation testing on demand: mutmut on the modules that decide what the model receives.
+
+Each group of modules is mutated with the tests that cover it (a subset, for speed), in its own
+workspace under `.mutation/<group>/` (mutmut keeps its results there, so a second run only
+re-tests what changed). Prints mutants, killed, survived and equivalent per module; the
+equivalent ones are the mutant names listed in docs/mutation.md.
+
+    bash scripts/mutation                  # every group
+    bash scripts/mutation guard budget     # some groups
+    bash scripts/mutation --list           # the groups, their modules and tests
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import re
+import shutil
+import subprocess
+import sys
+from collections import Counter
+from dataclasses import dataclass
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+WORKSPACES = ROOT / ".mutation"
+EQUIVALENT_LIST = ROOT / "docs" / "mutation.md"
+
+
+@dataclass(frozen=True)
+class Group:
+    modules: tuple[str, ...]
+    tests: tuple[str, ...]
+
+
+GROUPS = {
+    "prompts": Group(
+        ("proxy/pipeline/prompts.py", "proxy/pipeline/strategy.py"),
+        ("tests/test_strategy.py", "tests/test_prompt_texts.py", "tests/test_enrich.py"),
+    ),
+    "budget": Group(
+        ("proxy/retrieval/budget.py",),
+        ("tests/retrieval/test_budget.py", "tests/test_retrieval_flow.py"),
+    ),
+    "guard": Group(
+        ("proxy/guard/neutralise.py", "proxy/guard/control_tokens.py", "proxy/guard/texts.py"),
+        ("tests/test_guard.py", "tests/test_guarding.py"),
+    ),
+    "keys": Group(
+        ("proxy/upstream/headers.py", "proxy/upstream/client.py"),
+        ("tests/test_relay.py", "tests/test_logs_and_secrets.py", "tests/test_enrich.py"),
+    ),
+    "references": Group(
+        ("proxy/pipeline/references.py", "proxy/pipeline/stages/references.py"),
+        ("tests/test_references.py", "tests/test_path_traversal.py", "tests/test_enrich.py"),
+    ),
+    "stages": Group(
+        (
+            "proxy/pipeline/stages/adapt.py",
+            "proxy/pipeline/stages/decide.py",
+            "proxy/pipeline/stages/documents.py",
+            "proxy/pipeline/stages/guard_report.py",
+            "proxy/pipeline/stages/inject.py",
+            "proxy/pipeline/stages/options.py",
+            "proxy/pipeline/stages/retrieve.py",
+            "proxy/pipeline/stages/validate.py",
+            "proxy/pipeline/rewrite.py",
+        ),
+        (
+            "tests/test_enrich.py",
+            "tests/test_prompt_texts.py",
+            "tests/test_retrieval_flow.py",
+            "tests/test_text_adapter.py",
+            "tests/test_relay.py",
+        ),
+    ),
+    "files": Group(
+        ("proxy/files/store.py",),
+        ("tests/test_files_api.py", "tests/test_load.py::test_disk_full_for_the_files_store"),
+    ),
+    "relay": Group(
+        ("proxy/upstream/relay.py", "proxy/upstream/forward.py"),
+        ("tests/test_relay.py", "tests/test_load.py::test_upstream_dies_mid_stream"),
+    ),
+}
+
+# mutmut's names: proxy.guard.texts.x_function__mutmut_3, proxy.files.store.xǁClassǁmethod__mutmut_1
+MUTANT = re.compile(r"^\s*(?P<name>(?P<module>[\w.]+)\.x[_ǁ]\S+__mutmut_\d+): (?P<status>.+)$")
+
+
+def present(tests: tuple[str, ...]) -> list[str]:
+    """The test selections whose file exists (an older checkout may lack some)."""
+    return [test for test in tests if (ROOT / test.partition("::")[0]).exists()]
+
+
+def workspace(name: str, group: Group) -> Path:
+    """A copy of the code and tests with a [tool.mutmut] section for this group."""
+    where = WORKSPACES / name
+    where.mkdir(parents=True, exist_ok=True)
+    for folder in ("proxy", "tests"):
+        shutil.copytree(
+            ROOT / folder,
+            where / folder,
+            dirs_exist_ok=True,
+            ignore=shutil.ignore_patterns("__pycache__"),
+        )
+    section = "\n".join(
+        [
+            "",
+            "[tool.mutmut]",
+            'source_paths = ["proxy"]',
+            f"only_mutate = {list(group.modules)!r}",
+            f"pytest_add_cli_args_test_selection = {present(group.tests)!r}",
+            'pytest_add_cli_args = ["-p", "no:cacheprovider"]',
+            "",
+        ]
+    ).replace("'", '"')
+    (where / "pyproject.toml").write_text((ROOT / "pyproject.toml").read_text() + section)
+    return where
+
+
+def equivalent_mutants() -> set[str]:
+    if not EQUIVALENT_LIST.exists():
+        return set()
+    return set(re.findall(r"`(proxy\.[\w.ǁ]+__mutmut_\d+)`", EQUIVALENT_LIST.read_text()))
+
+
+def run_group(name: str, group: Group, children: int) -> list[tuple[str, str, str]]:
+    """(module, mutant, status) for every mutant of the group."""
+    where = workspace(name, group)
+    mutmut = [sys.executable, "-m", "mutmut"]
+    # CI: hypothesis runs the same examples each time, so a verdict does not change by chance.
+    env = {**os.environ, "CI": "1"}
+    subprocess.run([*mutmut, "run", "--max-children", str(children)], cwd=where, env=env)
+    results = subprocess.run(
+        [*mutmut, "results", "--all", "true"],
+        cwd=where,
+        env=env,
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
+    found = []
+    for line in results.splitlines():
+        match = MUTANT.match(line)
+        if match:
+            found.append((match["module"], match["name"], match["status"].strip()))
+    return found
+
+
+def report(found: list[tuple[str, str, str]]) -> None:
+    equivalent = equivalent_mutants()
+    rows: dict[str, Counter[str]] = {}
+    open_survivors = []
+    for module, name, status in found:
+        counts = rows.setdefault(module, Counter())
+        counts["mutants"] += 1
+        if status in ("killed", "timeout", "segfault", "caught by type check"):
+            counts["killed"] += 1
+        elif name in equivalent:
+            counts["equivalent"] += 1
+        else:
+            counts["survived"] += 1
+            open_survivors.append(f"{name}: {status}")
+    total: Counter[str] = Counter()
+    print("\n| module | mutants | killed | survived | equivalent |")
+    print("|---|---|---|---|---|")
+    for module, counts in sorted(rows.items()):
+        total.update(counts)
+        print(
+            f"| {module} | {counts['mutants']} | {counts['killed']} | {counts['survived']} "
+            f"| {counts['equivalent']} |"
+        )
+    print(
+        f"| **all** | {total['mutants']} | {total['killed']} | {total['survived']} "
+        f"| {total['equivalent']} |"
+    )
+    if total["mutants"]:
+        share = (total["survived"] + total["equivalent"]) / total["mutants"]
+        print(f"\nsurvivors (open + equivalent): {share:.1%}")
+    if open_survivors:
+        print("\nopen survivors (see one with: cd .mutation/<group> && mutmut show NAME):")
+        for line in open_survivors:
+            print("  " + line)
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("groups", nargs="*", help=f"any of {', '.join(GROUPS)}; default: all")
+    parser.add_argument("--list", action="store_true", help="show the groups and exit")
+    parser.add_argument("--children", type=int, default=2, help="parallel mutants (default 2)")
+    args = parser.parse_args()
+    if args.list:
+        for name, group in GROUPS.items():
+            print(f"{name}: {' '.join(group.modules)}\n    tests: {' '.join(group.tests)}")
+        return 0
+    unknown = set(args.groups) - set(GROUPS)
+    if unknown:
+        parser.error(f"unknown groups {sorted(unknown)}; known: {', '.join(GROUPS)}")
+    found = []
+    for name in args.groups or list(GROUPS):
+        print(f"== {name}", flush=True)
+        found += run_group(name, GROUPS[name], args.children)
+    report(found)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
