@@ -112,6 +112,13 @@ def workspace(name: str, group: Group) -> Path:
             f"only_mutate = {list(group.modules)!r}",
             f"pytest_add_cli_args_test_selection = {present(group.tests)!r}",
             'pytest_add_cli_args = ["-p", "no:cacheprovider"]',
+            # Tests start threads (servers, thread pools): a child forked from a process that
+            # ran them can deadlock on a lock another thread held. A fork server that has only
+            # collected the tests forks clean children.
+            'process_isolation = "forkserver"',
+            # A busy shared machine slows tests down; a slow test is not a hanging mutant.
+            "timeout_multiplier = 30.0",
+            "timeout_constant = 10.0",
             "",
         ]
     ).replace("'", '"')

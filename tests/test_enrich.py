@@ -430,3 +430,30 @@ def test_a_probe_refused_for_want_of_a_key_is_not_remembered(
     ).json()["decision"]
     assert with_key["counter"] == "llamacpp"
     assert with_key["context_window"] == 4096
+
+
+@pytest.mark.parametrize(
+    ("status", "answer", "relayed", "message"),
+    [
+        (400, {"error": {"message": "bad content"}}, 400, "status 400: bad content"),
+        (503, {}, 503, "status 503: no message"),
+        (200, {"unexpected": True}, 502, "status 200: no message"),  # no tokens in it
+        (600, {"error": {"message": "odd"}}, 502, "status 600: odd"),
+    ],
+)
+def test_an_upstream_tokenizer_failure_is_named_and_relayed(
+    make_proxy: Callable[..., str],
+    upstream: FakeUpstream,
+    status: int,
+    answer: Any,
+    relayed: int,
+    message: str,
+) -> None:
+    upstream.tokenize_answer = (status, answer)
+    base = make_proxy()
+    response = httpx.post(base + CHAT, json=ask([text_part("a.txt", "Some words.")]))
+    assert response.status_code == relayed
+    error = response.json()["error"]
+    assert error["message"] == f"upstream /tokenize failed with {message}"
+    assert error["type"] == "upstream_error"
+    assert not upstream.to(CHAT)

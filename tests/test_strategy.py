@@ -17,8 +17,16 @@ from proxy.pipeline.strategy import (
 
 def test_measure_context() -> None:
     measure = measure_context(1024, 4096)
+    assert measure.total_tokens_in_context == 1024
+    assert measure.model_context_length == 4096
     assert measure.model_remaining_context_length == 3072
     assert measure.context_occupied_percent == 25.0
+
+
+def test_a_window_of_zero_is_full() -> None:
+    measure = measure_context(0, 0)
+    assert measure.context_occupied_percent == 100.0
+    assert available_tokens(measure) == 0
 
 
 def test_available_is_floor_of_formula() -> None:

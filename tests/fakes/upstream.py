@@ -14,7 +14,10 @@ from typing import Any
 
 from aiohttp import web
 from aiohttp.typedefs import Handler
+from multidict import CIMultiDict
 
+UPSTREAM_SERVER = "fake-upstream/1.0"
+UPSTREAM_DATE = "Mon, 01 Jan 2001 00:00:00 GMT"
 ANSWER = ["Hello", " from", " the", " fake", " upstream", "."]
 
 
@@ -41,7 +44,7 @@ class Recorded:
     method: str
     path: str
     query: str
-    headers: dict[str, str]
+    headers: CIMultiDict[str]  # field names are case-insensitive, as on any HTTP server
     body: bytes
 
     @property
@@ -72,6 +75,7 @@ class FakeUpstream:
     disconnected: threading.Event = field(default_factory=threading.Event)
     tokenize_calls: int = 0
     tokenize_delay: float = 0.0  # a slow tokenizer makes the proxy's preparation slow
+    tokenize_answer: tuple[int, Any] | None = None  # (status, JSON body) instead of tokens
     chat_template: str = "chatml"
     required_key: str | None = None  # introspection endpoints answer 401 without it
     set_cookie: str | None = None  # /v1/models sets this cookie when given
@@ -109,7 +113,7 @@ class FakeUpstream:
             request.method,
             request.path,
             request.raw_path.partition("?")[2],
-            dict(request.headers),
+            CIMultiDict(request.headers),
             await request.read(),
         )
         self.requests.append(entry)
@@ -287,6 +291,9 @@ class FakeUpstream:
         self.tokenize_calls += 1
         if self.tokenize_delay:
             await asyncio.sleep(self.tokenize_delay)
+        if self.tokenize_answer is not None:
+            status, answer = self.tokenize_answer
+            return web.json_response(answer, status=status)
         body = await request.json()
         if self.kind == "vllm":
             text = chatml(body["messages"]) if "messages" in body else body.get("prompt", "")
@@ -330,11 +337,12 @@ class FakeUpstream:
                 "method": entry.method,
                 "path": entry.path,
                 "query": entry.query,
-                "headers": entry.headers,
+                "headers": dict(entry.headers),
                 "body_b64": base64.b64encode(entry.body).decode(),
             },
             status=status,
-            headers={"X-Upstream-Header": "kept"},
+            # Server and Date are the upstream's own: the proxy's response has its own.
+            headers={"X-Upstream-Header": "kept", "Server": UPSTREAM_SERVER, "Date": UPSTREAM_DATE},
         )
 
 

@@ -36,7 +36,7 @@ def test_citation_line_is_the_retrieval_prompt_shape() -> None:
 
 
 def test_limit_below_one_is_refused() -> None:
-    with pytest.raises(ValueError):
+    with pytest.raises(ValueError, match="has to hold at least 1, not 0"):
         PassageBudget.in_characters(0)
     with pytest.raises(ValueError):
         PassageBudget(-5, Recorder())
@@ -210,3 +210,60 @@ async def test_token_budget_with_tiktoken_shortens_more_than_once(cl100k: Any) -
     assert len(rounds) >= 3 + 1  # original, two or more cuts, and the other passage
     assert selection.per_source == [1, 0]  # the first file took the whole budget
     assert selection.left_out == 1
+
+
+async def test_a_source_with_fewer_passages_does_not_end_a_round() -> None:
+    # At rank 1 the first source has nothing left; the second one's rank-1 passage still goes.
+    short = [passage(0, 0, "a")]
+    longer = [passage(1, 0, "b"), passage(1, 1, "c")]
+    selection = await PassageBudget.in_characters(1_000).select([short, longer])
+    assert selection == PassageSelection([short[0], *longer], [1, 2], 0)
+
+
+async def test_a_passage_exactly_the_size_of_the_budget_is_kept_whole() -> None:
+    text = "w" * 40
+    measure = Recorder()
+    selection = await PassageBudget(cost(text, 1), measure).select([[passage(0, 0, text)]])
+    assert [p.text for p in selection.passages] == [text]
+    assert measure.measured == [citation_line(1, text)]  # measured once, never cut
+
+
+async def test_a_budget_smaller_than_a_citation_line_holds_nothing() -> None:
+    # No room even for `Citation 1: ""`: nothing is cut down to a stub.
+    budget = PassageBudget.in_characters(cost("", 1) - 2)
+    selection = await budget.select([[passage(0, 0, "a" * 100)]])
+    assert selection == PassageSelection([], [0], left_out=1)
+
+
+async def test_a_cut_the_guard_lengthens_is_cut_again_before_it_is_measured() -> None:
+    # A guard can make a cut longer (a redacted phrase becomes a longer marker): the cut is
+    # shortened until the guarded text fits, before the passage is measured again.
+    measure = Recorder()
+    limit = 60
+    text = "ab!" * 100
+
+    def doubling(cut: str) -> str:
+        return cut.replace("!", "!!")
+
+    selection = await PassageBudget(limit, measure).select([[passage(0, 0, text)]], guard=doubling)
+    (kept,) = selection.passages
+    assert kept.text == doubling(kept.text.replace("!!", "!"))  # the guarded cut
+    assert text.startswith(kept.text.replace("!!", "!"))
+    # The first cut keeps 60 - 14 (`Citation 1: ""`) = 46 characters, 61 once guarded: 15 too
+    # many. The second keeps 46 - 15 = 31, 41 once guarded: 41 + 14 = 55 fits.
+    assert kept.text == doubling(text[:31]) and cost(kept.text, 1) == 55
+    assert len(measure.measured) == 2  # the original, then the one cut that fits
+
+
+async def test_a_cut_the_guard_makes_no_shorter_is_left_out() -> None:
+    # If the guarded cut is as long as the passage was, shortening cannot help.
+    text = "c" * 100
+
+    def padding(cut: str) -> str:
+        return cut.ljust(len(text), "c")
+
+    for guard in (padding, lambda cut: cut + "c" * 1_000):
+        selection = await PassageBudget.in_characters(50).select(
+            [[passage(0, 0, text)]], guard=guard
+        )
+        assert selection == PassageSelection([], [0], left_out=1)
