@@ -41,7 +41,7 @@ class ServerThread:
             await runner.setup()
             await proxy_site(runner, sock, settings).start()
             self.runners.append(runner)
-            return "http://127.0.0.1:%d" % sock.getsockname()[1]
+            return f"http://127.0.0.1:{sock.getsockname()[1]}"
 
         return self.call(start())
 
