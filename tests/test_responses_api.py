@@ -140,7 +140,7 @@ def test_stream_helper_and_inline_sources(base: str, upstream: FakeUpstream) -> 
     annotation = final.output[0].content[0].annotations[0]
     assert final.output_text[annotation.index :].startswith("- book.pdf")
     assert "citations" not in (final.model_extra or {})  # inline only: no extra fields
-    assert "X-Enrich" not in json.dumps(upstream.last_to("/v1/chat/completions").headers)
+    assert "X-Enrich" not in json.dumps(dict(upstream.last_to("/v1/chat/completions").headers))
 
 
 def test_status_comments_come_first(base: str) -> None:

@@ -207,7 +207,7 @@ class FakeUpstream:
 
     async def responses(self, request: web.Request) -> web.StreamResponse:
         """An upstream that speaks the Responses API itself (a fixed answer, JSON or events)."""
-        entry = await self.record(request)
+        entry = request[RECORDED]
         body = entry.json
         text = "".join(ANSWER)
         part = {"type": "output_text", "text": text, "annotations": []}
