@@ -8,6 +8,7 @@ equivalent ones are the mutant names listed in docs/mutation.md.
     bash scripts/mutation                  # every group
     bash scripts/mutation guard budget     # some groups
     bash scripts/mutation --list           # the groups, their modules and tests
+    bash scripts/mutation --report         # the last results again, without running
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 WORKSPACES = ROOT / ".mutation"
+MUTMUT = [sys.executable, "-m", "mutmut"]
 EQUIVALENT_LIST = ROOT / "docs" / "mutation.md"
 
 
@@ -133,16 +135,19 @@ def equivalent_mutants() -> set[str]:
 
 
 def run_group(name: str, group: Group, children: int) -> list[tuple[str, str, str]]:
-    """(module, mutant, status) for every mutant of the group."""
+    """Mutate the group's modules and run its tests; (module, mutant, status) of each mutant."""
     where = workspace(name, group)
-    mutmut = [sys.executable, "-m", "mutmut"]
     # CI: hypothesis runs the same examples each time, so a verdict does not change by chance.
     env = {**os.environ, "CI": "1"}
-    subprocess.run([*mutmut, "run", "--max-children", str(children)], cwd=where, env=env)
+    subprocess.run([*MUTMUT, "run", "--max-children", str(children)], cwd=where, env=env)
+    return results_of(where)
+
+
+def results_of(where: Path) -> list[tuple[str, str, str]]:
+    """(module, mutant, status) of each mutant of the last run in workspace `where`."""
     results = subprocess.run(
-        [*mutmut, "results", "--all", "true"],
+        [*MUTMUT, "results", "--all", "true"],
         cwd=where,
-        env=env,
         capture_output=True,
         text=True,
         check=True,
@@ -159,7 +164,11 @@ def report(found: list[tuple[str, str, str]]) -> None:
     equivalent = equivalent_mutants()
     rows: dict[str, Counter[str]] = {}
     open_survivors = []
+    unchecked = 0
     for module, name, status in found:
+        if status == "not checked":  # an interrupted run: no verdict yet
+            unchecked += 1
+            continue
         counts = rows.setdefault(module, Counter())
         counts["mutants"] += 1
         if status in ("killed", "timeout", "segfault", "caught by type check"):
@@ -185,6 +194,8 @@ def report(found: list[tuple[str, str, str]]) -> None:
     if total["mutants"]:
         share = (total["survived"] + total["equivalent"]) / total["mutants"]
         print(f"\nsurvivors (open + equivalent): {share:.1%}")
+    if unchecked:
+        print(f"{unchecked} mutants not checked yet (an interrupted run): run the groups again")
     if open_survivors:
         print("\nopen survivors (see one with: cd .mutation/<group> && mutmut show NAME):")
         for line in open_survivors:
@@ -196,6 +207,9 @@ def main() -> int:
     parser.add_argument("groups", nargs="*", help=f"any of {', '.join(GROUPS)}; default: all")
     parser.add_argument("--list", action="store_true", help="show the groups and exit")
     parser.add_argument("--children", type=int, default=2, help="parallel mutants (default 2)")
+    parser.add_argument(
+        "--report", action="store_true", help="only print the last results of the groups"
+    )
     args = parser.parse_args()
     if args.list:
         for name, group in GROUPS.items():
@@ -206,6 +220,10 @@ def main() -> int:
         parser.error(f"unknown groups {sorted(unknown)}; known: {', '.join(GROUPS)}")
     found = []
     for name in args.groups or list(GROUPS):
+        if args.report:
+            if (WORKSPACES / name / "mutants").exists():
+                found += results_of(WORKSPACES / name)
+            continue
         print(f"== {name}", flush=True)
         found += run_group(name, GROUPS[name], args.children)
     report(found)
