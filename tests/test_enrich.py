@@ -457,3 +457,16 @@ def test_an_upstream_tokenizer_failure_is_named_and_relayed(
     assert error["message"] == f"upstream /tokenize failed with {message}"
     assert error["type"] == "upstream_error"
     assert not upstream.to(CHAT)
+
+
+def test_the_proxys_own_calls_ask_for_plain_json(
+    make_proxy: Callable[..., str], upstream: FakeUpstream
+) -> None:
+    # The upstream session does not decompress (bytes are relayed as they come), so the
+    # proxy's own calls ask for an unencoded answer, whatever sits in front of the upstream.
+    upstream.compress_json = True
+    base = make_proxy()
+    record = decision(base, ask([text_part("a.txt", "Some words.")]))
+    assert record["counter"] == "llamacpp" and record["context_window"] == 4096
+    for request in upstream.requests:
+        assert request.headers["Accept-Encoding"] == "identity", request.path

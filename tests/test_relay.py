@@ -197,7 +197,7 @@ def test_upstream_unreachable_is_502(make_proxy: Callable[..., str]) -> None:
     with pytest.raises(openai.APIStatusError) as caught:
         client(base).chat.completions.create(model="m", messages=MESSAGES)  # type: ignore[arg-type]
     assert caught.value.status_code == 502
-    assert "unreachable" in caught.value.message
+    assert "upstream http://127.0.0.1:9 is unreachable" in caught.value.message
     response = httpx.get(base + "/v1/models")
     assert response.status_code == 502
     assert set(response.json()["error"]) == {"message", "type", "param", "code"}

@@ -76,6 +76,8 @@ class FakeUpstream:
     tokenize_calls: int = 0
     tokenize_delay: float = 0.0  # a slow tokenizer makes the proxy's preparation slow
     tokenize_answer: tuple[int, Any] | None = None  # (status, JSON body) instead of tokens
+    # Gzip JSON answers when the request accepts gzip, as a compressing proxy in front would.
+    compress_json: bool = False
     chat_template: str = "chatml"
     required_key: str | None = None  # introspection endpoints answer 401 without it
     set_cookie: str | None = None  # /v1/models sets this cookie when given
@@ -118,7 +120,27 @@ class FakeUpstream:
         )
         self.requests.append(entry)
         request[RECORDED] = entry
-        return await handler(request)
+        response = await handler(request)
+        accepted = request.headers.get("Accept-Encoding", "*")  # none named: any is fine
+        if (
+            self.compress_json
+            and isinstance(response, web.Response)
+            and response.content_type == "application/json"
+            and ("gzip" in accepted or "*" in accepted)
+            and response.body is not None
+        ):
+            response.body = gzip.compress(bytes(response.body))  # type: ignore[arg-type]
+            response.headers["Content-Encoding"] = "gzip"
+        return response
+
+    @staticmethod
+    def json_body_required(request: web.Request) -> None:
+        """A JSON body must say it is JSON (FastAPI, so vLLM, answers 422 otherwise)."""
+        if request.content_type != "application/json":
+            raise web.HTTPUnsupportedMediaType(
+                text='{"error": {"message": "expected application/json"}}',
+                content_type="application/json",
+            )
 
     def to(self, path: str) -> list[Recorded]:
         """The requests received on `path`, in order."""
@@ -286,6 +308,7 @@ class FakeUpstream:
 
     async def tokenize(self, request: web.Request) -> web.Response:
         self.authorised(request)
+        self.json_body_required(request)
         if self.kind == "plain":
             raise web.HTTPNotFound()
         self.tokenize_calls += 1
@@ -307,6 +330,7 @@ class FakeUpstream:
 
     async def apply_template(self, request: web.Request) -> web.Response:
         self.authorised(request)
+        self.json_body_required(request)
         if self.kind != "llamacpp":
             raise web.HTTPNotFound()
         body = await request.json()
