@@ -146,3 +146,97 @@ def test_file_parts_outside_user_messages_become_markers() -> None:
         {"type": "text", "text": "here"},
         {"type": "text", "text": "[attached: gen.txt]"},
     ]
+
+
+# --- edges that mutation testing found untested -----------------------------------------------
+
+
+def refused(part: object) -> BadRequest:
+    with pytest.raises(BadRequest) as caught:
+        find_references(
+            [{"role": "user", "content": [{"type": "text", "text": "q"}, part]}], path_prefix=None
+        )
+    return caught.value
+
+
+@pytest.mark.parametrize(
+    ("part", "message"),
+    [
+        ({"type": "file", "file": "x"}, "messages[0].content[1].file must be an object"),
+        (
+            {"type": "file", "file": {"filename": 5, "file_data": "aGk="}},
+            "messages[0].content[1]: filename must be a string",
+        ),
+        # Present but not text: no file part at all.
+        (
+            {"type": "file", "file": {"file_data": 123, "file_id": ["f"], "file_url": {"u": 1}}},
+            "messages[0].content[1]: a file part needs file_data, file_id or file_url",
+        ),
+    ],
+)
+def test_bad_file_parts_are_named(part: object, message: str) -> None:
+    error = refused(part)
+    assert error.message == message
+    assert error.param == "messages[0].content[1]"
+
+
+def test_file_parts_of_other_roles_become_markers() -> None:
+    assistant = {
+        "role": "assistant",
+        "content": [
+            {"type": "text", "text": "here"},
+            {"type": "file", "file": {"file_name": "old.pdf"}},
+            {"type": "input_file", "file_id": "file-x"},
+        ],
+    }
+    plain = {"role": "assistant", "content": [{"type": "text", "text": "no files"}]}
+    tool = {"role": "tool", "content": "a string"}
+    messages = [assistant, plain, tool, {"role": "user", "content": "q"}]
+    found = find_references(messages, path_prefix=None)
+    assert found.messages[0]["content"] == [
+        {"type": "text", "text": "here"},
+        {"type": "text", "text": "[attached: old.pdf]"},
+        {"type": "text", "text": "[attached: file]"},
+    ]
+    assert found.messages[1] is plain and found.messages[2] is tool
+    assert found.refs == []
+
+
+def test_unnamed_attachments_are_numbered_in_order() -> None:
+    parts = [{"type": "file", "file": {"file_data": "aGk="}} for _ in range(2)]
+    found = find_references([{"role": "user", "content": parts}], path_prefix=None)
+    assert [r.name for r in found.refs] == ["attachment-1", "attachment-2"]
+    assert [r.message_index for r in found.refs] == [0, 0]
+
+
+def test_decode_file_data_names_the_file_and_the_reason() -> None:
+    with pytest.raises(DocumentError) as caught:
+        decode_file_data("x.pdf", "data:text/plain,hello", 100)
+    assert caught.value.message == (
+        "x.pdf: file_data must be a base64 data URL (data:<mime>;base64,...)"
+    )
+    cases = [
+        ("@@@@", "x.pdf: file_data is not valid base64", "invalid_base64"),
+        ("", "x.pdf: the file is empty (0 bytes)", "empty_file"),
+    ]
+    for payload, message, code in cases:
+        with pytest.raises(DocumentError) as caught:
+            decode_file_data("x.pdf", payload, 100)
+        assert (caught.value.message, caught.value.code) == (message, code)
+    with pytest.raises(PayloadTooLarge) as too_large:
+        decode_file_data("x.pdf", "A" * 4 * 1048576, 2 * 1048576)
+    assert too_large.value.code == "file_too_large"
+    assert too_large.value.message == (
+        "x.pdf: the file is larger than documents.max_file_mb (2 MiB)"
+    )
+
+
+def test_the_size_check_before_decoding_allows_padding_and_counts_every_character() -> None:
+    # 12 base64 characters are 9 bytes: refused only past max_bytes + 3 (padding slack).
+    payload = "aGVsbG8gd29y"
+    assert decode_file_data("a", payload, 6) == b"hello wor"
+    with pytest.raises(PayloadTooLarge):
+        decode_file_data("a", payload, 5)
+    # Line breaks count as characters here: 13 characters are 9.75 bytes at 3/4 each, and the
+    # check uses whole bytes (9), so 6 + 3 still holds them.
+    assert decode_file_data("a", "aGVs\nbG8gd29y", 6) == b"hello wor"
