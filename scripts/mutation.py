@@ -142,9 +142,10 @@ def workspace(name: str, group: Group) -> Path:
             # ran them can deadlock on a lock another thread held. A fork server that has only
             # collected the tests forks clean children.
             'process_isolation = "forkserver"',
-            # A busy shared machine slows tests down; a slow test is not a hanging mutant.
-            "timeout_multiplier = 30.0",
-            "timeout_constant = 10.0",
+            # A mutant that loops forever costs the whole timeout: 10 times the tests' own time
+            # (plus 5 s) is still far above what a busy shared machine adds to a passing run.
+            "timeout_multiplier = 10.0",
+            "timeout_constant = 5.0",
             "",
         ]
     ).replace("'", '"')
