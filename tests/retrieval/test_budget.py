@@ -15,6 +15,11 @@ def passage(source: int, rank: int, text: str) -> Passage:
     return Passage(source, rank, text, {"file": f"file{source}.pdf", "page": rank + 1})
 
 
+def doubling(cut: str) -> str:
+    """A guard that lengthens text, as redacting a short phrase into a longer marker does."""
+    return cut.replace("!", "!!")
+
+
 def cost(text: str, candidates: int) -> int:
     """Characters of a passage as the model receives it, numbered as the last candidate."""
     return len(citation_line(candidates, text))
@@ -221,11 +226,27 @@ async def test_a_source_with_fewer_passages_does_not_end_a_round() -> None:
 
 
 async def test_a_passage_exactly_the_size_of_the_budget_is_kept_whole() -> None:
-    text = "w" * 40
+    text = "w!" * 20
     measure = Recorder()
-    selection = await PassageBudget(cost(text, 1), measure).select([[passage(0, 0, text)]])
+    budget = PassageBudget(cost(text, 1), measure)
+    # Not even offered for cutting (which would guard it again, and this guard would change it).
+    selection = await budget.select([[passage(0, 0, text)]], guard=doubling)
     assert [p.text for p in selection.passages] == [text]
     assert measure.measured == [citation_line(1, text)]  # measured once, never cut
+
+
+async def test_a_used_up_budget_counts_every_other_source_as_left_out() -> None:
+    sources = [[passage(n, 0, "p" * 10)] for n in range(3)]
+    selection = await PassageBudget.in_characters(cost("p" * 10, 3)).select(sources)
+    assert selection == PassageSelection([sources[0][0]], [1, 0, 0], left_out=2)
+
+
+async def test_a_guarded_cut_that_fits_by_one_character_is_kept() -> None:
+    # The first cut, guarded, is one character over its target; cut again, it fits.
+    selection = await PassageBudget.in_characters(17).select(
+        [[passage(0, 0, "ab!" * 20)]], guard=doubling
+    )
+    assert [p.text for p in selection.passages] == ["ab"]
 
 
 async def test_a_budget_smaller_than_a_citation_line_holds_nothing() -> None:
@@ -241,9 +262,6 @@ async def test_a_cut_the_guard_lengthens_is_cut_again_before_it_is_measured() ->
     measure = Recorder()
     limit = 60
     text = "ab!" * 100
-
-    def doubling(cut: str) -> str:
-        return cut.replace("!", "!!")
 
     selection = await PassageBudget(limit, measure).select([[passage(0, 0, text)]], guard=doubling)
     (kept,) = selection.passages
