@@ -428,6 +428,10 @@ def test_tokens_and_unfinished_tokens_are_counted_once_each() -> None:
     guarded = neutralise("<|im_start|> and <|im_end|> then <|im_")
     assert guarded.text == "‹|im_start|› and ‹|im_end|› then ‹|im_"
     assert guarded.report.by_kind == {"control_token": 3}
+    # A piece ending in what could start a token (`[INS`) counts as one more.
+    guarded = neutralise("<|im_start|> then [INS")
+    assert guarded.text == "‹|im_start|› then ⟦INS"
+    assert guarded.report.by_kind == {"control_token": 2}
 
 
 def test_plain_turn_markers_declared_by_the_upstream_are_broken() -> None:
