@@ -226,7 +226,8 @@ def test_retrieval_limit_is_honoured(
     make_proxy: Callable[..., str], upstream: FakeUpstream, limit: int | None, expected: int
 ) -> None:
     upstream.n_ctx = 100_000
-    base = make_proxy(retrieval={**ONE_PER_PARAGRAPH, "limit": 2})  # the config's default
+    # The config's limit; without `fill` (room left takes more passages), it is also a ceiling.
+    base = make_proxy(retrieval={**ONE_PER_PARAGRAPH, "limit": 2, "fill": "none"})
     response = httpx.post(base + "/v1/chat/completions", json=keeper_request(limit), timeout=60)
     assert response.status_code == 200, response.text
     assert len(cited(upstream)) == expected
