@@ -22,7 +22,8 @@ UPLOAD_PREFIX = ".upload-"
 TEMP_PREFIX = ".tmp-"
 
 
-def _atomic_write(path: Path, data: bytes) -> None:
+def atomic_write(path: Path, data: bytes) -> None:
+    """`data` at `path` whole or not at all: written to a temp file beside it, synced, renamed."""
     fd, temp = tempfile.mkstemp(dir=path.parent, prefix=TEMP_PREFIX)
     try:
         with os.fdopen(fd, "wb") as handle:
@@ -104,7 +105,7 @@ class DiskFileStore:
                 if not blob.name.startswith(".") and blob.name not in refs:
                     with contextlib.suppress(FileNotFoundError):
                         blob.unlink()
-            _atomic_write(self.ledger_path, json.dumps({"refs": refs, "usage": usage}).encode())
+            atomic_write(self.ledger_path, json.dumps({"refs": refs, "usage": usage}).encode())
 
     def usage(self, owner: str) -> int:
         return self._ledger()["usage"].get(owner, 0)
@@ -132,10 +133,10 @@ class DiskFileStore:
             # Always renamed over the blob, whether or not the same bytes are stored already:
             # the same work either way, so no caller can time whether another holds them.
             os.replace(upload.temp, self.blobs / sha)
-            _atomic_write(self.meta / f"{stored.id}.json", json.dumps(asdict(stored)).encode())
+            atomic_write(self.meta / f"{stored.id}.json", json.dumps(asdict(stored)).encode())
             ledger["refs"][sha] = ledger["refs"].get(sha, 0) + 1
             ledger["usage"][upload.owner] = used + upload.size
-            _atomic_write(self.ledger_path, json.dumps(ledger).encode())
+            atomic_write(self.ledger_path, json.dumps(ledger).encode())
         return stored
 
     def get(self, file_id: str, owner: Owner) -> StoredFile:
@@ -183,7 +184,7 @@ class DiskFileStore:
                     os.unlink(self.blobs / stored.sha256)
             used = ledger["usage"].get(stored.owner, 0) - stored.bytes
             ledger["usage"][stored.owner] = max(0, used)
-            _atomic_write(self.ledger_path, json.dumps(ledger).encode())
+            atomic_write(self.ledger_path, json.dumps(ledger).encode())
         return stored
 
 

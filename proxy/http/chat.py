@@ -29,6 +29,16 @@ async def read_request_body(request: web.Request, services: Services) -> bytes:
     return await read_body(request, max_body_bytes(server), server.body_timeout_s)
 
 
+def status_channel(request: web.Request, services: Services) -> StatusChannel:
+    """The request's progress statuses, as `server.status_comments` and `status_delay_s` say."""
+    return StatusChannel(
+        request,
+        enabled=services.settings.server.status_comments,
+        delay_s=services.settings.server.status_delay_s,
+        request_id=request[REQUEST_ID],
+    )
+
+
 async def prepare_exchange(
     request: web.Request,
     services: Services,
@@ -69,12 +79,7 @@ async def prepare_exchange(
 async def chat_completions(request: web.Request) -> web.StreamResponse:
     request[ROUTE] = "chat"
     services = request.app[SERVICES]
-    status = StatusChannel(
-        request,
-        enabled=services.settings.server.status_comments,
-        delay_s=services.settings.server.status_delay_s,
-        request_id=request[REQUEST_ID],
-    )
+    status = status_channel(request, services)
     try:
         exchange = await prepare_exchange(request, services, status)
     except ProxyError as error:

@@ -12,9 +12,14 @@ from aiohttp import web
 
 from proxy.errors import BadRequest, ProxyError, UpstreamError
 from proxy.http.body import parse_body, serialise
-from proxy.http.chat import forward_exchange, prepare_exchange, read_request_body
+from proxy.http.chat import (
+    forward_exchange,
+    prepare_exchange,
+    read_request_body,
+    status_channel,
+)
 from proxy.http.decorate import Transform, citation_fields, is_done
-from proxy.http.keys import FAILURE, REQUEST_ID, ROUTE, SERVICES
+from proxy.http.keys import FAILURE, ROUTE, SERVICES
 from proxy.http.passthrough import passthrough
 from proxy.http.recording import recorded
 from proxy.http.status import StatusChannel
@@ -48,12 +53,7 @@ async def _prepare(
 ) -> tuple[Exchange | None, StatusChannel, web.StreamResponse | None]:
     """The pipeline run on a chat body; on failure after the stream started, it is ended with an
     error event and no exchange comes back."""
-    status = StatusChannel(
-        request,
-        enabled=services.settings.server.status_comments,
-        delay_s=services.settings.server.status_delay_s,
-        request_id=request[REQUEST_ID],
-    )
+    status = status_channel(request, services)
     try:
         exchange = await prepare_exchange(
             request, services, status, body=body, file_search=file_search

@@ -5,11 +5,11 @@ from __future__ import annotations
 
 import contextlib
 import fcntl
-import os
-import tempfile
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Protocol
+
+from proxy.files.store import atomic_write
 
 Change = Callable[[bytes | None], bytes | None]
 """What a record becomes given what it is (None: missing); returning None leaves it as it is."""
@@ -62,17 +62,7 @@ class DiskRecords:
     def _write(self, key: str, data: bytes) -> None:
         path = self._path(key)
         path.parent.mkdir(parents=True, exist_ok=True)
-        fd, temp = tempfile.mkstemp(dir=path.parent, prefix=".tmp-")
-        try:
-            with os.fdopen(fd, "wb") as handle:
-                handle.write(data)
-                handle.flush()
-                os.fsync(handle.fileno())
-            os.replace(temp, path)
-        except BaseException:
-            with contextlib.suppress(FileNotFoundError):
-                os.unlink(temp)
-            raise
+        atomic_write(path, data)
 
     def delete(self, key: str) -> None:
         # Under the lock: an update in flight must not write the record back after this.
