@@ -45,10 +45,11 @@ class UpstreamClient:
     def url(self, path_qs: str) -> str:
         return self.settings.base_url + path_qs
 
-    def auth_headers(self, incoming_authorization: str | None) -> dict[str, str]:
+    def auth_headers(self) -> dict[str, str]:
+        """The credential of the proxy's own calls: the upstream key, else the client's."""
         if self.settings.api_key:
             return {"Authorization": f"Bearer {self.settings.api_key}"}
-        authorization = incoming_authorization or CLIENT_AUTHORIZATION.get()
+        authorization = CLIENT_AUTHORIZATION.get()
         if authorization:
             return {"Authorization": authorization}
         return {}
@@ -77,22 +78,18 @@ class UpstreamClient:
         finally:
             response.release()
 
-    async def get_json(self, path: str, *, authorization: str | None = None) -> tuple[int, Any]:
+    async def get_json(self, path: str) -> tuple[int, Any]:
         """GET a small JSON document; (status, parsed body or None)."""
-        return await self._json("GET", path, None, authorization)
+        return await self._json("GET", path, None)
 
-    async def post_json(
-        self, path: str, payload: Any, *, authorization: str | None = None
-    ) -> tuple[int, Any]:
+    async def post_json(self, path: str, payload: Any) -> tuple[int, Any]:
         """POST JSON and read a small JSON answer; (status, parsed body or None)."""
-        return await self._json("POST", path, payload, authorization)
+        return await self._json("POST", path, payload)
 
-    async def _json(
-        self, method: str, path: str, payload: Any, authorization: str | None
-    ) -> tuple[int, Any]:
+    async def _json(self, method: str, path: str, payload: Any) -> tuple[int, Any]:
         url = self.url(path)
         data = None if payload is None else json.dumps(payload).encode()
-        headers = self.auth_headers(authorization)
+        headers = self.auth_headers()
         if data is not None:
             headers["Content-Type"] = "application/json"
         headers["Accept-Encoding"] = "identity"

@@ -51,7 +51,7 @@ def upstream_request_headers(
     *,
     api_key: str | None,
     request_id: str,
-    proxy_keys: bool = False,
+    proxy_keys: bool,
     drop: Iterable[str] = (),
 ) -> CIMultiDict[str]:
     """The client's headers as they go upstream, with the upstream key and request id set.
