@@ -13,7 +13,8 @@ from proxy.stores.records import BATCH_ID, BatchRecord, FileRecord, new_batch_id
 from proxy.stores.shapes import batch_object
 
 if TYPE_CHECKING:
-    from proxy.stores.service import Caller, VectorStores
+    from proxy.stores.access import Caller, Stores
+    from proxy.stores.members import StoreFiles
 
 T = TypeVar("T")
 
@@ -25,8 +26,9 @@ async def _run(call: Callable[..., T], *args: Any) -> T:
 class FileBatches:
     """Batches are records of which files came together; their states come from the files."""
 
-    def __init__(self, stores: VectorStores) -> None:
+    def __init__(self, stores: Stores, files: StoreFiles) -> None:
         self.stores = stores
+        self.members = files
 
     async def _find(self, caller: Caller, store_id: str, batch_id: str) -> BatchRecord:
         await self.stores.owned(caller, store_id)
@@ -53,7 +55,7 @@ class FileBatches:
         if not attachments:
             raise BadRequest(f"{param}: give at least one file", param=param, code="invalid_value")
         p.attributes(asked.attributes)
-        found = await self.stores.files.visible(caller, attachments, param)
+        found = await self.members.visible(caller, attachments, param)
         batch = BatchRecord(
             id=new_batch_id(),
             store_id=store.id,
@@ -61,7 +63,7 @@ class FileBatches:
             file_ids=[a.file_id for a in attachments],
         )
         await _run(self.stores.registry.save_batch, batch)
-        await self.stores.files.add(store, attachments, found, batch.id)
+        await self.members.add(store, attachments, found, batch.id)
         return await self._describe(batch)
 
     async def get(self, caller: Caller, store_id: str, batch_id: str) -> dict[str, Any]:
@@ -87,4 +89,4 @@ class FileBatches:
         self, caller: Caller, store_id: str, batch_id: str, query: Mapping[str, str]
     ) -> dict[str, Any]:
         await self._find(caller, store_id, batch_id)
-        return await self.stores.files.page(caller, store_id, query, batch_id=batch_id)
+        return await self.members.page(caller, store_id, query, batch_id=batch_id)

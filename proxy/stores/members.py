@@ -17,7 +17,7 @@ from proxy.stores.shapes import deleted, file_object, list_page
 
 if TYPE_CHECKING:
     from proxy.documents.model import ParsedDocument
-    from proxy.stores.service import Caller, VectorStores
+    from proxy.stores.access import Caller, Stores
 
 T = TypeVar("T")
 
@@ -33,7 +33,7 @@ def _sort_key(record: FileRecord) -> tuple[float, str]:
 class StoreFiles:
     """What happens to the files of the stores; ownership is checked on the store."""
 
-    def __init__(self, stores: VectorStores) -> None:
+    def __init__(self, stores: Stores) -> None:
         self.stores = stores
 
     async def visible(

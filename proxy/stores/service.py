@@ -5,10 +5,11 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import Awaitable, Callable, Mapping
-from typing import TYPE_CHECKING, Any, Protocol, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from proxy.config import Settings
 from proxy.stores import params as p
+from proxy.stores.access import Caller
 from proxy.stores.batches import FileBatches
 from proxy.stores.chunking import Variants
 from proxy.stores.errors import StoreExpired, StoreNotFound
@@ -37,17 +38,6 @@ TOUCH_EVERY_S = 60
 """`last_active_at` moves at most once a minute: a search is not a write each time."""
 CANDIDATES_PER_FILE = 20
 """Passages each file offers to the ranking across files (before the threshold and limit)."""
-
-
-class Caller(Protocol):
-    """Who asks: the key's name (what it makes is its own) and whose things it sees (None:
-    everyone's, an admin)."""
-
-    @property
-    def name(self) -> str: ...
-
-    @property
-    def scope(self) -> str | None: ...
 
 
 def _sort_key(record: StoreRecord | FileRecord | BatchRecord) -> tuple[float, str]:
@@ -87,7 +77,7 @@ class VectorStores:
             clock=clock,
         )
         self.files = StoreFiles(self)
-        self.batches = FileBatches(self)
+        self.batches = FileBatches(self, self.files)
 
     async def variants(self) -> Variants:
         """The retrievers for the stores' chunkings (opening the index on first use)."""
