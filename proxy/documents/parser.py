@@ -117,7 +117,8 @@ class DocumentParser:
             try:
                 document = await asyncio.shield(pending)
             except asyncio.CancelledError:
-                if pending.cancelled():
+                current = asyncio.current_task()
+                if pending.cancelled() and not (current and current.cancelling()):
                     continue  # the request parsing it went away: parse it for this one
                 raise
             return document if document.name == name else replace(document, name=name)
@@ -263,10 +264,10 @@ class DocumentParser:
         titles: list[str] = []
         job.on_title = titles.append
         try:
-            sections = await asyncio.wait_for(
-                asyncio.to_thread(text_sections, kind, name, data, job),
-                self.limits.timeout_s,
-            )
+            # asyncio.timeout, not wait_for: Python 3.11's wait_for loses a cancellation that
+            # lands as the thread finishes, and a stopping job would then carry on.
+            async with asyncio.timeout(self.limits.timeout_s):
+                sections = await asyncio.to_thread(text_sections, kind, name, data, job)
         except ExtractError as exc:
             raise DocumentError(name, exc.reason, code=exc.code) from None
         except TimeoutError:

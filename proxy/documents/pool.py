@@ -235,4 +235,5 @@ class WorkerPool:
 
 async def _wait_briefly(proc: asyncio.subprocess.Process, seconds: float = 0.5) -> None:
     with contextlib.suppress(TimeoutError):
-        await asyncio.wait_for(proc.wait(), seconds)
+        async with asyncio.timeout(seconds):
+            await proc.wait()

@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any
 import obstore
 
 from proxy.files.objects import CONFLICTS, MISSING
+from proxy.tasks import cancel_and_wait
 
 if TYPE_CHECKING:
     from obstore.store import S3Store
@@ -96,8 +97,6 @@ class ObjectLeases:
         try:
             yield
         finally:
-            task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await task
+            await cancel_and_wait(task)
             with contextlib.suppress(Exception):
                 await self.release(name)

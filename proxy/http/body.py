@@ -36,7 +36,8 @@ async def within(step: Awaitable[T], idle_s: float) -> T:
     """One read of a request body, or a 408 when the client sends nothing for `idle_s`: aiohttp
     has no body read timeout of its own, and a stalled upload would hold its connection."""
     try:
-        return await asyncio.wait_for(step, idle_s)
+        async with asyncio.timeout(idle_s):  # not wait_for: see DocumentParser on 3.11
+            return await step
     except TimeoutError:
         raise ProxyError(
             f"the request body stopped arriving (nothing for {idle_s:g} s, server.body_timeout_s)",

@@ -80,7 +80,8 @@ class StatusChannel:
             await self._flush()
             wake.clear()
             try:
-                await asyncio.wait_for(wake.wait(), KEEPALIVE_S)
+                async with asyncio.timeout(KEEPALIVE_S):
+                    await wake.wait()
             except TimeoutError:
                 await response.write(b": keep-alive\n\n")
         await self._flush()

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
@@ -41,30 +42,34 @@ class Services:
     retriever_factory: Callable[[], Retriever] | None = field(repr=False, default=None)
     local_upstream: LlamaServer | None = field(default=None, repr=False)
     vector_stores: VectorStores | None = field(default=None, repr=False)
-    _retriever: Retriever | None = field(default=None, repr=False)
-    _opening: asyncio.Lock = field(default_factory=asyncio.Lock, repr=False)
+    _opening: asyncio.Task[Retriever] | None = field(default=None, repr=False)
 
     async def retriever(self) -> Retriever:
         """The vector index, opened on first use: requests that never retrieve never load it.
 
-        Opening imports chromadb (seconds) and may load a model: done in a thread, once.
+        Opening imports chromadb (seconds) and may load a model: done in a thread, once (an
+        opening that failed is tried again by the next caller).
         """
-        if self._retriever is None:
-            async with self._opening:
-                if self._retriever is None:
-                    assert self.retriever_factory is not None
-                    self._retriever = await asyncio.to_thread(self.retriever_factory)
-        opened: Retriever = self._retriever
-        return opened
+        opening = self._opening
+        if opening is None or (
+            opening.done() and (opening.cancelled() or opening.exception() is not None)
+        ):
+            assert self.retriever_factory is not None
+            opening = self._opening = asyncio.create_task(asyncio.to_thread(self.retriever_factory))
+        # Shielded: a caller cancelled meanwhile (a client gone, a shutdown) must not drop an
+        # index opened in the thread all the same, which would hold the store's lock for good.
+        return await asyncio.shield(opening)
 
     async def aclose(self) -> None:
-        """Stop the stores' indexing jobs and the parser workers, close the index, stop a
-        spawned llama-server."""
+        """Stop the stores' indexing jobs and the parser workers, close the index (waiting for
+        one being opened), stop a spawned llama-server."""
         if self.vector_stores is not None:
             await self.vector_stores.close()
         await self.parser.close()
-        if self._retriever is not None:
-            await self._retriever.close()
-            self._retriever = None
+        opening, self._opening = self._opening, None
+        if opening is not None:
+            with contextlib.suppress(Exception):
+                retriever = await opening
+                await retriever.close()
         if self.local_upstream is not None:
             await self.local_upstream.stop()

@@ -19,6 +19,7 @@ from proxy.retrieval.indexing import Indexer, Vectors
 from proxy.retrieval.lease import Leases
 from proxy.retrieval.passages import DocumentPassages, PassagesMissing, PassageStore
 from proxy.retrieval.rerank import Reranker
+from proxy.tasks import cancel_and_wait
 
 RANKINGS = ("hybrid", "dense", "lexical")
 POOL = 50
@@ -301,9 +302,7 @@ async def _ticking(status: Status, line: Callable[[], str]) -> AsyncIterator[Non
     try:
         yield
     finally:
-        task.cancel()
-        with contextlib.suppress(asyncio.CancelledError):
-            await task
+        await cancel_and_wait(task)
         status(line())
 
 

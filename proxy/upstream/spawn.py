@@ -16,6 +16,7 @@ from typing import Literal, Self
 import aiohttp
 import structlog
 
+from proxy.tasks import cancel_and_wait
 from proxy.upstream.launch import LlamaServerError, ServerLaunch
 from proxy.upstream.server_log import TAIL_LINES, ServerLog
 
@@ -164,9 +165,7 @@ class LlamaServer:
         self._stopping = True
         supervisor, self._supervisor = self._supervisor, None
         if supervisor is not None and not supervisor.done():
-            supervisor.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await supervisor
+            await cancel_and_wait(supervisor)
         await self._terminate()
         self.log.close()
         self._ready.clear()
