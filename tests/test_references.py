@@ -240,3 +240,46 @@ def test_the_size_check_before_decoding_allows_padding_and_counts_every_characte
     # Line breaks count as characters here: 13 characters are 9.75 bytes at 3/4 each, and the
     # check uses whole bytes (9), so 6 + 3 still holds them.
     assert decode_file_data("a", "aGVs\nbG8gd29y", 6) == b"hello wor"
+
+
+def test_every_reference_knows_its_message_and_the_cleaned_text_keeps_the_paths() -> None:
+    file_id = "file-" + "1" * 24
+    messages = [
+        {"role": "user", "content": "before #file:old/notes/a.txt"},
+        {"role": "assistant", "content": "ok"},
+        {
+            "role": "user",
+            "content": [
+                {"type": "text", "text": "see #file:docs/2024/report.pdf"},
+                {"type": "refusal", "text": "not a text part"},
+                {"type": "text", "text": "and this"},
+                {"type": "input_file", "file_id": file_id},
+                {"type": "input_file", "file_url": "https://example.org/x/paper.pdf"},
+            ],
+        },
+        {"role": "assistant", "content": "answering"},
+    ]
+    found = find_references(messages, path_prefix="#file:")
+    assert [(r.name, r.origin, r.locator, r.message_index, r.new) for r in found.refs] == [
+        ("a.txt", "path", "old/notes/a.txt", 0, False),
+        ("report.pdf", "path", "docs/2024/report.pdf", 2, True),
+        (file_id, "file_id", file_id, 2, True),
+        ("paper.pdf", "url", "https://example.org/x/paper.pdf", 2, True),
+    ]
+    assert found.last_user_index == 2
+    # Only text parts make the query, joined by line breaks; references become plain paths.
+    assert found.query == "see docs/2024/report.pdf\nand this"
+    assert found.messages[0] == {"role": "user", "content": "before old/notes/a.txt"}
+    assert found.messages[2]["content"][:3] == [
+        {"type": "text", "text": "see docs/2024/report.pdf"},
+        {"type": "refusal", "text": "not a text part"},
+        {"type": "text", "text": "and this"},
+    ]
+
+
+def test_the_last_user_message_may_be_followed_by_others() -> None:
+    messages = [{"role": "user", "content": "the question"}, {"role": "assistant", "content": "…"}]
+    found = find_references(messages, path_prefix=None)
+    assert (found.last_user_index, found.query) == (0, "the question")
+    nobody = find_references([{"role": "system", "content": "s"}], path_prefix=None)
+    assert (nobody.last_user_index, nobody.query) == (None, "")
