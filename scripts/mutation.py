@@ -105,12 +105,19 @@ GROUPS = {
             "tests/test_files_api.py",
             "tests/test_file_store_contract.py",
             "tests/test_file_store_race.py",
+            "tests/test_file_ownership.py",
             "tests/test_load.py::test_disk_full_for_the_files_store",
         ),
     ),
     "relay": Group(
         ("proxy/upstream/relay.py", "proxy/upstream/forward.py"),
-        ("tests/test_relay.py", "tests/test_load.py::test_upstream_dies_mid_stream"),
+        (
+            "tests/test_relay.py",
+            "tests/test_client_gone.py",
+            "tests/test_hot_path.py",
+            "tests/test_bad_input.py",
+            "tests/test_load.py::test_upstream_dies_mid_stream",
+        ),
     ),
 }
 
