@@ -20,6 +20,7 @@ from tests.fakes.upstream import (
     FakeUpstream,
     stream_chunks,
 )
+from tests.test_logs_and_secrets import json_logs, log_events
 
 MESSAGES = [{"role": "user", "content": "Hi"}]
 
@@ -329,3 +330,59 @@ def test_upstream_cookies_are_never_replayed_for_other_clients(
     upstream.set_cookie = None
     httpx.get(base + "/v1/models", headers={"Authorization": "Bearer client-b"})
     assert "Cookie" not in upstream.last.headers
+
+
+def test_redirects_are_relayed_not_followed(
+    make_proxy: Callable[..., str], upstream: FakeUpstream
+) -> None:
+    # The client decides whether to follow: the proxy must not fetch another URL on its behalf.
+    base = make_proxy()
+    response = httpx.get(
+        base + "/moved",
+        headers={"X-Want-Status": "307", "X-Want-Location": "/v1/models"},
+        follow_redirects=False,
+    )
+    assert response.status_code == 307
+    assert response.headers["Location"] == "/v1/models"
+    assert [entry.path for entry in upstream.requests] == ["/moved"]
+
+
+def test_an_upstream_lost_after_the_stream_started_ends_it_with_an_error(
+    make_proxy: Callable[..., str], upstream: FakeUpstream
+) -> None:
+    # No status delay: the document's statuses start the client's stream while the proxy
+    # prepares; the upstream then drops the chat request, and the stream says so and ends.
+    upstream.chat_mode = "drop"
+    base = make_proxy(server={"status_delay_s": 0.0})
+    document = {
+        "type": "file",
+        "file": {
+            "filename": "note.txt",
+            "file_data": "data:text/plain;base64,"
+            + base64.b64encode(b"The keeper feeds the cats.").decode(),
+        },
+    }
+    body = {
+        "messages": [{"role": "user", "content": [{"type": "text", "text": "Who?"}, document]}],
+        "stream": True,
+    }
+    with httpx.stream("POST", base + "/v1/chat/completions", json=body, timeout=30) as response:
+        assert response.status_code == 200
+        raw = b"".join(response.iter_raw())
+    events = [e for e in raw.split(b"\n\n") if e]
+    assert events[0].startswith(b": ")  # a status comment went out before the upstream was asked
+    assert events[-1] == b"data: [DONE]"
+    error = json.loads(events[-2].removeprefix(b"data: "))["error"]
+    assert upstream.base_url in error["message"]
+    assert error["type"] == "upstream_error"
+
+
+def test_the_access_line_times_the_upstream_within_the_request(
+    make_proxy: Callable[..., str], upstream: FakeUpstream, capfd: pytest.CaptureFixture[str]
+) -> None:
+    with json_logs("info"):
+        base = make_proxy()
+        client(base).chat.completions.create(model="m", messages=MESSAGES)  # type: ignore[arg-type]
+        logs = capfd.readouterr()
+    [line] = [e for e in log_events(logs.out + logs.err) if e["event"] == "request"]
+    assert 0 <= line["upstream_ms"] <= line["duration_ms"]

@@ -162,6 +162,10 @@ class FakeUpstream:
             mode = "stream" if body.get("stream") else "json"
         if mode == "error":
             return web.json_response(self.error_body, status=self.error_status)
+        if mode == "drop":  # the connection closed before any answer
+            assert request.transport is not None
+            request.transport.close()
+            return web.Response()
         if mode == "hang":
             try:
                 await asyncio.sleep(3600)
@@ -356,6 +360,7 @@ class FakeUpstream:
     async def echo(self, request: web.Request) -> web.Response:
         entry = request[RECORDED]
         status = int(request.headers.get("X-Want-Status", "200"))
+        location = request.headers.get("X-Want-Location")
         return web.json_response(
             {
                 "method": entry.method,
@@ -366,7 +371,12 @@ class FakeUpstream:
             },
             status=status,
             # Server and Date are the upstream's own: the proxy's response has its own.
-            headers={"X-Upstream-Header": "kept", "Server": UPSTREAM_SERVER, "Date": UPSTREAM_DATE},
+            headers={
+                "X-Upstream-Header": "kept",
+                "Server": UPSTREAM_SERVER,
+                "Date": UPSTREAM_DATE,
+                **({"Location": location} if location else {}),
+            },
         )
 
 
