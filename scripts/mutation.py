@@ -61,6 +61,7 @@ GROUPS = {
         ("proxy/pipeline/references.py", "proxy/pipeline/stages/references.py"),
         (
             "tests/test_references.py",
+            "tests/test_reading_references.py",
             "tests/test_path_traversal.py",
             "tests/test_file_references.py",
             "tests/test_file_ownership.py",
