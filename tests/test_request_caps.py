@@ -40,8 +40,11 @@ def test_too_many_documents_are_refused_before_any_parsing(
     response = chat(base, [file_part(f"f{i}.txt", f"tiny {i}") for i in range(1000)])
     assert response.status_code == 400
     error = response.json()["error"]
-    assert error["code"] == "too_many_files"
-    assert "documents.max_files_per_request" in error["message"]
+    assert (error["code"], error["param"]) == ("too_many_files", "messages")
+    assert error["message"] == (
+        "the request references 1000 documents; at most 20 are accepted "
+        "(documents.max_files_per_request)"
+    )
     assert parsed_entries(tmp_path) == []
     assert not [r for r in upstream.requests if r.path == "/v1/chat/completions"]
     assert chat(base, [file_part(f"f{i}.txt", f"tiny {i}") for i in range(20)]).status_code == 200
