@@ -386,3 +386,67 @@ def test_the_access_line_times_the_upstream_within_the_request(
         logs = capfd.readouterr()
     [line] = [e for e in log_events(logs.out + logs.err) if e["event"] == "request"]
     assert 0 <= line["upstream_ms"] <= line["duration_ms"]
+
+
+def started_stream(base: str) -> list[bytes]:
+    """A streamed request with a document, its stream started by the statuses (no delay)."""
+    document = {
+        "type": "file",
+        "file": {
+            "filename": "note.txt",
+            "file_data": "data:text/plain;base64,"
+            + base64.b64encode(b"The keeper feeds the cats.").decode(),
+        },
+    }
+    body = {
+        "messages": [{"role": "user", "content": [{"type": "text", "text": "Who?"}, document]}],
+        "stream": True,
+    }
+    with httpx.stream("POST", base + "/v1/chat/completions", json=body, timeout=30) as response:
+        assert response.status_code == 200
+        raw = b"".join(response.iter_raw())
+    events = [e for e in raw.split(b"\n\n") if e]
+    assert events[0].startswith(b": ")  # the stream began with a status, before the upstream
+    return events
+
+
+@pytest.mark.parametrize(
+    ("status", "error_body", "message"),
+    [
+        (400, {"error": {"message": "too long", "type": "x"}}, "too long"),
+        (400, {"message": "flat too long"}, "flat too long"),
+        (503, "loading model", '"loading model"'),
+    ],
+)
+def test_an_upstream_error_after_the_stream_started_becomes_an_error_event(
+    make_proxy: Callable[..., str],
+    upstream: FakeUpstream,
+    status: int,
+    error_body: object,
+    message: str,
+) -> None:
+    upstream.chat_mode = "error"
+    upstream.error_status = status
+    upstream.error_body = error_body  # type: ignore[assignment]
+    events = started_stream(make_proxy(server={"status_delay_s": 0.0}))
+    assert events[-1] == b"data: [DONE]"
+    error = json.loads(events[-2].removeprefix(b"data: "))["error"]
+    assert (error["message"], error["type"]) == (message, "upstream_error")
+
+
+def test_answers_after_the_stream_started_are_relayed_into_it(
+    make_proxy: Callable[..., str], upstream: FakeUpstream
+) -> None:
+    base = make_proxy(server={"status_delay_s": 0.0})
+    streamed = [e for e in started_stream(base) if e.startswith(b"data: {")]
+    text = "".join(
+        json.loads(e.removeprefix(b"data: "))["choices"][0]["delta"].get("content") or ""
+        for e in streamed
+    )
+    assert text == "".join(ANSWER)
+    # A whole JSON answer to a streamed request (an upstream that ignores `stream`): one event.
+    upstream.chat_mode = "json"
+    events = started_stream(base)
+    assert events[-1] == b"data: [DONE]"
+    answer = json.loads(events[-2].removeprefix(b"data: "))
+    assert answer["choices"][0]["message"]["content"] == "".join(ANSWER)
