@@ -198,7 +198,11 @@ def test_upstream_unreachable_is_502(make_proxy: Callable[..., str]) -> None:
     with pytest.raises(openai.APIStatusError) as caught:
         client(base).chat.completions.create(model="m", messages=MESSAGES)  # type: ignore[arg-type]
     assert caught.value.status_code == 502
-    assert "upstream http://127.0.0.1:9 is unreachable" in caught.value.message
+    assert caught.value.code == "upstream_unreachable"
+    # The operating system's reason, not the whole exception's text.
+    assert caught.value.body["message"] == (  # type: ignore[index]
+        "upstream http://127.0.0.1:9 is unreachable: Connect call failed ('127.0.0.1', 9)"
+    )
     response = httpx.get(base + "/v1/models")
     assert response.status_code == 502
     assert set(response.json()["error"]) == {"message", "type", "param", "code"}
@@ -209,7 +213,9 @@ def test_upstream_timeout_is_504(make_proxy: Callable[..., str], upstream: FakeU
     base = make_proxy(upstream={"read_timeout_s": 0.5})
     response = httpx.post(base + "/v1/chat/completions", json={"messages": MESSAGES}, timeout=10)
     assert response.status_code == 504
-    assert response.json()["error"]["code"] == "upstream_timeout"
+    error = response.json()["error"]
+    assert error["code"] == "upstream_timeout"
+    assert error["message"] == f"upstream {upstream.base_url} did not answer in time"
 
 
 def test_body_over_limit_is_413(make_proxy: Callable[..., str], upstream: FakeUpstream) -> None:
@@ -269,7 +275,11 @@ def test_upstream_dies_mid_stream(make_proxy: Callable[..., str], upstream: Fake
         body = b"".join(response.iter_raw())
     events = [e for e in body.split(b"\n\n") if e]
     assert events[-1] == b"data: [DONE]"
-    assert b'"error"' in events[-2]
+    error = json.loads(events[-2].removeprefix(b"data: "))["error"]
+    assert error["message"] == (
+        f"upstream {upstream.base_url}/v1/chat/completions broke off the stream: ClientPayloadError"
+    )
+    assert error["code"] == "upstream_stream_broken"
     with pytest.raises(openai.APIError):
         stream = client(base).chat.completions.create(model="m", messages=MESSAGES, stream=True)  # type: ignore[arg-type]
         for _ in stream:
@@ -450,3 +460,23 @@ def test_answers_after_the_stream_started_are_relayed_into_it(
     assert events[-1] == b"data: [DONE]"
     answer = json.loads(events[-2].removeprefix(b"data: "))
     assert answer["choices"][0]["message"]["content"] == "".join(ANSWER)
+
+
+@pytest.mark.parametrize("padding", [0, 2_000_000])
+def test_status_reason_headers_and_length_are_the_upstreams(
+    make_proxy: Callable[..., str], upstream: FakeUpstream, padding: int
+) -> None:
+    # Small answers are relayed whole, large ones as they arrive: the client sees the same.
+    base = make_proxy(server={"max_body_mb": 8})
+    response = httpx.post(
+        base + "/anything",
+        content=b"x" * padding,
+        headers={"X-Want-Status": "203", "X-Want-Reason": "Relayed As Is"},
+        timeout=30,
+    )
+    assert (response.status_code, response.reason_phrase) == (203, "Relayed As Is")
+    assert response.headers["X-Upstream-Header"] == "kept"
+    assert response.headers["Content-Type"].startswith("application/json")
+    assert int(response.headers["Content-Length"]) == len(response.content)
+    assert "Transfer-Encoding" not in response.headers
+    assert len(response.json()["body_b64"]) >= padding

@@ -370,6 +370,7 @@ class FakeUpstream:
                 "body_b64": base64.b64encode(entry.body).decode(),
             },
             status=status,
+            reason=request.headers.get("X-Want-Reason"),
             # Server and Date are the upstream's own: the proxy's response has its own.
             headers={
                 "X-Upstream-Header": "kept",
