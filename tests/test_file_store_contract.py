@@ -115,3 +115,36 @@ def test_an_aborted_upload_leaves_nothing(make_store: MakeStore) -> None:
     upload.write(b"half")
     upload.abort()
     assert store.list(None) == [] and store.usage("team-a") == 0
+
+
+def test_the_quota_holds_for_uploads_that_were_under_way_together(make_store: MakeStore) -> None:
+    # Each upload alone fits while it is written; the commit counts what landed meanwhile.
+    store = make_store(max_bytes=10, quota_bytes=15)
+    first, second, third = (store.begin_upload("team-a") for _ in range(3))
+    first.write(b"a" * 10)
+    second.write(b"b" * 5)
+    third.write(b"c" * 1)
+    first.commit("first.txt", "user_data")
+    second.commit("second.txt", "user_data")  # 15 of 15: an exact fit is kept
+    with pytest.raises(QuotaExceeded) as refused:
+        third.commit("third.txt", "user_data")
+    assert "(1.43051e-05 MiB)" in refused.value.message
+    assert store.usage("team-a") == 15
+    assert sorted(f.filename for f in store.list("team-a")) == ["first.txt", "second.txt"]
+
+
+def test_listing_is_newest_first_and_filters_by_purpose(
+    make_store: MakeStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    store = make_store()
+    clock = iter([1_000, 2_000, 3_000])
+    monkeypatch.setattr("time.time", lambda: next(clock))
+    older = put(store, "team-a", b"1", "older.txt")
+    upload = store.begin_upload("team-a")
+    upload.write(b"2")
+    batch = upload.commit("batch.jsonl", "batch")
+    newer = put(store, "team-a", b"3", "newer.txt")
+    monkeypatch.undo()
+    assert [f.id for f in store.list("team-a")] == [newer.id, batch.id, older.id]
+    assert [f.id for f in store.list("team-a", "user_data")] == [newer.id, older.id]
+    assert [f.id for f in store.list("team-a", "batch")] == [batch.id]
