@@ -60,7 +60,7 @@ async def relay_response(
     if extra_headers:
         headers.update(extra_headers)
     if already is not None:
-        return await _relay_into_started(request, upstream, already, transform)
+        return await _relay_into_started(upstream, already, transform)
     length = upstream.content_length
     streaming = is_event_stream(upstream) or length is None or length > SMALL_BODY
     if not streaming and transform is None:
@@ -79,7 +79,6 @@ async def relay_response(
 
 
 async def _relay_into_started(
-    request: web.Request,
     upstream: aiohttp.ClientResponse,
     response: web.StreamResponse,
     transform: Callable[[AsyncIterator[bytes]], AsyncIterator[bytes]] | None,
