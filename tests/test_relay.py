@@ -426,6 +426,8 @@ def started_stream(base: str) -> list[bytes]:
         (400, {"error": {"message": "too long", "type": "x"}}, "too long"),
         (400, {"message": "flat too long"}, "flat too long"),
         (503, "loading model", '"loading model"'),
+        # Not UTF-8, and long: decoded with replacement characters and cut to 2,000.
+        (502, b"\xff" + b"x" * 2999, "\ufffd" + "x" * 1999),
     ],
 )
 def test_an_upstream_error_after_the_stream_started_becomes_an_error_event(

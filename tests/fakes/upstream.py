@@ -66,7 +66,7 @@ class FakeUpstream:
     # chat.completion). stall: two chunks of a stream, then silence until the proxy hangs up.
     chat_mode: str = "auto"
     error_status: int = 500
-    error_body: dict[str, Any] = field(
+    error_body: dict[str, Any] | str | bytes = field(
         default_factory=lambda: {"error": {"code": 500, "message": "boom", "type": "server_error"}}
     )
     raw_chunks: list[bytes] = field(default_factory=list)
@@ -161,6 +161,8 @@ class FakeUpstream:
         if mode == "auto":
             mode = "stream" if body.get("stream") else "json"
         if mode == "error":
+            if isinstance(self.error_body, bytes):  # not JSON at all
+                return web.Response(body=self.error_body, status=self.error_status)
             return web.json_response(self.error_body, status=self.error_status)
         if mode == "drop":  # the connection closed before any answer
             assert request.transport is not None
