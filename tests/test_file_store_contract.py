@@ -90,8 +90,9 @@ def test_same_bytes_are_independent_uploads(make_store: MakeStore) -> None:
 def test_unknown_and_malformed_ids_are_not_found(make_store: MakeStore) -> None:
     store = make_store()
     for file_id in ("file-" + "0" * 24, "nope", "../meta/x", ""):
-        with pytest.raises(FileNotFound):
+        with pytest.raises(FileNotFound) as missing:
             store.get(file_id, None)
+        assert f"'{file_id}'" in missing.value.message  # the id the client asked for
 
 
 def test_sizes_and_quotas(make_store: MakeStore) -> None:
@@ -148,3 +149,36 @@ def test_listing_is_newest_first_and_filters_by_purpose(
     assert [f.id for f in store.list("team-a")] == [newer.id, batch.id, older.id]
     assert [f.id for f in store.list("team-a", "user_data")] == [newer.id, older.id]
     assert [f.id for f in store.list("team-a", "batch")] == [batch.id]
+
+
+def test_an_upload_written_in_pieces_counts_them_all(make_store: MakeStore) -> None:
+    store = make_store(max_bytes=10)
+    upload = store.begin_upload("team-a")
+    upload.write(b"ab")
+    upload.write(b"cde")
+    stored = upload.commit("pieces.txt", "user_data")
+    assert stored.bytes == 5 and store.read(stored.id, "team-a")[1] == b"abcde"
+    too_big = store.begin_upload("team-a")
+    too_big.write(b"x" * 6)
+    with pytest.raises(PayloadTooLarge):
+        too_big.write(b"x" * 5)
+    too_big.abort()
+
+
+def test_deleting_a_file_leaves_the_owners_other_files_counted(make_store: MakeStore) -> None:
+    store = make_store()
+    small = put(store, "team-a", b"1234")
+    put(store, "team-a", b"123456")
+    put(store, "team-b", b"xyz")
+    store.delete(small.id, "team-a")
+    assert (store.usage("team-a"), store.usage("team-b")) == (6, 3)
+
+
+def test_a_restart_counts_usage_again_from_the_records(tmp_path: Path) -> None:
+    store = DiskFileStore(tmp_path, 1000)
+    put(store, "team-a", b"1234")
+    put(store, "team-a", b"123456")
+    put(store, "team-b", b"xyz")
+    (tmp_path / "ledger.json").unlink()  # lost in a crash: the records are the truth
+    again = DiskFileStore(tmp_path, 1000)
+    assert (again.usage("team-a"), again.usage("team-b")) == (10, 3)
