@@ -114,6 +114,7 @@ GROUPS = {
         ("proxy/upstream/relay.py", "proxy/upstream/forward.py"),
         (
             "tests/test_relay.py",
+            "tests/test_client_options.py",
             "tests/test_client_gone.py",
             "tests/test_hot_path.py",
             "tests/test_bad_input.py",

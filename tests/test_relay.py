@@ -482,3 +482,37 @@ def test_status_reason_headers_and_length_are_the_upstreams(
     assert int(response.headers["Content-Length"]) == len(response.content)
     assert "Transfer-Encoding" not in response.headers
     assert len(response.json()["body_b64"]) >= padding
+
+
+def test_an_answer_without_a_length_is_relayed_as_it_comes(make_proxy: Callable[..., str]) -> None:
+    response = httpx.get(make_proxy() + "/chunked", timeout=30)
+    assert response.status_code == 200
+    assert response.json() == {"parts": ["one", "two"]}
+
+
+def test_an_upstream_dying_in_a_started_stream_ends_it_with_an_error(
+    make_proxy: Callable[..., str], upstream: FakeUpstream
+) -> None:
+    upstream.chat_mode = "die"
+    events = started_stream(make_proxy(server={"status_delay_s": 0.0}))
+    assert events[-1] == b"data: [DONE]"
+    error = json.loads(events[-2].removeprefix(b"data: "))["error"]
+    assert error["message"].startswith(f"upstream {upstream.base_url}/v1/chat/completions ")
+    assert error["code"] == "upstream_stream_broken"
+
+
+def test_a_stream_that_stalls_past_the_read_timeout_ends_with_an_error(
+    make_proxy: Callable[..., str], upstream: FakeUpstream
+) -> None:
+    upstream.chat_mode = "stall"
+    base = make_proxy(upstream={"read_timeout_s": 0.5})
+    body = {"messages": MESSAGES, "stream": True}
+    with httpx.stream("POST", base + "/v1/chat/completions", json=body, timeout=30) as response:
+        raw = b"".join(response.iter_raw())
+    events = [e for e in raw.split(b"\n\n") if e]
+    assert events[-1] == b"data: [DONE]"
+    error = json.loads(events[-2].removeprefix(b"data: "))["error"]
+    assert error["message"] == (
+        f"upstream {upstream.base_url}/v1/chat/completions did not answer in time"
+    )
+    assert error["code"] == "upstream_timeout"

@@ -105,6 +105,7 @@ class FakeUpstream:
         app.router.add_post("/apply-template", self.apply_template)
         app.router.add_get("/gzip", self.gzipped)
         app.router.add_get("/long-sse", self.long_sse)
+        app.router.add_get("/chunked", self.chunked)
         app.router.add_route("*", "/{tail:.*}", self.echo)
         return app
 
@@ -348,6 +349,15 @@ class FakeUpstream:
         return web.Response(
             body=body, headers={"Content-Encoding": "gzip", "Content-Type": "application/json"}
         )
+
+    async def chunked(self, request: web.Request) -> web.StreamResponse:
+        """JSON without a Content-Length: sent in chunks as it is made."""
+        response = web.StreamResponse(headers={"Content-Type": "application/json"})
+        await response.prepare(request)
+        await response.write(b'{"parts": ')
+        await response.write(b'["one", "two"]}')
+        await response.write_eof()
+        return response
 
     async def long_sse(self, request: web.Request) -> web.StreamResponse:
         response = web.StreamResponse(headers={"Content-Type": "text/event-stream"})
