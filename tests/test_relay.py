@@ -363,24 +363,7 @@ def test_an_upstream_lost_after_the_stream_started_ends_it_with_an_error(
     # No status delay: the document's statuses start the client's stream while the proxy
     # prepares; the upstream then drops the chat request, and the stream says so and ends.
     upstream.chat_mode = "drop"
-    base = make_proxy(server={"status_delay_s": 0.0})
-    document = {
-        "type": "file",
-        "file": {
-            "filename": "note.txt",
-            "file_data": "data:text/plain;base64,"
-            + base64.b64encode(b"The keeper feeds the cats.").decode(),
-        },
-    }
-    body = {
-        "messages": [{"role": "user", "content": [{"type": "text", "text": "Who?"}, document]}],
-        "stream": True,
-    }
-    with httpx.stream("POST", base + "/v1/chat/completions", json=body, timeout=30) as response:
-        assert response.status_code == 200
-        raw = b"".join(response.iter_raw())
-    events = [e for e in raw.split(b"\n\n") if e]
-    assert events[0].startswith(b": ")  # a status comment went out before the upstream was asked
+    events = started_stream(make_proxy(server={"status_delay_s": 0.0}))
     assert events[-1] == b"data: [DONE]"
     error = json.loads(events[-2].removeprefix(b"data: "))["error"]
     assert upstream.base_url in error["message"]
