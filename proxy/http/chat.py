@@ -75,13 +75,18 @@ async def prepare_exchange(
     return exchange
 
 
-@recorded
-async def chat_completions(request: web.Request) -> web.StreamResponse:
-    request[ROUTE] = "chat"
-    services = request.app[SERVICES]
+async def prepare_or_fail(
+    request: web.Request,
+    services: Services,
+    body: dict[str, Any] | None = None,
+    file_search: FileSearch | None = None,
+) -> tuple[Exchange | None, StatusChannel, web.StreamResponse | None]:
+    """`prepare_exchange` with the request's status channel, and the response it started (if
+    preparing was slow). A failure after that start ends the stream with an error event and
+    gives no exchange; before it, the error is raised for an ordinary error answer."""
     status = status_channel(request, services)
     try:
-        exchange = await prepare_exchange(request, services, status)
+        exchange = await prepare_exchange(request, services, status, body, file_search)
     except ProxyError as error:
         started = await status.finish()
         if started is None:
@@ -89,8 +94,18 @@ async def chat_completions(request: web.Request) -> web.StreamResponse:
         request[FAILURE] = error
         await started.write(sse_error_event(error))
         await started.write_eof()
+        return None, status, started
+    return exchange, status, await status.finish()
+
+
+@recorded
+async def chat_completions(request: web.Request) -> web.StreamResponse:
+    request[ROUTE] = "chat"
+    services = request.app[SERVICES]
+    exchange, status, started = await prepare_or_fail(request, services)
+    if exchange is None:
+        assert started is not None
         return started
-    started = await status.finish()
 
     async def answer(response: aiohttp.ClientResponse) -> web.StreamResponse:
         return await relay_chat(request, exchange, response, started, status)

@@ -12,18 +12,13 @@ from aiohttp import web
 
 from proxy.errors import BadRequest, ProxyError, UpstreamError
 from proxy.http.body import parse_body, serialise
-from proxy.http.chat import (
-    forward_exchange,
-    prepare_exchange,
-    read_request_body,
-    status_channel,
-)
+from proxy.http.chat import forward_exchange, prepare_or_fail, read_request_body
 from proxy.http.decorate import Transform, citation_fields, is_done
 from proxy.http.keys import FAILURE, ROUTE, SERVICES
 from proxy.http.passthrough import passthrough
 from proxy.http.recording import recorded
 from proxy.http.status import StatusChannel
-from proxy.pipeline.exchange import Exchange, FileSearch
+from proxy.pipeline.exchange import Exchange
 from proxy.pipeline.services import Services
 from proxy.responses.answer import Cited, Ids, file_search_item, response_from_chat
 from proxy.responses.events import ResponseStream, sse
@@ -45,30 +40,6 @@ def cited(exchange: Exchange, ids: Ids | None = None, include_results: bool = Fa
     return Cited(exchange.search_results, exchange.sources_block, citation_fields(exchange), item)
 
 
-async def _prepare(
-    request: web.Request,
-    services: Services,
-    body: dict[str, Any],
-    file_search: FileSearch | None = None,
-) -> tuple[Exchange | None, StatusChannel, web.StreamResponse | None]:
-    """The pipeline run on a chat body; on failure after the stream started, it is ended with an
-    error event and no exchange comes back."""
-    status = status_channel(request, services)
-    try:
-        exchange = await prepare_exchange(
-            request, services, status, body=body, file_search=file_search
-        )
-    except ProxyError as error:
-        started = await status.finish()
-        if started is None:
-            raise
-        request[FAILURE] = error
-        await started.write(sse_error_event(error))
-        await started.write_eof()
-        return None, status, started
-    return exchange, status, await status.finish()
-
-
 @recorded
 async def create_response(request: web.Request) -> web.StreamResponse:
     request[ROUTE] = "responses"
@@ -77,7 +48,7 @@ async def create_response(request: web.Request) -> web.StreamResponse:
     if services.settings.upstream.responses == "native":
         return await _native(request, services, body)
     chat, asked = chat_request(body)
-    exchange, status, started = await _prepare(request, services, chat, asked.file_search)
+    exchange, status, started = await prepare_or_fail(request, services, chat, asked.file_search)
     if exchange is None:
         assert started is not None
         return started
@@ -197,7 +168,7 @@ async def _native(
     if "enrich" in body:
         chat["enrich"] = body.pop("enrich")
     file_search, include_results = take_file_search(body)
-    exchange, status, started = await _prepare(request, services, chat, file_search)
+    exchange, status, started = await prepare_or_fail(request, services, chat, file_search)
     if exchange is None:
         assert started is not None
         return started
