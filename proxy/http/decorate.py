@@ -7,7 +7,7 @@ from collections.abc import AsyncIterator, Callable
 from typing import Any
 
 from proxy.pipeline.citing import StreamSources, with_sources
-from proxy.pipeline.exchange import Exchange
+from proxy.pipeline.exchange import Exchange, ResponseConverter
 from proxy.upstream.sse import data_event, event_data, event_json, sse_events
 
 Transform = Callable[[AsyncIterator[bytes]], AsyncIterator[bytes]]
@@ -22,6 +22,16 @@ def citation_fields(exchange: Exchange) -> dict[str, Any]:
 def is_done(event: bytes) -> bool:
     data = event_data(event)
     return data is not None and data.strip() == b"[DONE]"
+
+
+def chat_events(converter: ResponseConverter | None, event: bytes) -> list[bytes | dict[str, Any]]:
+    """One upstream SSE event as Chat Completions events: parsed chunks as dicts, the rest
+    (`[DONE]`, comments, what is not JSON) as raw bytes; through the exchange's converter when
+    the upstream answers in another shape."""
+    payload = event_json(event)
+    if converter is not None:
+        return converter.convert_event(event, payload)
+    return [payload if isinstance(payload, dict) else event]
 
 
 def decorate_json(answer: bytes, exchange: Exchange) -> bytes:
@@ -61,13 +71,7 @@ def decorate_stream(exchange: Exchange, preface: bytes) -> Transform | None:
         pending = dict(extra)
         inline = StreamSources(block)
         async for event in sse_events(chunks):
-            payload = event_json(event)
-            outs: list[bytes | dict[str, Any]] = (
-                converter.convert_event(event, payload)
-                if converter is not None
-                else [payload if isinstance(payload, dict) else event]
-            )
-            for out in outs:
+            for out in chat_events(converter, event):
                 if isinstance(out, bytes):
                     if is_done(out):
                         for last in inline.finish():
@@ -79,7 +83,7 @@ def decorate_stream(exchange: Exchange, preface: bytes) -> Transform | None:
                     decorated = {**decorated, **pending}
                     pending = {}
                 pieces = inline.feed(decorated)
-                if converter is None and len(pieces) == 1 and pieces[0] is payload:
+                if converter is None and len(pieces) == 1 and pieces[0] is out:
                     yield event  # untouched: byte for byte as the upstream sent it
                     continue
                 for piece in pieces:

@@ -13,7 +13,7 @@ from aiohttp import web
 from proxy.errors import BadRequest, ProxyError, UpstreamError
 from proxy.http.body import parse_body, serialise
 from proxy.http.chat import forward_exchange, prepare_or_fail, read_request_body
-from proxy.http.decorate import Transform, citation_fields, is_done
+from proxy.http.decorate import Transform, chat_events, citation_fields, is_done
 from proxy.http.keys import FAILURE, ROUTE, SERVICES
 from proxy.http.passthrough import passthrough
 from proxy.http.recording import recorded
@@ -130,13 +130,7 @@ def to_events(stream: ResponseStream, exchange: Exchange, preface: bytes) -> Tra
         for event in stream.start():
             yield sse(event)
         async for raw in sse_events(chunks):
-            payload = event_json(raw)
-            outs: list[bytes | dict[str, Any]] = (
-                converter.convert_event(raw, payload)
-                if converter is not None
-                else [payload if isinstance(payload, dict) else raw]
-            )
-            for out in outs:
+            for out in chat_events(converter, raw):
                 if isinstance(out, bytes):
                     if is_done(out):
                         for event in stream.finish():
