@@ -21,6 +21,7 @@ from tests.fakes.upstream import (
     stream_chunks,
 )
 from tests.test_logs_and_secrets import json_logs, log_events
+from tests.test_retrieval_flow import SMALL_CHUNKS, retrieval_body
 
 MESSAGES = [{"role": "user", "content": "Hi"}]
 
@@ -429,6 +430,40 @@ def test_an_upstream_error_after_the_stream_started_becomes_an_error_event(
     assert (error["message"], error["type"]) == (message, "upstream_error")
 
 
+def test_an_error_typed_as_an_event_stream_is_still_an_error(
+    make_proxy: Callable[..., str], upstream: FakeUpstream
+) -> None:
+    # A 400 is an error whatever its Content-Type says: its body is not relayed as events.
+    upstream.chat_mode = "error"
+    upstream.error_status = 400
+    upstream.error_body = b"data: not an event, a refusal\n\n"
+    upstream.error_content_type = "text/event-stream"
+    events = started_stream(make_proxy(server={"status_delay_s": 0.0}))
+    assert events[-1] == b"data: [DONE]"
+    error = json.loads(events[-2].removeprefix(b"data: "))["error"]
+    assert (error["message"], error["type"]) == (
+        "data: not an event, a refusal\n\n",
+        "upstream_error",
+    )
+
+
+def test_an_error_event_after_a_broken_event_starts_an_event_of_its_own(
+    make_proxy: Callable[..., str], upstream: FakeUpstream
+) -> None:
+    # The upstream dies two bytes into an event: the error event is set apart by a blank line,
+    # not glued to the broken one.
+    upstream.chat_mode = "die"
+    upstream.raw_chunks = [b"d", b"a", b"never sent"]
+    body = {"messages": MESSAGES, "stream": True}
+    with httpx.stream("POST", make_proxy() + "/v1/chat/completions", json=body, timeout=30) as r:
+        raw = b"".join(r.iter_raw())
+    events = raw.split(b"\n\n")
+    assert events[0] == b"da"
+    error = json.loads(events[1].removeprefix(b"data: "))["error"]
+    assert error["code"] == "upstream_stream_broken"
+    assert events[2:] == [b"data: [DONE]", b""]
+
+
 def test_answers_after_the_stream_started_are_relayed_into_it(
     make_proxy: Callable[..., str], upstream: FakeUpstream
 ) -> None:
@@ -439,12 +474,125 @@ def test_answers_after_the_stream_started_are_relayed_into_it(
         for e in streamed
     )
     assert text == "".join(ANSWER)
-    # A whole JSON answer to a streamed request (an upstream that ignores `stream`): one event.
+
+
+@pytest.mark.parametrize("started", [True, False])
+def test_a_whole_answer_to_a_streamed_request_is_streamed_with_its_citations(
+    make_proxy: Callable[..., str], upstream: FakeUpstream, started: bool
+) -> None:
+    # An upstream that ignores `stream` answers with one JSON body: the client still gets the
+    # stream it asked for, citations and statuses included, whether or not the statuses had
+    # already started it (no delay) or not (a delay longer than the preparation).
     upstream.chat_mode = "json"
-    events = started_stream(base)
+    delay = 0.0 if started else 30.0
+    base = make_proxy(retrieval=SMALL_CHUNKS, server={"status_delay_s": delay})
+    body = retrieval_body("lighthouse cats sardines", stream=True)
+    with httpx.stream("POST", base + "/v1/chat/completions", json=body, timeout=60) as response:
+        assert response.headers["Content-Type"].startswith("text/event-stream")
+        assert (response.headers.get("X-Enrich-Strategy") == "retrieval") is not started
+        raw = b"".join(response.iter_raw()).decode()
+    events = [e for e in raw.split("\n\n") if e]
+    assert events[-1] == "data: [DONE]"
+    assert ": Retrieving relevant citations for user query..." in events
+    [chunk] = [json.loads(e.removeprefix("data: ")) for e in events if e.startswith("data: {")]
+    assert chunk["object"] == "chat.completion.chunk"
+    assert chunk["choices"] == [
+        {
+            "index": 0,
+            "finish_reason": "stop",
+            "delta": {"role": "assistant", "content": "".join(ANSWER)},
+        }
+    ]
+    assert chunk["citations"][0] == "book.pdf#page=1"
+    assert chunk["usage"]["total_tokens"] == 16
+    # The SDK reads it as any stream.
+    stream = client(base).chat.completions.create(
+        model="m",
+        messages=body["messages"],
+        stream=True,
+        extra_body={"enrich": body["enrich"]},
+    )
+    text = "".join(c.choices[0].delta.content or "" for c in stream if c.choices)
+    assert text == "".join(ANSWER)
+
+
+def test_a_whole_answer_with_tool_calls_becomes_one_numbered_chunk(
+    make_proxy: Callable[..., str], upstream: FakeUpstream
+) -> None:
+    calls = [
+        {"id": f"call_{n}", "type": "function", "function": {"name": f"f{n}", "arguments": "{}"}}
+        for n in range(2)
+    ]
+    upstream.chat_mode = "json"
+    upstream.reply = {
+        "id": "chatcmpl-tools",
+        "object": "chat.completion",
+        "created": 7,
+        "model": "fake-model",
+        "choices": [
+            {
+                "index": 0,
+                "message": {"role": "assistant", "content": None, "tool_calls": calls},
+                "finish_reason": "tool_calls",
+            }
+        ],
+    }
+    stream = client(make_proxy()).chat.completions.create(
+        model="m",
+        messages=MESSAGES,  # type: ignore[arg-type]
+        stream=True,
+    )
+    [chunk] = list(stream)
+    assert (chunk.id, chunk.object, chunk.created) == ("chatcmpl-tools", "chat.completion.chunk", 7)
+    [choice] = chunk.choices
+    assert choice.finish_reason == "tool_calls"
+    assert choice.delta.tool_calls is not None
+    assert [(c.index, c.id, c.function.name) for c in choice.delta.tool_calls] == [  # type: ignore[union-attr]
+        (0, "call_0", "f0"),
+        (1, "call_1", "f1"),
+    ]
+
+
+def test_a_whole_answer_that_is_not_json_fails_the_streamed_request(
+    make_proxy: Callable[..., str], upstream: FakeUpstream
+) -> None:
+    upstream.chat_mode = "json"
+    upstream.reply = ["not", "an", "object"]  # JSON, but not an object
+    response = httpx.post(
+        make_proxy() + "/v1/chat/completions",
+        json={"messages": MESSAGES, "stream": True},
+        timeout=30,
+    )
+    assert response.status_code == 502
+    assert response.json()["error"]["code"] == "bad_upstream"
+    # Once statuses started the stream, the same failure ends it as an error event.
+    events = started_stream(make_proxy(server={"status_delay_s": 0.0}))
     assert events[-1] == b"data: [DONE]"
-    answer = json.loads(events[-2].removeprefix(b"data: "))
-    assert answer["choices"][0]["message"]["content"] == "".join(ANSWER)
+    assert json.loads(events[-2].removeprefix(b"data: "))["error"]["code"] == "bad_upstream"
+
+
+def test_a_plain_body_cut_short_reaches_the_client_incomplete(
+    make_proxy: Callable[..., str], upstream: FakeUpstream, capfd: pytest.CaptureFixture[str]
+) -> None:
+    # Its first bytes are out: no error answer can follow them. The connection closes before
+    # the body's end is marked, so the client knows its copy is truncated; the log says why.
+    with json_logs("info"):
+        base = make_proxy()
+        received = b""
+        with (
+            pytest.raises(httpx.RemoteProtocolError, match="incomplete"),
+            httpx.stream("GET", base + "/chunked?cut", timeout=30) as response,
+        ):
+            assert response.status_code == 200
+            for piece in response.iter_raw():
+                received += piece
+        assert httpx.get(base + "/healthz", timeout=30).status_code == 200  # still serving
+        logs = capfd.readouterr()
+    assert received == b'{"parts": '
+    events = log_events(logs.out + logs.err)
+    [cut] = [e for e in events if e["event"] == "upstream answer cut short"]
+    assert cut["error"] == f"upstream {upstream.base_url}/chunked?cut broke off the response"
+    assert [e["status"] for e in events if e.get("path") == "/chunked"] == [502]
 
 
 @pytest.mark.parametrize("padding", [0, 2_000_000])

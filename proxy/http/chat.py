@@ -2,15 +2,16 @@
 
 from __future__ import annotations
 
+import json
 import time
 from typing import Any
 
 import aiohttp
 from aiohttp import web
 
-from proxy.errors import ProxyError
+from proxy.errors import ProxyError, UpstreamError
 from proxy.http.body import max_body_bytes, parse_body, read_body, serialise
-from proxy.http.decorate import decorate_json, decorate_stream
+from proxy.http.decorate import as_chunk, decorate_json, decorate_stream
 from proxy.http.keys import CALLER, EXCHANGE, FAILURE, REQUEST_ID, ROUTE, SERVICES, UPSTREAM_SECONDS
 from proxy.http.recording import recorded
 from proxy.http.status import StatusChannel
@@ -21,7 +22,8 @@ from proxy.pipeline.stages.options import OPTION_HEADERS
 from proxy.upstream.client import CLIENT_AUTHORIZATION
 from proxy.upstream.forward import Answer, Outgoing, forward
 from proxy.upstream.headers import client_response_headers, upstream_request_headers
-from proxy.upstream.relay import relay_response, sse_error_event
+from proxy.upstream.relay import is_event_stream, relay_response, sse_error_event
+from proxy.upstream.sse import data_event
 
 
 async def read_request_body(request: web.Request, services: Services) -> bytes:
@@ -165,6 +167,13 @@ async def relay_chat(
         headers.update(exchange.response_headers)
         headers["X-Request-ID"] = exchange.request_id
         return web.Response(status=response.status, body=body, headers=headers)
+    if (
+        ok
+        and exchange.stream
+        and not is_event_stream(response)
+        and "Content-Encoding" not in response.headers
+    ):
+        return await _stream_whole_answer(request, exchange, response, started, status)
     transform = None
     if ok and (exchange.stream or started is not None):
         transform = decorate_stream(exchange, status.pending())
@@ -175,3 +184,46 @@ async def relay_chat(
         already=started,
         transform=transform,
     )
+
+
+async def _stream_whole_answer(
+    request: web.Request,
+    exchange: Exchange,
+    response: aiohttp.ClientResponse,
+    started: web.StreamResponse | None,
+    status: StatusChannel,
+) -> web.StreamResponse:
+    """An upstream that ignored `stream` answered with one JSON body: the client asked for a
+    stream, so it gets one — the decorated answer as a single chunk, then [DONE]."""
+    raw = await response.read()
+    try:
+        payload = json.loads(decorate_json(raw, exchange))
+    except (ValueError, UnicodeDecodeError):
+        payload = None
+    if not isinstance(payload, dict):
+        error = UpstreamError(
+            "the upstream's chat answer is not a JSON object", code="bad_upstream"
+        )
+        if started is None:
+            raise error
+        request[FAILURE] = error
+        await started.write(sse_error_event(error))
+        await started.write_eof()
+        return started
+    out = started
+    if out is None:
+        headers = client_response_headers(response.headers)
+        headers.popall("Content-Length", None)
+        headers.update(exchange.response_headers)
+        headers.update(
+            {
+                "Content-Type": "text/event-stream",
+                "Cache-Control": "no-cache",
+                "X-Request-ID": exchange.request_id,
+            }
+        )
+        out = web.StreamResponse(status=response.status, reason=response.reason, headers=headers)
+        await out.prepare(request)
+    await out.write(status.pending() + data_event(as_chunk(payload)) + b"data: [DONE]\n\n")
+    await out.write_eof()
+    return out

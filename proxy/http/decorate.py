@@ -53,6 +53,29 @@ def decorate_json(answer: bytes, exchange: Exchange) -> bytes:
     return json.dumps(payload, ensure_ascii=False).encode()
 
 
+def as_chunk(completion: dict[str, Any]) -> dict[str, Any]:
+    """A whole chat.completion as the one chunk a streamed request expects: each choice's
+    message becomes its delta (tool calls numbered, as stream deltas are); the rest (id, usage,
+    citations) is kept."""
+    chunk = {key: value for key, value in completion.items() if key != "choices"}
+    chunk["object"] = "chat.completion.chunk"
+    choices = []
+    for choice in completion.get("choices") or []:
+        if not isinstance(choice, dict):
+            continue
+        delta = dict(choice.get("message") or {})
+        calls = delta.get("tool_calls")
+        if isinstance(calls, list):
+            delta["tool_calls"] = [
+                {**call, "index": index} if isinstance(call, dict) else call
+                for index, call in enumerate(calls)
+            ]
+        rest = {key: value for key, value in choice.items() if key != "message"}
+        choices.append({**rest, "delta": delta})
+    chunk["choices"] = choices
+    return chunk
+
+
 def decorate_stream(exchange: Exchange, preface: bytes) -> Transform | None:
     """A transform of the upstream's SSE bytes, or None when they can go through untouched."""
     extra = citation_fields(exchange)

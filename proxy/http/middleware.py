@@ -20,6 +20,7 @@ from proxy.errors import BadRequest, PayloadTooLarge, ProxyError
 from proxy.http.keys import CALLER, REQUEST_ID, ROUTE, SERVICES, UPSTREAM_SECONDS
 from proxy.http.ui import PAGE_PATHS
 from proxy.pipeline.exchange import ANONYMOUS, Caller
+from proxy.upstream.relay import UpstreamCut
 
 log = structlog.get_logger("proxy.access")
 
@@ -144,6 +145,14 @@ async def proxy_middleware(request: web.Request, handler: Handler) -> web.Stream
     except asyncio.CancelledError:
         status = 499  # the client went away; nginx's name for it
         raise
+    except UpstreamCut as cut:
+        log.warning("upstream answer cut short", request_id=request_id, error=str(cut))
+        status = 502
+        # Closed before aiohttp marks the body's end (its write then fails quietly): the client
+        # sees an incomplete body rather than a whole one.
+        if request.transport is not None:
+            request.transport.close()
+        return cut.response
     except ConnectionResetError:
         if not client_gone(request):
             log.exception("unhandled error", request_id=request_id, path=request.path)

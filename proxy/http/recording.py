@@ -13,6 +13,7 @@ from proxy.errors import ProxyError
 from proxy.http.keys import CALLER, EXCHANGE, FAILURE, REQUEST_ID, ROUTE, SERVICES
 from proxy.pipeline.decision_log import record_of
 from proxy.pipeline.exchange import ANONYMOUS
+from proxy.upstream.relay import UpstreamCut
 
 
 def recorded(handler: Handler) -> Handler:
@@ -40,6 +41,9 @@ def recorded(handler: Handler) -> Handler:
             return response
         except ProxyError as exc:
             status, error = exc.status, exc.message
+            raise
+        except UpstreamCut as exc:
+            status, error = 502, str(exc)
             raise
         except asyncio.CancelledError:
             status, error = 499, "the client went away"

@@ -22,6 +22,16 @@ class ClientGone(ConnectionResetError):
     failure: nothing is translated into an error event for it, nobody would read one)."""
 
 
+class UpstreamCut(Exception):
+    """The upstream broke off a plain (not SSE) body whose first bytes already went to the
+    client: no error answer can follow them, so the connection is to be closed before the
+    body's end is marked, which tells the client its copy is truncated."""
+
+    def __init__(self, message: str, response: web.StreamResponse) -> None:
+        super().__init__(message)
+        self.response = response
+
+
 def is_event_stream(response: aiohttp.ClientResponse) -> bool:
     return response.content_type == "text/event-stream"
 
@@ -129,12 +139,11 @@ async def _pump(
                     await response.write(chunk)
                 except ConnectionResetError as exc:
                     # aiohttp raises the same error class for both sides: say which it was.
-                    raise ClientGone("the client hung up during the answer") from exc
+                    raise ClientGone from exc
                 before, last = last, chunk
     except (TimeoutError, aiohttp.ClientError) as exc:
         if not sse:
-            # A plain body cut short: closing without write_eof tells the client it is truncated.
-            raise ConnectionResetError(f"upstream {url} broke off the response") from exc
+            raise UpstreamCut(f"upstream {url} broke off the response", response) from exc
         error = translate_client_error(exc, url)
         if not isinstance(exc, asyncio.TimeoutError):
             error = UpstreamError(

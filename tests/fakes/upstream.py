@@ -69,7 +69,8 @@ class FakeUpstream:
     error_body: dict[str, Any] | str | bytes = field(
         default_factory=lambda: {"error": {"code": 500, "message": "boom", "type": "server_error"}}
     )
-    raw_chunks: list[bytes] = field(default_factory=list)
+    error_content_type: str | None = None  # the error body's type, when not JSON's
+    raw_chunks: list[bytes] = field(default_factory=list)  # raw mode's stream (die's too, if set)
     chunk_delay: float = 0.0
     requests: list[Recorded] = field(default_factory=list)
     disconnected: threading.Event = field(default_factory=threading.Event)
@@ -81,7 +82,8 @@ class FakeUpstream:
     chat_template: str = "chatml"
     required_key: str | None = None  # introspection endpoints answer 401 without it
     set_cookie: str | None = None  # /v1/models sets this cookie when given
-    reply: dict[str, Any] | None = None  # a whole chat.completion to answer with (json mode)
+    # A whole chat.completion to answer with (json mode), or any other JSON instead of one.
+    reply: dict[str, Any] | list[Any] | None = None
 
     def authorised(self, request: web.Request) -> None:
         if (
@@ -163,7 +165,11 @@ class FakeUpstream:
             mode = "stream" if body.get("stream") else "json"
         if mode == "error":
             if isinstance(self.error_body, bytes):  # not JSON at all
-                return web.Response(body=self.error_body, status=self.error_status)
+                return web.Response(
+                    body=self.error_body,
+                    status=self.error_status,
+                    content_type=self.error_content_type or "application/octet-stream",
+                )
             return web.json_response(self.error_body, status=self.error_status)
         if mode == "drop":  # the connection closed before any answer
             assert request.transport is not None
@@ -181,7 +187,8 @@ class FakeUpstream:
             return web.json_response(self.reply or completion(body, answer))
         response = web.StreamResponse(headers={"Content-Type": "text/event-stream"})
         await response.prepare(request)
-        chunks = self.raw_chunks if mode == "raw" else stream_chunks(body, answer)
+        raw = mode == "raw" or (mode == "die" and self.raw_chunks)
+        chunks = self.raw_chunks if raw else stream_chunks(body, answer)
         try:
             for index, chunk in enumerate(chunks):
                 if mode == "die" and index == 2:
@@ -351,10 +358,16 @@ class FakeUpstream:
         )
 
     async def chunked(self, request: web.Request) -> web.StreamResponse:
-        """JSON without a Content-Length: sent in chunks as it is made."""
+        """JSON without a Content-Length: sent in chunks as it is made (`?cut`: the connection
+        closes after the first chunk)."""
         response = web.StreamResponse(headers={"Content-Type": "application/json"})
         await response.prepare(request)
         await response.write(b'{"parts": ')
+        if "cut" in request.query:
+            await asyncio.sleep(0.05)  # the first chunk reaches the proxy before the cut
+            assert request.transport is not None
+            request.transport.close()
+            return response
         await response.write(b'["one", "two"]}')
         await response.write_eof()
         return response

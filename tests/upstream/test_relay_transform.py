@@ -1,0 +1,66 @@
+"""relay_response on its own: a transform applies to every answer it is given, small ones too."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+
+import aiohttp
+import pytest
+from aiohttp import web
+
+from proxy.upstream.relay import relay_response
+
+BODIES = {
+    # Small, with a length: relayed whole when nothing transforms it.
+    "/small": (b'{"answer": "small"}', "application/json"),
+    # An event stream sent whole, with a Content-Length of its own.
+    "/events": (b'data: {"n": 1}\n\ndata: [DONE]\n\n', "text/event-stream"),
+}
+
+
+async def shout(chunks: AsyncIterator[bytes]) -> AsyncIterator[bytes]:
+    """A transform that changes the body's length, as a decorating one does."""
+    yield b"said: "
+    async for chunk in chunks:
+        yield chunk.upper()
+
+
+async def start(app: web.Application) -> tuple[web.AppRunner, str]:
+    runner = web.AppRunner(app)
+    await runner.setup()
+    site = web.TCPSite(runner, "127.0.0.1", 0)
+    await site.start()
+    port = runner.addresses[0][1]
+    return runner, f"http://127.0.0.1:{port}"
+
+
+@pytest.mark.parametrize("path", sorted(BODIES))
+async def test_the_transform_reshapes_the_answer_and_its_length(path: str) -> None:
+    async def upstream_answer(request: web.Request) -> web.Response:
+        body, content_type = BODIES[request.path]
+        return web.Response(body=body, content_type=content_type)
+
+    upstream_app = web.Application()
+    upstream_app.router.add_get("/{tail:.*}", upstream_answer)
+    upstream, upstream_url = await start(upstream_app)
+    session = aiohttp.ClientSession()
+
+    async def front(request: web.Request) -> web.StreamResponse:
+        async with session.get(upstream_url + request.path) as answer:
+            assert answer.content_length == len(BODIES[request.path][0])
+            return await relay_response(request, answer, transform=shout)
+
+    front_app = web.Application()
+    front_app.router.add_get("/{tail:.*}", front)
+    proxy, proxy_url = await start(front_app)
+    try:
+        async with session.get(proxy_url + path) as response:
+            received = await response.read()
+            length = response.headers.get("Content-Length")
+    finally:
+        await session.close()
+        await proxy.cleanup()
+        await upstream.cleanup()
+    assert received == b"said: " + BODIES[path][0].upper()
+    # The upstream's length is not the transformed body's: it must not be sent.
+    assert length is None or int(length) == len(received)
