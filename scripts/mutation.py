@@ -106,6 +106,7 @@ GROUPS = {
             "tests/test_files_api.py",
             "tests/test_file_store_contract.py",
             "tests/test_file_store_race.py",
+            "tests/test_disk_file_store_damage.py",
             "tests/test_file_ownership.py",
             "tests/test_load.py::test_disk_full_for_the_files_store",
         ),
@@ -114,6 +115,7 @@ GROUPS = {
         ("proxy/upstream/relay.py", "proxy/upstream/forward.py"),
         (
             "tests/test_relay.py",
+            "tests/upstream/test_relay_transform.py",
             "tests/test_client_options.py",
             "tests/test_client_gone.py",
             "tests/test_hot_path.py",
