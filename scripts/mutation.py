@@ -98,6 +98,11 @@ GROUPS = {
             "tests/test_document_locations.py",
             "tests/test_guard_names_and_formats.py",
             "tests/test_relay.py",
+            "tests/test_decisions.py",
+            "tests/test_strategy.py",
+            "tests/test_file_references.py",
+            "tests/test_responses_api.py",
+            "tests/stores/test_file_search.py",
         ),
     ),
     "files": Group(
