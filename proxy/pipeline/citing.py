@@ -37,11 +37,10 @@ def cited_files(search_results: Sequence[dict[str, Any]]) -> list[tuple[str, lis
     for name, kinds in places.items():
         labels = []
         for kind, values in kinds.items():
-            if not values:
-                continue
             if all(value.isdigit() for value in values):
                 numbers = ", ".join(str(n) for n in sorted(int(value) for value in values))
-                labels.append(f"{kind}{'s' if len(values) > 1 else ''} {numbers}".strip())
+                plural = "s" if kind and len(values) > 1 else ""
+                labels.append(f"{kind}{plural} {numbers}".strip())
             else:
                 labels.extend(f"{kind} {value}".strip() for value in values)
         files.append((name, labels))
@@ -76,16 +75,18 @@ def sources_header(citations: Sequence[str], limit: int = HEADER_CHARS) -> str:
     comma always separates two), at most `limit` characters, `+N more` when some did not fit."""
     unique = list(dict.fromkeys(citations))
     parts: list[str] = []
-    size = 0
+    size = 0  # of ", ".join(parts)
     for position, citation in enumerate(unique):
         encoded = quote(citation, safe="#=/")
+        grown = size + (2 if parts else 0) + len(encoded)
+        # Room is kept for the "+N more" that would have to follow if the next one did not fit.
         rest = len(unique) - position - 1
         reserve = len(f", +{rest} more") if rest else 0
-        if size + len(encoded) + 2 + reserve > limit:
+        if grown + reserve > limit:
             parts.append(f"+{len(unique) - position} more")
             break
         parts.append(encoded)
-        size += len(encoded) + 2
+        size = grown
     return ", ".join(parts)
 
 

@@ -116,3 +116,108 @@ def test_places_other_than_pages() -> None:
         "\n\nSources:\n- handbook.docx, section 2.3 Refunds; section Intro\n"
         "- deck.pptx, slides 2, 7\n- budget.xlsx, sheet Q3\n- report.pdf, page 4"
     )
+
+
+def test_odd_locations_and_names() -> None:
+    results = [
+        {"title": "a.pdf", "location": "section=x=y"},  # only the first "=" separates
+        {"title": "a.pdf", "location": "Appendix"},  # a place without a kind
+        {"title": "b.pdf", "location": "12"},
+        {"title": "b.pdf", "location": "3"},
+        {"title": "c.pdf", "location": "", "page": 2},  # an empty location: the page
+        {"title": "c.pdf", "location": 7, "page": 5},  # not text: the page
+        {"title": "c.pdf", "page": True},  # not a page number
+        {"url": "https://example.com/d.pdf", "page": 1},  # no title: the address
+        {"title": "", "page": 3},  # neither: a plain name
+    ]
+    assert cited_files(results) == [
+        ("a.pdf", ["section x=y", "Appendix"]),
+        ("b.pdf", ["3, 12"]),
+        ("c.pdf", ["pages 2, 5"]),
+        ("https://example.com/d.pdf", ["page 1"]),
+        ("document", ["page 3"]),
+    ]
+
+
+def test_header_keeps_as_many_as_fit_exactly() -> None:
+    citations = [f"{name}.pdf#page={n}" for n, name in enumerate(["a", "bb", "ccc", "dddd"], 1)]
+    full = ", ".join(citations)
+    for limit in range(len(full) + 3):
+        header = sources_header(citations, limit)
+        if len(full) <= limit:
+            assert header == full
+            continue
+        *kept, more = header.split(", ")
+        left = len(citations) - len(kept)
+        assert kept == citations[: len(kept)] and more == f"+{left} more"
+        if kept:
+            assert len(header) <= limit
+        # One more would not have fitted, with what it would then have had to say after it.
+        bigger = [*kept, citations[len(kept)]] + ([f"+{left - 1} more"] if left > 1 else [])
+        assert len(", ".join(bigger)) > limit
+
+
+def test_the_stream_block_is_a_chunk_of_the_same_answer() -> None:
+    inline = StreamSources("\n\nSources:\n- a.pdf")
+    [opened, block] = inline.feed(chunk("!", "stop"))
+    assert opened == chunk("!")
+    assert block == {
+        "id": "x",
+        "created": 1,
+        "model": "m",
+        "object": "chat.completion.chunk",
+        "choices": [
+            {"index": 0, "delta": {"content": "\n\nSources:\n- a.pdf"}, "finish_reason": "stop"}
+        ],
+    }
+    # Without a finish reason, the block at the end still belongs to the same answer.
+    late = StreamSources("\n\nS")
+    late.feed({"id": "y", "created": 2, "model": "n", "choices": [{"index": 0, "delta": {}}]})
+    [end] = late.finish()
+    assert (end["id"], end["created"], end["model"]) == ("y", 2, "n")
+    assert end["choices"] == [{"index": 0, "delta": {"content": "\n\nS"}, "finish_reason": None}]
+
+
+def test_the_stream_block_follows_the_first_choice_only() -> None:
+    inline = StreamSources("\n\nS")
+    # Another choice finishing, and one that is not even an object, leave the block waiting.
+    other = {"choices": ["junk", {"index": 1, "delta": {"content": "b"}, "finish_reason": "stop"}]}
+    assert inline.feed(other) == [other]
+    # A first choice that does not say its index is choice 0 (some servers leave it out); in
+    # the same chunk as another choice's finish, it still gets the block.
+    both = {
+        "choices": [
+            {"index": 1, "delta": {}, "finish_reason": "length"},
+            {"delta": {"content": "a"}, "finish_reason": "stop"},
+        ]
+    }
+    out = inline.feed(both)
+    assert [c["choices"][-1].get("finish_reason") for c in out] == [None, "stop"]
+    assert texts(out[1:]) == "\n\nS"
+    assert out[0]["choices"][0] == both["choices"][0]  # the other choice's finish is untouched
+
+
+def test_json_answers_the_block_cannot_join() -> None:
+    block = "\n\nS"
+    for answer in (
+        {"choices": []},
+        {"choices": ["junk"]},
+        {"choices": [{"message": {"content": None}, "finish_reason": "stop"}]},
+        # A tool call with some text before it: not the answer yet.
+        {
+            "choices": [
+                {
+                    "message": {"content": "Let me look.", "tool_calls": []},
+                    "finish_reason": "tool_calls",
+                }
+            ]
+        },
+    ):
+        assert with_sources(answer, block) == answer  # type: ignore[arg-type]
+    two = {
+        "choices": [
+            {"index": 0, "message": {"content": "A"}, "finish_reason": "stop"},
+            {"index": 1, "message": {"content": "B"}, "finish_reason": "stop"},
+        ]
+    }
+    assert [c["message"]["content"] for c in with_sources(two, block)["choices"]] == ["A\n\nS", "B"]
