@@ -151,3 +151,106 @@ def test_previews_are_not_recorded(make_proxy: Callable[..., str], route: str) -
     assert response.status_code == 200
     assert response.json()["decision"]["window"]["documents"] > 0
     assert decisions(base) == []
+
+
+def test_the_token_budget_is_recorded_as_counted(
+    make_proxy: Callable[..., str], upstream: FakeUpstream
+) -> None:
+    base = make_proxy()
+    files = [text_part("a.txt", "one two three four"), text_part("b.txt", "five six")]
+    response = chat(base, ask(files, "What now?", max_tokens=64))
+    assert response.status_code == 200, response.text
+    [record] = decisions(base)
+    decision = record["decision"]
+    in_context = decision["tokens_in_context"]
+    assert in_context > 0
+    # The fake tokenizer counts words: each file is counted on its own.
+    assert {key: decision[key] for key in BUDGET_FIELDS} == {
+        "reason": "token budget",
+        "counter": "llamacpp",
+        "counts_exact": True,
+        "context_window": 4096,
+        "remaining_context": 4096 - in_context,
+        "occupied_percent": round(in_context / 4096 * 100, 3),
+        "prompt_tokens": 2,
+        "file_tokens": 6,
+        "file_tokens_per_file": {"a.txt": 4, "b.txt": 2},
+    }
+    assert response.headers["X-Enrich-Tokens"] == f"{in_context + 6}/4096"
+    assert 0 < record["timings_s"]["count"] <= record["duration_s"]
+    # A question with no words of its own is not sent to be counted.
+    chat(base, ask(files, ""))
+    assert decisions(base)[0]["decision"]["prompt_tokens"] == 0
+    assert all(request.json["content"] for request in upstream.to("/tokenize"))
+
+
+BUDGET_FIELDS = (
+    "reason",
+    "counter",
+    "counts_exact",
+    "context_window",
+    "remaining_context",
+    "occupied_percent",
+    "prompt_tokens",
+    "file_tokens",
+    "file_tokens_per_file",
+)
+
+
+def test_files_past_the_remaining_window_are_not_counted(
+    make_proxy: Callable[..., str], upstream: FakeUpstream
+) -> None:
+    base = make_proxy(upstream={"context_ttl_s": 0})
+    files = [
+        text_part("a.txt", "one two three four"),
+        text_part("b.txt", "five six"),
+        text_part("c.txt", "seven"),
+        text_part("d.txt", "eight"),
+    ]
+    chat(base, ask(files, "What now?"))
+    in_context = decisions(base)[0]["decision"]["tokens_in_context"]
+    # Room for exactly the first two files: once the count is past what remains, the others
+    # are not sent to be counted.
+    upstream.n_ctx = in_context + 6
+    chat(base, ask(files, "What now?"))
+    decision = decisions(base)[0]["decision"]
+    assert decision["remaining_context"] == 6
+    assert decision["file_tokens_per_file"] == {"a.txt": 4, "b.txt": 2, "c.txt": 1, "d.txt": None}
+    upstream.n_ctx = in_context + 5
+    chat(base, ask(files, "What now?"))
+    decision = decisions(base)[0]["decision"]
+    assert decision["file_tokens_per_file"] == {
+        "a.txt": 4,
+        "b.txt": 2,
+        "c.txt": None,
+        "d.txt": None,
+    }
+
+
+def test_a_models_own_tokenizer_counts_its_requests(
+    make_proxy: Callable[..., str], upstream: FakeUpstream
+) -> None:
+    base = make_proxy(models={"tik-*": {"tokenizer": "tiktoken"}})
+    body = ask([text_part("a.txt", "one two")], "Why?")
+    chat(base, body)
+    chat(base, {**body, "model": "tik-1"})
+    newest, oldest = decisions(base)
+    assert (oldest["decision"]["counter"], oldest["decision"]["counts_exact"]) == ("llamacpp", True)
+    assert (newest["decision"]["counter"], newest["decision"]["counts_exact"]) == (
+        "tiktoken:cl100k_base",
+        False,
+    )
+
+
+def test_an_unknown_window_is_recorded_as_such(
+    make_proxy: Callable[..., str], upstream: FakeUpstream
+) -> None:
+    upstream.kind = "plain"  # no /props, no /tokenize: the window cannot be learned
+    upstream.n_ctx = None
+    base = make_proxy()
+    response = chat(base, ask([text_part("a.txt", "one two")], "Why?"))
+    assert response.status_code == 200, response.text
+    assert "X-Enrich-Tokens" not in response.headers
+    decision = decisions(base)[0]["decision"]
+    assert decision["reason"] == "unknown context window"
+    assert decision["context_window"] is None and decision["occupied_percent"] is None

@@ -257,3 +257,43 @@ def test_context_shifting_leaves_room_for_the_answer(
     assert response.headers["X-Enrich-Dropped-Messages"] == "2"
     assert sent == [messages[0], *messages[3:]]
     assert sent[-1] == messages[-1] and sent[-1]["content"] == "last question"
+
+
+@pytest.mark.parametrize("format_name", ["chatml", "llama3"])
+def test_a_text_upstreams_prompt_is_shifted_to_leave_room_for_the_answer(
+    make_proxy: Callable[..., str], upstream: FakeUpstream, format_name: str
+) -> None:
+    fmt = FormatRegistry().get(format_name)
+    messages = long_conversation(3)
+    # What the fake counts for the whole prompt: its words.
+    tokens = len(fake_tokens(render_prompt(fmt, messages)))
+    upstream.n_ctx = tokens + 100
+    base = make_proxy(models={"base-*": {"adapter": "text", "format": format_name}})
+
+    def send(answer_tokens: int) -> tuple[httpx.Response, str]:
+        body = {"model": "base-7b", "messages": messages, "max_tokens": answer_tokens}
+        response = httpx.post(base + "/v1/chat/completions", json=body | {"stop": ["###"]})
+        assert response.status_code == 200, response.text
+        return response, str(upstream.last_to("/v1/completions").json["prompt"])
+
+    # Exactly room for 100 answer tokens: the whole conversation, rendered without the BOS
+    # (the upstream adds its own).
+    response, prompt = send(100)
+    assert "X-Enrich-Dropped-Messages" not in response.headers
+    assert prompt == render_prompt(fmt, messages, include_bos=False)
+    # One more, and the oldest turn goes.
+    response, prompt = send(101)
+    assert response.headers["X-Enrich-Dropped-Messages"] == "2"
+    kept = [messages[0], *messages[3:]]
+    assert prompt == render_prompt(fmt, kept, include_bos=False)
+    record = httpx.get(base + "/v1/enrich/decisions").json()["data"][0]["decision"]
+    assert record["context_shift"] == {
+        "dropped_messages": 2,
+        "tokens": len(fake_tokens(render_prompt(fmt, kept))),
+        "limit": tokens - 1,
+    }
+    assert record["adapter"] == {
+        "kind": "text",
+        "format": format_name,
+        "stop": [*fmt.stop, "###"],
+    }
