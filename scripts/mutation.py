@@ -9,11 +9,15 @@ equivalent ones are the mutant names listed in docs/mutation.md.
     bash scripts/mutation guard budget     # some groups
     bash scripts/mutation --list           # the groups, their modules and tests
     bash scripts/mutation --report         # the last results again, without running
+    bash scripts/mutation stages --only 'proxy.pipeline.stages.decide*'   # some mutants first
+    bash scripts/mutation relay --retest-survivors   # survivors again, after adding tests
 """
 
 from __future__ import annotations
 
 import argparse
+import fnmatch
+import json
 import os
 import re
 import shutil
@@ -179,13 +183,33 @@ def equivalent_mutants() -> set[str]:
     return set(re.findall(r"`(proxy\.[\w.ǁ]+__mutmut_\d+)`", EQUIVALENT_LIST.read_text()))
 
 
-def run_group(name: str, group: Group, children: int) -> list[tuple[str, str, str]]:
-    """Mutate the group's modules and run its tests; (module, mutant, status) of each mutant."""
+def run_group(
+    name: str, group: Group, children: int, only: list[str]
+) -> list[tuple[str, str, str]]:
+    """Mutate the group's modules and run its tests; (module, mutant, status) of each mutant.
+    `only`: mutant name patterns (`proxy.pipeline.stages.decide*`) to run, the others waiting."""
     where = workspace(name, group)
     # CI: hypothesis runs the same examples each time, so a verdict does not change by chance.
     env = {**os.environ, "CI": "1"}
-    subprocess.run([*MUTMUT, "run", "--max-children", str(children)], cwd=where, env=env)
+    command = [*MUTMUT, "run", "--max-children", str(children), *only]
+    subprocess.run(command, cwd=where, env=env)
     return results_of(where)
+
+
+def retest_survivors(name: str, only: list[str]) -> int:
+    """Forget the survivors' verdicts in a workspace (those matching `only`, if given), so
+    that the next run tries them against tests added since (a killed mutant stays killed:
+    tests are only ever added)."""
+    forgotten = 0
+    for meta in (WORKSPACES / name / "mutants").rglob("*.meta"):
+        data = json.loads(meta.read_text())
+        for key, exit_code in data["exit_code_by_key"].items():
+            wanted = not only or any(fnmatch.fnmatch(key, pattern) for pattern in only)
+            if exit_code == 0 and wanted:  # the tests passed: survived
+                data["exit_code_by_key"][key] = None
+                forgotten += 1
+        meta.write_text(json.dumps(data))
+    return forgotten
 
 
 def results_of(where: Path) -> list[tuple[str, str, str]]:
@@ -255,6 +279,19 @@ def main() -> int:
     parser.add_argument(
         "--report", action="store_true", help="only print the last results of the groups"
     )
+    parser.add_argument(
+        "--only",
+        action="append",
+        default=[],
+        metavar="PATTERN",
+        help="run only mutants matching this name pattern (repeatable), e.g. "
+        "'proxy.pipeline.stages.decide*'",
+    )
+    parser.add_argument(
+        "--retest-survivors",
+        action="store_true",
+        help="try the survivors of the last run again (after adding tests)",
+    )
     args = parser.parse_args()
     if args.list:
         for name, group in GROUPS.items():
@@ -270,7 +307,9 @@ def main() -> int:
                 found += results_of(WORKSPACES / name)
             continue
         print(f"== {name}", flush=True)
-        found += run_group(name, GROUPS[name], args.children)
+        if args.retest_survivors:
+            print(f"{retest_survivors(name, args.only)} survivors to try again", flush=True)
+        found += run_group(name, GROUPS[name], args.children, args.only)
     report(found)
     return 0
 
