@@ -6,6 +6,7 @@ import asyncio
 import base64
 import gzip
 import json
+import logging
 import time
 from collections.abc import Callable
 
@@ -572,7 +573,10 @@ def test_a_whole_answer_that_is_not_json_fails_the_streamed_request(
 
 
 def test_a_plain_body_cut_short_reaches_the_client_incomplete(
-    make_proxy: Callable[..., str], upstream: FakeUpstream, capfd: pytest.CaptureFixture[str]
+    make_proxy: Callable[..., str],
+    upstream: FakeUpstream,
+    capfd: pytest.CaptureFixture[str],
+    caplog: pytest.LogCaptureFixture,
 ) -> None:
     # Its first bytes are out: no error answer can follow them. The connection closes before
     # the body's end is marked, so the client knows its copy is truncated; the log says why.
@@ -593,6 +597,9 @@ def test_a_plain_body_cut_short_reaches_the_client_incomplete(
     [cut] = [e for e in events if e["event"] == "upstream answer cut short"]
     assert cut["error"] == f"upstream {upstream.base_url}/chunked?cut broke off the response"
     assert [e["status"] for e in events if e.get("path") == "/chunked"] == [502]
+    # Nothing crashed on the way out, in the proxy or in the server under it.
+    assert not [e for e in events if e.get("level") in ("error", "critical")]
+    assert not [r.getMessage() for r in caplog.records if r.levelno >= logging.ERROR]
 
 
 @pytest.mark.parametrize("padding", [0, 2_000_000])
