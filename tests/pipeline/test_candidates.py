@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from proxy.documents.model import Page, ParsedDocument
-from proxy.pipeline.stages.retrieve import outcomes
+from proxy.pipeline.stages.retrieve import citation_of, outcomes, search_result
 from proxy.retrieval.budget import Passage, PassageSelection
 from proxy.retrieval.chunking import Chunk
 from proxy.retrieval.retriever import Scored
@@ -42,3 +42,42 @@ def test_each_hit_is_kept_shortened_over_budget_or_below_threshold() -> None:
         0.03,
     )
     assert found[1].lexical is None and found[3].passage == 3
+
+
+def test_a_search_result_says_where_its_passage_is_and_whose() -> None:
+    meta = {
+        "filename": "report.pdf",
+        "page_start": 4,
+        "score": 0.123456,
+        "file_id": "file-abc",
+        "vector_store_id": "vs_1",
+    }
+    assert search_result(meta, "x" * 600) == {
+        "title": "report.pdf",
+        "url": "report.pdf#page=4",
+        "snippet": "x" * 500,
+        "source": "attachment",
+        "location": "page=4",
+        "score": 0.1235,
+        "page": 4,
+        "file_id": "file-abc",
+        "vector_store_id": "vs_1",
+    }
+    # Another kind of place (no page), from a message's own attachment (no ids).
+    section = {
+        "filename": "handbook.docx",
+        "page_start": 1,
+        "location": "section=2.3 Refunds",
+        "score": 0.5,
+        "file_id": "",
+        "vector_store_id": None,
+    }
+    assert search_result(section, "short") == {
+        "title": "handbook.docx",
+        "url": "handbook.docx#section=2.3%20Refunds",
+        "snippet": "short",
+        "source": "attachment",
+        "location": "section=2.3 Refunds",
+        "score": 0.5,
+    }
+    assert citation_of({"filename": "a.pdf", "page_start": 2, "location": ""}) == "a.pdf#page=2"

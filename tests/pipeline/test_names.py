@@ -68,3 +68,19 @@ def test_a_file_id_marker_takes_the_name() -> None:
     ref = FileRef("report.pdf", "file_id", "file-1", 0, False)
     rename_marker(exchange.messages, ref, "report.pdf")
     assert exchange.messages[0]["content"] == [{"type": "text", "text": "[attached: report.pdf]"}]
+
+
+def test_only_an_earlier_messages_own_marker_follows_a_rename() -> None:
+    marker = {"type": "text", "text": "[attached: report.pdf]"}
+    messages = [{"role": "user", "content": [marker]}, {"role": "user", "content": "q"}]
+    # A new file (its marker is made later), a message that is not there, or a marker shown
+    # by name for a file given by name: only the last one changes.
+    rename_marker(messages, FileRef("report.pdf", "file_data", "", 0, True), "x.pdf")
+    rename_marker(messages, FileRef("report.pdf", "file_data", "", 2, False), "x.pdf")
+    assert messages[0]["content"] == [marker]
+    # A file given by data is never shown by a locator that happens to match another marker.
+    by_data = FileRef("notes.txt", "file_data", "report.pdf", 0, False)
+    rename_marker(messages, by_data, "x.pdf")
+    assert messages[0]["content"] == [marker]
+    rename_marker(messages, FileRef("report.pdf", "file_data", "", 0, False), "Annual.pdf")
+    assert messages[0]["content"] == [{"type": "text", "text": "[attached: Annual.pdf]"}]

@@ -25,11 +25,17 @@ def test_headers_read_like_the_enrich_object() -> None:
     )
 
 
+def test_vector_stores_are_a_comma_separated_header() -> None:
+    fields = enrich_from_headers({"X-Enrich-Vector-Stores": " vs_a, vs_b ,, vs c "})
+    assert fields.vector_store_ids == ["vs_a", "vs_b", "vs c"]
+
+
 @pytest.mark.parametrize(
     ("header", "value", "words"),
     [
         ("X-Enrich-Strategy", "fast", "'auto', 'inject-full-content'"),
         ("X-Enrich-Retrieval-Limit", "0", "greater than or equal to 1"),
+        ("X-Enrich-Retrieval-Limit", "-3", "greater than or equal to 1"),  # a number, too small
         ("X-Enrich-Retrieval-Limit", "2.5", "valid integer"),
         ("X-Enrich-Retrieval-Limit", "eleven", "valid integer"),
         ("X-Enrich-Affinity-Threshold", "1.5", "less than or equal to 1"),
