@@ -406,6 +406,10 @@ def test_tokens_the_upstream_declares_are_neutralised(
     text = sent_text(upstream)
     assert "[TURN_END]" not in text and "[TURN_BEGIN]" not in text
     assert "TURN_END" in text and "[ordinary]" in text and "name.txt full content" in text
+    # What was counted is what was sent: the guarded text, never the raw one.
+    counted = [str(r.json.get("content", "")) for r in upstream.to("/tokenize")]
+    assert any("Before ⟦TURN_END⟧" in content for content in counted)
+    assert not any("Before [TURN_END]" in content for content in counted)
 
 
 def test_the_clients_key_opens_the_upstreams_introspection(

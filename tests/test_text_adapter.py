@@ -257,6 +257,9 @@ def test_context_shifting_leaves_room_for_the_answer(
     assert response.headers["X-Enrich-Dropped-Messages"] == "2"
     assert sent == [messages[0], *messages[3:]]
     assert sent[-1] == messages[-1] and sent[-1]["content"] == "last question"
+    shift = httpx.get(base + "/v1/enrich/decisions").json()["data"][0]["decision"]["context_shift"]
+    assert shift["dropped_messages"] == 2 and shift["limit"] == tokens - 1
+    assert 0 < shift["tokens"] <= tokens - 1
 
 
 @pytest.mark.parametrize("format_name", ["chatml", "llama3"])
@@ -297,3 +300,30 @@ def test_a_text_upstreams_prompt_is_shifted_to_leave_room_for_the_answer(
         "format": format_name,
         "stop": [*fmt.stop, "###"],
     }
+    # The window as the record shows it: what the counted prompt leaves for the answer.
+    assert record["window"]["answer_room"] == upstream.n_ctx - record["context_shift"]["tokens"]
+    assert "2 old messages dropped" in record["window"]["note"]
+
+
+@pytest.mark.parametrize("adapter", ["chat", "text"])
+def test_a_models_own_tokenizer_counts_its_context_shifting(
+    make_proxy: Callable[..., str], upstream: FakeUpstream, adapter: str
+) -> None:
+    upstream.n_ctx = 200
+    base = make_proxy(models={"tik-*": {"tokenizer": "tiktoken", "adapter": adapter}})
+    body = {"model": "tik-1", "messages": long_conversation(10), "max_tokens": 20}
+    response = httpx.post(base + "/v1/chat/completions", json=body)
+    assert response.status_code == 200, response.text
+    assert int(response.headers["X-Enrich-Dropped-Messages"]) > 0
+    # Counted here with tiktoken, as the model's settings say: the upstream is never asked.
+    assert upstream.to("/tokenize") == [] and upstream.to("/apply-template") == []
+
+
+def test_a_short_conversation_for_a_text_upstream_is_not_counted(
+    make_proxy: Callable[..., str], upstream: FakeUpstream
+) -> None:
+    base = make_proxy(models={"base-*": {"adapter": "text"}})
+    body = {"model": "base-1", "messages": [{"role": "user", "content": "hi"}], "max_tokens": 9}
+    response = httpx.post(base + "/v1/chat/completions", json=body)
+    assert response.status_code == 200, response.text
+    assert upstream.to("/tokenize") == []

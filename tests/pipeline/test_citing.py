@@ -13,6 +13,7 @@ from proxy.pipeline.citing import (
     sources_header,
     with_sources,
 )
+from proxy.pipeline.rewrite import replace_last_user_text
 
 RESULTS = [
     {"title": "report.pdf", "page": 4},
@@ -221,3 +222,17 @@ def test_json_answers_the_block_cannot_join() -> None:
         ]
     }
     assert [c["message"]["content"] for c in with_sources(two, block)["choices"]] == ["A\n\nS", "B"]
+
+
+def test_the_last_user_text_is_replaced_and_what_follows_it_kept() -> None:
+    image = {"type": "image_url", "image_url": {"url": "data:image/png;base64,AAAA"}}
+    messages: list[dict[str, Any]] = [
+        {"role": "user", "content": "first"},
+        {"role": "user", "content": [{"type": "text", "text": "old"}, image]},
+        {"role": "assistant", "content": "Prefilled start of the answer"},
+    ]
+    assert replace_last_user_text(messages, "new") == [
+        messages[0],
+        {"role": "user", "content": [{"type": "text", "text": "new"}, image]},
+        messages[2],
+    ]

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
+from proxy.pipeline.stages.adapt import TEMPLATE_TOKENS_PER_MESSAGE, surely_fits
 from proxy.pipeline.window import PromptSizes, after_shift, prompt_sizes, share_window
 
 
@@ -89,3 +91,23 @@ def test_after_shift_the_counted_prompt_leaves_the_history_and_the_room() -> Non
     assert shifted.history == 3_000 - shifted.system - shifted.question
     assert shifted.answer_room == 1_096
     assert "12 old messages dropped" in shifted.note
+
+
+def test_a_conversation_surely_fits_by_its_bytes_and_a_per_message_allowance() -> None:
+    def fits(messages: list[dict[str, Any]], limit: int) -> tuple[bool, bool]:
+        return surely_fits(messages, limit), surely_fits(messages, limit - 1)
+
+    per_message = TEMPLATE_TOKENS_PER_MESSAGE
+    # Exactly the bytes plus the allowance fit; one less does not.
+    assert fits([{"role": "user", "content": "abcé"}], 5 + per_message) == (True, False)
+    parts = [{"type": "text", "text": "ab"}, {"type": "text", "text": "cde"}]
+    assert fits([{"role": "user", "content": parts}], 5 + per_message) == (True, False)
+    calls = [{"id": "c", "type": "function", "function": {"name": "f", "arguments": "{}"}}]
+    with_calls = [{"role": "assistant", "content": "x", "tool_calls": calls}]
+    size = 1 + len(json.dumps(calls).encode()) + per_message
+    assert fits(with_calls, size) == (True, False)
+    two = [{"role": "user", "content": "ab"}, {"role": "assistant", "content": "c"}]
+    assert fits(two, 3 + 2 * per_message) == (True, False)
+    # An image cannot be bounded by bytes: it is always counted.
+    image = {"type": "image_url", "image_url": {"url": "data:image/png;base64,AAAA"}}
+    assert surely_fits([{"role": "user", "content": [image]}], 10**9) is False
