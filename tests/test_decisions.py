@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from collections.abc import Callable
 from typing import Any
@@ -10,6 +11,7 @@ import httpx
 import pytest
 
 from proxy.pipeline.decision_log import SNIPPET_CHARS
+from proxy.pipeline.window import prompt_sizes, share_window
 from tests.fakes.upstream import FakeUpstream
 from tests.test_enrich import ask, text_part
 from tests.test_retrieval_flow import SMALL_CHUNKS, retrieval_body
@@ -254,3 +256,102 @@ def test_an_unknown_window_is_recorded_as_such(
     decision = decisions(base)[0]["decision"]
     assert decision["reason"] == "unknown context window"
     assert decision["context_window"] is None and decision["occupied_percent"] is None
+
+
+def expected_window(
+    sent: list[dict[str, Any]],
+    query: str,
+    budget: dict[str, Any] | None,
+    *,
+    strategy: str,
+    counted_chars: int | None,
+    window: int,
+    max_tokens: int | None,
+) -> dict[str, Any]:
+    """The window share the pure function makes of these inputs (pinned on its own in
+    tests/pipeline/test_window.py): here only what the stage feeds it is checked."""
+    injected = strategy in ("inject-full-content", "retrieval")
+    share = share_window(
+        prompt_sizes(sent, query, injected=injected),
+        context_window=window,
+        conversation_tokens=budget["tokens_in_context"] if budget else None,
+        question_tokens=budget["prompt_tokens"] if budget else None,
+        counted_files=(
+            (budget["file_tokens"], counted_chars)
+            if budget is not None and counted_chars is not None
+            else None
+        ),
+        full_content=strategy == "inject-full-content",
+        max_tokens=max_tokens,
+    )
+    return dataclasses.asdict(share)
+
+
+CONVERSATION = [
+    {"role": "system", "content": "Be brief, and say where you read it."},
+    {"role": "user", "content": "An earlier question about the harbour"},
+    {"role": "assistant", "content": "An earlier answer about the harbour"},
+]
+DOCUMENT = "The harbour opens at six and closes at nine in the evening."
+SECOND = "Boats leave from the north quay."
+
+
+@pytest.mark.parametrize("strategy", ["auto", "retrieval"])
+def test_the_window_is_shared_from_decides_counts(
+    make_proxy: Callable[..., str], upstream: FakeUpstream, strategy: str
+) -> None:
+    # auto: decide counts, and the document goes in full; a forced strategy skips counting.
+    base = make_proxy(retrieval=SMALL_CHUNKS)
+    files = [text_part("notes.txt", DOCUMENT), text_part("more.txt", SECOND)]
+    body = ask(files, "When does it open?", max_tokens=64)
+    body["messages"] = [*CONVERSATION, *body["messages"]]
+    body["enrich"] = {"strategy": strategy, "affinity_threshold": 0.0}
+    response = chat(base, body)
+    assert response.status_code == 200, response.text
+    decision = decisions(base)[0]["decision"]
+    budget = None
+    if strategy == "auto":
+        assert decision["strategy"] == "inject-full-content"
+        budget = {k: decision[k] for k in ("tokens_in_context", "prompt_tokens", "file_tokens")}
+        assert budget["file_tokens"] == len(DOCUMENT.split()) + len(SECOND.split())
+    sent = upstream.last_to("/v1/chat/completions").json["messages"]
+    assert decision["window"] == expected_window(
+        sent,
+        "When does it open?",
+        budget,
+        strategy=decision["strategy"],
+        counted_chars=len(DOCUMENT) + len(SECOND),
+        window=4096,
+        max_tokens=64,
+    )
+
+
+def test_the_window_of_a_request_without_documents_is_estimated(
+    make_proxy: Callable[..., str], upstream: FakeUpstream
+) -> None:
+    # No document, so nothing was counted; the window is the model's own (from its settings).
+    base = make_proxy(models={"small-*": {"context_length": 3000}})
+    body = {"model": "small-1", "messages": [*CONVERSATION, {"role": "user", "content": "Hi"}]}
+    assert chat(base, body).status_code == 200
+    decision = decisions(base)[0]["decision"]
+    sent = upstream.last_to("/v1/chat/completions").json["messages"]
+    assert decision["window"] == expected_window(
+        sent, "Hi", None, strategy="none", counted_chars=None, window=3000, max_tokens=None
+    )
+
+
+def test_a_file_not_counted_leaves_the_documents_estimated(
+    make_proxy: Callable[..., str], upstream: FakeUpstream
+) -> None:
+    # Past the remaining window, the second file is not counted: no exact documents part.
+    base = make_proxy(upstream={"context_ttl_s": 0}, retrieval=SMALL_CHUNKS)
+    files = [text_part("a.txt", DOCUMENT), text_part("b.txt", DOCUMENT + " Really.")]
+    body = ask(files, "When does it open?")
+    chat(base, body)
+    in_context = decisions(base)[0]["decision"]["tokens_in_context"]
+    upstream.n_ctx = in_context + 3
+    chat(base, body)
+    decision = decisions(base)[0]["decision"]
+    assert decision["file_tokens_per_file"]["b.txt"] is None
+    assert "documents" in decision["window"]["estimated"]
+    assert decision["window"]["note"].endswith("estimated at 4.00 characters per token")

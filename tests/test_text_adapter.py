@@ -327,3 +327,25 @@ def test_a_short_conversation_for_a_text_upstream_is_not_counted(
     response = httpx.post(base + "/v1/chat/completions", json=body)
     assert response.status_code == 200, response.text
     assert upstream.to("/tokenize") == []
+
+
+def test_a_models_own_context_length_is_the_window_shifted_to(
+    make_proxy: Callable[..., str], upstream: FakeUpstream
+) -> None:
+    base = make_proxy(models={"small-*": {"context_length": 300}})
+    body = {"messages": long_conversation(10), "max_tokens": 20}
+    large = httpx.post(base + "/v1/chat/completions", json={**body, "model": "large-1"})
+    assert "X-Enrich-Dropped-Messages" not in large.headers  # the upstream's 4096 tokens
+    small = httpx.post(base + "/v1/chat/completions", json={**body, "model": "small-1"})
+    assert int(small.headers["X-Enrich-Dropped-Messages"]) > 0
+
+
+def test_an_answer_longer_than_the_window_leaves_one_token_for_the_prompt(
+    make_proxy: Callable[..., str], upstream: FakeUpstream
+) -> None:
+    upstream.n_ctx = 30
+    messages = [{"role": "user", "content": "word " * 200}]
+    body = {"messages": messages, "max_tokens": 500}
+    response = httpx.post(make_proxy() + "/v1/chat/completions", json=body)
+    assert response.status_code == 400
+    assert response.json()["error"]["message"].endswith("but the context allows 1")
