@@ -64,3 +64,42 @@ async def test_the_transform_reshapes_the_answer_and_its_length(path: str) -> No
     assert received == b"said: " + BODIES[path][0].upper()
     # The upstream's length is not the transformed body's: it must not be sent.
     assert length is None or int(length) == len(received)
+
+
+@pytest.mark.parametrize(
+    ("path", "expected"),
+    [
+        # A whole JSON answer into a stream the proxy started: one event, then [DONE].
+        ("/small", b": started\n\ndata: " + BODIES["/small"][0] + b"\n\ndata: [DONE]\n\n"),
+        # An event stream into it goes through the transform.
+        ("/events", b": started\n\nsaid: " + BODIES["/events"][0].upper()),
+    ],
+)
+async def test_an_answer_relayed_into_a_started_stream(path: str, expected: bytes) -> None:
+    async def upstream_answer(request: web.Request) -> web.Response:
+        body, content_type = BODIES[request.path]
+        return web.Response(body=body, content_type=content_type)
+
+    upstream_app = web.Application()
+    upstream_app.router.add_get("/{tail:.*}", upstream_answer)
+    upstream, upstream_url = await start(upstream_app)
+    session = aiohttp.ClientSession()
+
+    async def front(request: web.Request) -> web.StreamResponse:
+        started = web.StreamResponse(headers={"Content-Type": "text/event-stream"})
+        await started.prepare(request)
+        await started.write(b": started\n\n")  # statuses went out before the upstream answered
+        async with session.get(upstream_url + request.path) as answer:
+            return await relay_response(request, answer, already=started, transform=shout)
+
+    front_app = web.Application()
+    front_app.router.add_get("/{tail:.*}", front)
+    proxy, proxy_url = await start(front_app)
+    try:
+        async with session.get(proxy_url + path) as response:
+            received = await response.read()
+    finally:
+        await session.close()
+        await proxy.cleanup()
+        await upstream.cleanup()
+    assert received == expected
