@@ -13,6 +13,7 @@ import pytest
 from proxy.pipeline.decision_log import SNIPPET_CHARS
 from proxy.pipeline.window import prompt_sizes, share_window
 from tests.fakes.upstream import FakeUpstream
+from tests.test_logs_and_secrets import json_logs, log_events
 from tests.test_enrich import ask, text_part
 from tests.test_retrieval_flow import SMALL_CHUNKS, retrieval_body
 
@@ -355,3 +356,23 @@ def test_a_file_not_counted_leaves_the_documents_estimated(
     assert decision["file_tokens_per_file"]["b.txt"] is None
     assert "documents" in decision["window"]["estimated"]
     assert decision["window"]["note"].endswith("estimated at 4.00 characters per token")
+
+
+def test_what_was_asked_and_found_is_recorded_and_logged(
+    make_proxy: Callable[..., str], capfd: pytest.CaptureFixture[str]
+) -> None:
+    with json_logs("debug"):
+        base = make_proxy(retrieval=SMALL_CHUNKS)
+        body = ask([text_part("a.txt", "one two")], "Why?")
+        chat(base, body, **{"X-Request-ID": "req-files"})
+        # Retrieval asked for, but no file to retrieve from: nothing to do.
+        chat(base, {**ask([], "Hi"), "enrich": {"strategy": "retrieval"}})
+        logs = capfd.readouterr()
+    nothing, files = decisions(base)
+    assert (files["decision"]["new_files"], files["decision"]["old_files"]) == (["a.txt"], [])
+    assert files["decision"]["requested_strategy"] == "auto"
+    assert (nothing["strategy"], nothing["decision"]["reason"]) == ("none", "no files")
+    assert nothing["decision"]["requested_strategy"] == "retrieval"
+    logged = [e for e in log_events(logs.out + logs.err) if e["event"] == "decision"]
+    assert [e["request_id"] for e in logged][0] == "req-files"
+    assert logged[0]["new_files"] == ["a.txt"]

@@ -349,3 +349,18 @@ def test_an_answer_longer_than_the_window_leaves_one_token_for_the_prompt(
     response = httpx.post(make_proxy() + "/v1/chat/completions", json=body)
     assert response.status_code == 400
     assert response.json()["error"]["message"].endswith("but the context allows 1")
+
+
+def test_an_answer_of_one_token_is_room_taken_and_an_odd_one_none(
+    make_proxy: Callable[..., str], upstream: FakeUpstream
+) -> None:
+    messages = long_conversation(3)
+    upstream.n_ctx = len(fake_tokens(fake_chatml(messages)))  # exactly the conversation
+    base = make_proxy()
+    one = httpx.post(base + "/v1/chat/completions", json={"messages": messages, "max_tokens": 1})
+    assert one.headers["X-Enrich-Dropped-Messages"] == "2"
+    # Not a number: no room is reserved for it (the upstream will judge it), and no 500 here.
+    odd = {"messages": messages, "max_tokens": "many"}
+    response = httpx.post(base + "/v1/chat/completions", json=odd)
+    assert response.status_code == 200
+    assert "X-Enrich-Dropped-Messages" not in response.headers
