@@ -13,8 +13,8 @@ import pytest
 from proxy.pipeline.decision_log import SNIPPET_CHARS
 from proxy.pipeline.window import prompt_sizes, share_window
 from tests.fakes.upstream import FakeUpstream
-from tests.test_logs_and_secrets import json_logs, log_events
 from tests.test_enrich import ask, text_part
+from tests.test_logs_and_secrets import json_logs, log_events
 from tests.test_retrieval_flow import SMALL_CHUNKS, retrieval_body
 
 KEYS = [
@@ -374,5 +374,5 @@ def test_what_was_asked_and_found_is_recorded_and_logged(
     assert (nothing["strategy"], nothing["decision"]["reason"]) == ("none", "no files")
     assert nothing["decision"]["requested_strategy"] == "retrieval"
     logged = [e for e in log_events(logs.out + logs.err) if e["event"] == "decision"]
-    assert [e["request_id"] for e in logged][0] == "req-files"
-    assert logged[0]["new_files"] == ["a.txt"]
+    first = logged[0]
+    assert (first["request_id"], first["new_files"]) == ("req-files", ["a.txt"])
