@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable, Callable
 
 import aiohttp
 import pytest
@@ -34,8 +34,13 @@ async def start(app: web.Application) -> tuple[web.AppRunner, str]:
     return runner, f"http://127.0.0.1:{port}"
 
 
-@pytest.mark.parametrize("path", sorted(BODIES))
-async def test_the_transform_reshapes_the_answer_and_its_length(path: str) -> None:
+Relay = Callable[[web.Request, aiohttp.ClientResponse], Awaitable[web.StreamResponse]]
+
+
+async def through_front(path: str, relay: Relay) -> tuple[bytes, str | None]:
+    """GET `path` from a front server that relays, with `relay`, an upstream serving BODIES:
+    the bytes the client received and their Content-Length."""
+
     async def upstream_answer(request: web.Request) -> web.Response:
         body, content_type = BODIES[request.path]
         return web.Response(body=body, content_type=content_type)
@@ -48,19 +53,26 @@ async def test_the_transform_reshapes_the_answer_and_its_length(path: str) -> No
     async def front(request: web.Request) -> web.StreamResponse:
         async with session.get(upstream_url + request.path) as answer:
             assert answer.content_length == len(BODIES[request.path][0])
-            return await relay_response(request, answer, transform=shout)
+            return await relay(request, answer)
 
     front_app = web.Application()
     front_app.router.add_get("/{tail:.*}", front)
     proxy, proxy_url = await start(front_app)
     try:
         async with session.get(proxy_url + path) as response:
-            received = await response.read()
-            length = response.headers.get("Content-Length")
+            return await response.read(), response.headers.get("Content-Length")
     finally:
         await session.close()
         await proxy.cleanup()
         await upstream.cleanup()
+
+
+@pytest.mark.parametrize("path", sorted(BODIES))
+async def test_the_transform_reshapes_the_answer_and_its_length(path: str) -> None:
+    async def relay(request: web.Request, answer: aiohttp.ClientResponse) -> web.StreamResponse:
+        return await relay_response(request, answer, transform=shout)
+
+    received, length = await through_front(path, relay)
     assert received == b"said: " + BODIES[path][0].upper()
     # The upstream's length is not the transformed body's: it must not be sent.
     assert length is None or int(length) == len(received)
@@ -76,30 +88,11 @@ async def test_the_transform_reshapes_the_answer_and_its_length(path: str) -> No
     ],
 )
 async def test_an_answer_relayed_into_a_started_stream(path: str, expected: bytes) -> None:
-    async def upstream_answer(request: web.Request) -> web.Response:
-        body, content_type = BODIES[request.path]
-        return web.Response(body=body, content_type=content_type)
-
-    upstream_app = web.Application()
-    upstream_app.router.add_get("/{tail:.*}", upstream_answer)
-    upstream, upstream_url = await start(upstream_app)
-    session = aiohttp.ClientSession()
-
-    async def front(request: web.Request) -> web.StreamResponse:
+    async def relay(request: web.Request, answer: aiohttp.ClientResponse) -> web.StreamResponse:
         started = web.StreamResponse(headers={"Content-Type": "text/event-stream"})
         await started.prepare(request)
         await started.write(b": started\n\n")  # statuses went out before the upstream answered
-        async with session.get(upstream_url + request.path) as answer:
-            return await relay_response(request, answer, already=started, transform=shout)
+        return await relay_response(request, answer, already=started, transform=shout)
 
-    front_app = web.Application()
-    front_app.router.add_get("/{tail:.*}", front)
-    proxy, proxy_url = await start(front_app)
-    try:
-        async with session.get(proxy_url + path) as response:
-            received = await response.read()
-    finally:
-        await session.close()
-        await proxy.cleanup()
-        await upstream.cleanup()
+    received, _ = await through_front(path, relay)
     assert received == expected
