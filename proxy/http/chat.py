@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import time
+from collections.abc import Mapping
 from typing import Any
 
 import aiohttp
@@ -39,6 +40,29 @@ def status_channel(request: web.Request, services: Services) -> StatusChannel:
         delay_s=services.settings.server.status_delay_s,
         request_id=request[REQUEST_ID],
     )
+
+
+async def end_with_error(
+    request: web.Request, started: web.StreamResponse, error: ProxyError
+) -> web.StreamResponse:
+    """A stream already started cannot get an error status: it ends with the error event."""
+    request[FAILURE] = error
+    await started.write(sse_error_event(error))
+    await started.write_eof()
+    return started
+
+
+async def event_stream(
+    request: web.Request, started: web.StreamResponse | None, headers: Mapping[str, str]
+) -> web.StreamResponse:
+    """The stream the statuses started, or a new one with `headers`."""
+    if started is not None:
+        return started
+    response = web.StreamResponse(
+        headers={**headers, "Content-Type": "text/event-stream", "Cache-Control": "no-cache"}
+    )
+    await response.prepare(request)
+    return response
 
 
 async def prepare_exchange(
@@ -93,10 +117,7 @@ async def prepare_or_fail(
         started = await status.finish()
         if started is None:
             raise
-        request[FAILURE] = error
-        await started.write(sse_error_event(error))
-        await started.write_eof()
-        return None, status, started
+        return None, status, await end_with_error(request, started, error)
     return exchange, status, await status.finish()
 
 
@@ -206,24 +227,12 @@ async def _stream_whole_answer(
         )
         if started is None:
             raise error
-        request[FAILURE] = error
-        await started.write(sse_error_event(error))
-        await started.write_eof()
-        return started
-    out = started
-    if out is None:
-        headers = client_response_headers(response.headers)
-        headers.popall("Content-Length", None)
-        headers.update(exchange.response_headers)
-        headers.update(
-            {
-                "Content-Type": "text/event-stream",
-                "Cache-Control": "no-cache",
-                "X-Request-ID": exchange.request_id,
-            }
-        )
-        out = web.StreamResponse(status=response.status, reason=response.reason, headers=headers)
-        await out.prepare(request)
+        return await end_with_error(request, started, error)
+    headers = client_response_headers(response.headers)
+    headers.popall("Content-Length", None)
+    headers.update(exchange.response_headers)
+    headers["X-Request-ID"] = exchange.request_id
+    out = await event_stream(request, started, headers)
     await out.write(status.pending() + data_event(as_chunk(payload)) + b"data: [DONE]\n\n")
     await out.write_eof()
     return out

@@ -12,9 +12,15 @@ from aiohttp import web
 
 from proxy.errors import BadRequest, ProxyError, UpstreamError
 from proxy.http.body import parse_body, serialise
-from proxy.http.chat import forward_exchange, prepare_or_fail, read_request_body
+from proxy.http.chat import (
+    end_with_error,
+    event_stream,
+    forward_exchange,
+    prepare_or_fail,
+    read_request_body,
+)
 from proxy.http.decorate import Transform, chat_events, citation_fields, is_done
-from proxy.http.keys import FAILURE, ROUTE, SERVICES
+from proxy.http.keys import ROUTE, SERVICES
 from proxy.http.passthrough import passthrough
 from proxy.http.recording import recorded
 from proxy.http.status import StatusChannel
@@ -27,7 +33,7 @@ from proxy.responses.native import NativeStream, cite_response, patch_input
 from proxy.responses.replay import events_from_response
 from proxy.responses.request import chat_request, take_file_search
 from proxy.upstream.headers import client_response_headers
-from proxy.upstream.relay import is_event_stream, relay_response, sse_error_event
+from proxy.upstream.relay import is_event_stream, relay_response
 from proxy.upstream.sse import data_event, event_json, sse_events
 
 
@@ -70,10 +76,7 @@ async def create_response(request: web.Request) -> web.StreamResponse:
         except ProxyError as error:
             if started is None:
                 raise
-            request[FAILURE] = error
-            await started.write(sse_error_event(error))  # the stream began: end it with the error
-            await started.write_eof()
-            return started
+            return await end_with_error(request, started, error)
         converter = exchange.response_converter
         if converter is not None:
             completion = converter.convert_json(completion)
@@ -107,12 +110,7 @@ async def _send_events(
     result: dict[str, Any],
 ) -> web.StreamResponse:
     """A whole response as an event stream (the upstream answered a stream with one body)."""
-    response = started
-    if response is None:
-        response = web.StreamResponse(
-            headers={**headers, "Content-Type": "text/event-stream", "Cache-Control": "no-cache"}
-        )
-        await response.prepare(request)
+    response = await event_stream(request, started, headers)
     await response.write(status.pending())
     for event in events_from_response(result):
         await response.write(sse(event))
