@@ -107,6 +107,7 @@ GROUPS = {
             "tests/test_file_references.py",
             "tests/test_responses_api.py",
             "tests/stores/test_file_search.py",
+            "tests/test_request_caps.py",
         ),
     ),
     "files": Group(

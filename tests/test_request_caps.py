@@ -59,6 +59,9 @@ def test_too_much_text_in_all_documents_is_refused(
     response = chat(base, [file_part("a.txt", "a" * 60), file_part("b.txt", "b" * 60)])
     assert response.status_code == 400
     error = response.json()["error"]
-    assert error["code"] == "too_much_text_in_request"
-    assert "documents.max_request_chars" in error["message"]
+    assert (error["code"], error["param"]) == ("too_much_text_in_request", "messages")
+    assert error["message"] == (
+        "the request's documents hold more than 100 characters of text "
+        "(documents.max_request_chars); send fewer or smaller documents"
+    )
     assert len([r for r in upstream.requests if r.path == "/v1/chat/completions"]) == 1

@@ -84,3 +84,10 @@ def test_only_an_earlier_messages_own_marker_follows_a_rename() -> None:
     assert messages[0]["content"] == [marker]
     rename_marker(messages, FileRef("report.pdf", "file_data", "", 0, False), "Annual.pdf")
     assert messages[0]["content"] == [{"type": "text", "text": "[attached: Annual.pdf]"}]
+
+
+def test_a_title_takes_the_kinds_extension_when_the_name_had_none() -> None:
+    exchange = Exchange("r", {"messages": [{"role": "user", "content": "q"}]})
+    refs = [FileRef("document-1", "file_data", "", 0, True, named=False)]
+    renamed = titled(refs, 0, document("document-1", "Field Notes", "docx"), exchange)
+    assert renamed.name == refs[0].name == "Field Notes.docx"
