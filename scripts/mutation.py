@@ -108,6 +108,7 @@ GROUPS = {
             "tests/test_responses_api.py",
             "tests/stores/test_file_search.py",
             "tests/test_request_caps.py",
+            "tests/retrieval/test_flow.py",
         ),
     ),
     "files": Group(
