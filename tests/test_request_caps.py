@@ -56,6 +56,10 @@ def test_too_much_text_in_all_documents_is_refused(
 ) -> None:
     base = make_proxy(documents={"max_request_chars": 100})
     assert chat(base, [file_part("a.txt", "a" * 60)]).status_code == 200
+    # Exactly at the limit is still within it.
+    assert (
+        chat(base, [file_part("a.txt", "a" * 60), file_part("c.txt", "c" * 40)]).status_code == 200
+    )
     response = chat(base, [file_part("a.txt", "a" * 60), file_part("b.txt", "b" * 60)])
     assert response.status_code == 400
     error = response.json()["error"]
@@ -64,4 +68,4 @@ def test_too_much_text_in_all_documents_is_refused(
         "the request's documents hold more than 100 characters of text "
         "(documents.max_request_chars); send fewer or smaller documents"
     )
-    assert len([r for r in upstream.requests if r.path == "/v1/chat/completions"]) == 1
+    assert len([r for r in upstream.requests if r.path == "/v1/chat/completions"]) == 2

@@ -41,12 +41,18 @@ def test_vector_stores_are_a_comma_separated_header() -> None:
         ("X-Enrich-Affinity-Threshold", "1.5", "less than or equal to 1"),
         ("X-Enrich-Affinity-Threshold", "nan", "Input should be"),
         ("X-Enrich-Citations", "footnotes", "'fields', 'inline' or 'both'"),
+        ("X-Enrich-Affinity-Threshold", "high", "valid number"),  # not a number: left as text
+        ("X-Enrich-Vector-Stores", "vs_" + "a" * 70, "at most 64 characters"),
     ],
 )
 def test_a_bad_header_is_a_400_naming_it(header: str, value: str, words: str) -> None:
     with pytest.raises(BadRequest) as caught:
         enrich_from_headers({header: value})
-    assert caught.value.param == header
+    assert (caught.value.param, caught.value.code, caught.value.status) == (
+        header,
+        "invalid_value",
+        400,
+    )
     assert caught.value.message.startswith(f"{header}: ") and words in caught.value.message
 
 
@@ -55,8 +61,17 @@ def test_body_errors_name_the_key() -> None:
         enrich_from_body({"retrieval_limit": "5"})
     with pytest.raises(BadRequest, match=r"enrich\.colour"):
         enrich_from_body({"colour": "red"})
-    with pytest.raises(BadRequest, match="must be an object"):
+    with pytest.raises(BadRequest) as not_an_object:
         enrich_from_body([1])
+    assert (not_an_object.value.message, not_an_object.value.param) == (
+        "'enrich' must be an object",
+        "enrich",
+    )
+    with pytest.raises(BadRequest) as nested:
+        enrich_from_body({"vector_store_ids": ["vs_" + "a" * 70]})
+    assert (nested.value.param, nested.value.code) == ("enrich.vector_store_ids", "invalid_value")
+    assert nested.value.message.startswith("enrich.vector_store_ids: ")
+    assert enrich_from_body(None) == EnrichFields()
 
 
 def test_layers_merge_key_by_key_body_last() -> None:
