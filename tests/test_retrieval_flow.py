@@ -254,3 +254,33 @@ def test_files_take_turns_rank_by_rank(
     passages = cited(upstream)
     assert passages[0] in PARAGRAPHS[:3] and passages[1] in PARAGRAPHS[:3]
     assert passages[2] in PARAGRAPHS[3:]
+
+
+def test_the_retrieval_record_tells_what_was_searched_and_with_what(
+    make_proxy: Callable[..., str], upstream: FakeUpstream
+) -> None:
+    # The model's own context length, not the upstream's, sets the budget.
+    upstream.n_ctx = 100_000
+    base = make_proxy(retrieval=ONE_PER_PARAGRAPH, models={"m": {"context_length": 4_000}})
+    preview = httpx.post(base + "/v1/enrich/preview", json=keeper_request(2), timeout=60).json()
+    retrieval = preview["decision"]["retrieval"]
+    assert retrieval["sources"] == ["keeper.txt"]
+    assert retrieval["affinity_threshold"] == 0.0
+    assert isinstance(retrieval["embedder"], str) and retrieval["embedder"]
+    assert (retrieval["depth"], retrieval["fill"], retrieval["limit"]) == (2, "none", 2)
+    assert retrieval["budget_limit"] == 2_000 and retrieval["budget_unit"] == "tokens"
+    candidates = retrieval["candidates"]
+    assert retrieval["scores"] == [[candidate["score"] for candidate in candidates]]
+    assert all(score == round(score, 4) for score in retrieval["scores"][0])
+    assert all(c["location"].startswith("line=") for c in candidates)
+    assert preview["timings_s"]["search"] > 0
+
+
+def test_an_unknown_window_is_a_budget_in_characters_in_the_record(
+    make_proxy: Callable[..., str], upstream: FakeUpstream
+) -> None:
+    upstream.kind = "plain"
+    upstream.n_ctx = None
+    base = make_proxy(retrieval=ONE_PER_PARAGRAPH)
+    preview = httpx.post(base + "/v1/enrich/preview", json=keeper_request(2), timeout=60).json()
+    assert preview["decision"]["retrieval"]["budget_unit"] == "characters"
