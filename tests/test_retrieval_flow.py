@@ -284,3 +284,24 @@ def test_an_unknown_window_is_a_budget_in_characters_in_the_record(
     base = make_proxy(retrieval=ONE_PER_PARAGRAPH)
     preview = httpx.post(base + "/v1/enrich/preview", json=keeper_request(2), timeout=60).json()
     assert preview["decision"]["retrieval"]["budget_unit"] == "characters"
+
+
+def test_a_request_that_chooses_nothing_gets_the_configured_options(
+    make_proxy: Callable[..., str], upstream: FakeUpstream
+) -> None:
+    retrieval = {**SMALL_CHUNKS, "affinity_threshold": 0.0, "limit": 1, "fill": "none"}
+    base = make_proxy(retrieval={**retrieval, "citations": "inline"})
+    old = text_part("old.txt", "\n\n".join(PAGES))
+    body = {
+        "messages": [
+            {"role": "user", "content": [{"type": "text", "text": "read this"}, old]},
+            {"role": "assistant", "content": "done"},
+            {"role": "user", "content": "Where can I buy sourdough bread?"},
+        ]
+    }
+    preview = httpx.post(base + "/v1/enrich/preview", json=body, timeout=60).json()
+    assert preview["decision"]["retrieval"]["limit"] == 1
+    assert len(preview["citations"]) == 1
+    answer = httpx.post(base + "/v1/chat/completions", json=body, timeout=60).json()
+    assert "citations" not in answer  # inline only: the sources are in the text, not a field
+    assert "Sources:" in answer["choices"][0]["message"]["content"]
