@@ -2,8 +2,20 @@
 
 from __future__ import annotations
 
+from types import SimpleNamespace
+from typing import Any, cast
+
 from proxy.documents.model import Page, ParsedDocument
-from proxy.pipeline.stages.retrieve import citation_of, outcomes, search_result
+from proxy.guard.neutralise import Guarded, GuardReport
+from proxy.pipeline.exchange import Exchange
+from proxy.pipeline.services import Services
+from proxy.pipeline.stages.retrieve import (
+    Origin,
+    citation_of,
+    guarded_candidates,
+    outcomes,
+    search_result,
+)
 from proxy.retrieval.budget import Passage, PassageSelection
 from proxy.retrieval.chunking import Chunk
 from proxy.retrieval.retriever import Scored
@@ -81,3 +93,61 @@ def test_a_search_result_says_where_its_passage_is_and_whose() -> None:
         "score": 0.5,
     }
     assert citation_of({"filename": "a.pdf", "page_start": 2, "location": ""}) == "a.pdf#page=2"
+
+
+def test_a_hit_at_the_threshold_is_below_it_and_scores_keep_their_precision() -> None:
+    doc = ParsedDocument("a.pdf", "0" * 64, "pdf", "PyMuPDF", (Page(1, "x"),))
+    chunk = Chunk("0" * 64, "a.pdf", 0, "text", 1, 1, "section=Intro")
+    precise = Scored(chunk=chunk, dense=0.2, lexical=1.23456789, fused=0.0312345678, rerank=0.98765)
+    found = outcomes([doc], [[precise]], [0.2], [[]], PassageSelection([], [0], 0))
+    assert [c.outcome for c in found] == ["below threshold"]
+    assert (found[0].lexical, found[0].fused, found[0].rerank) == (1.2346, 0.031235, 0.9877)
+    assert found[0].location == "section=Intro"
+
+
+class Guard:
+    """Marks each text it guards and counts one change per call, as the guard reports them."""
+
+    def __init__(self) -> None:
+        self.tokens: list[tuple[str, ...]] = []
+
+    def guard(self, text: str, tokens: tuple[str, ...]) -> Guarded:
+        self.tokens.append(tokens)
+        return Guarded(f"<{text}>", GuardReport(1, {"chat_token": 1}))
+
+
+def test_candidates_are_the_hits_over_the_threshold_guarded_with_where_they_are() -> None:
+    exchange = Exchange("r", {"messages": [{"role": "user", "content": "q"}]})
+    exchange.control_tokens = ("<|x|>",)
+    guard = Guard()
+    services = cast(Services, SimpleNamespace(guarded=guard))
+    docs = [
+        ParsedDocument(name, "0" * 64, "pdf", "PyMuPDF", (Page(1, "x"),))
+        for name in ("a.pdf", "b.pdf")
+    ]
+    ranked = [
+        [hit("one", 0.9, 1), hit("at", 0.3, 2), hit("two", 0.8, 3)],
+        [hit("three", 0.5, 5)],
+    ]
+    origins = [Origin("file-a"), Origin("file-b", "vs_1")]
+    passages, reports = guarded_candidates(exchange, services, docs, ranked, [0.3, 0.0], origins)
+    assert [[(p.source, p.rank, p.text) for p in file] for file in passages] == [
+        [(0, 0, "<one>"), (0, 1, "<two>")],
+        [(1, 0, "<three>")],
+    ]
+    meta: dict[str, Any] = dict(passages[0][1].meta)
+    assert meta == {
+        "filename": "a.pdf",
+        "page_start": 3,
+        "page_end": 3,
+        "location": "",
+        "score": 0.8,
+        "file_id": "file-a",
+        "vector_store_id": None,
+    }
+    assert passages[1][0].meta["vector_store_id"] == "vs_1"
+    assert reports == {
+        "a.pdf": GuardReport(2, {"chat_token": 2}),
+        "b.pdf": GuardReport(1, {"chat_token": 1}),
+    }
+    assert guard.tokens == [("<|x|>",)] * 3
