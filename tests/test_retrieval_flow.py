@@ -273,7 +273,7 @@ def test_the_retrieval_record_tells_what_was_searched_and_with_what(
     assert retrieval["scores"] == [[candidate["score"] for candidate in candidates]]
     assert all(score == round(score, 4) for score in retrieval["scores"][0])
     assert all(c["location"].startswith("line=") for c in candidates)
-    assert preview["timings_s"]["search"] > 0
+    assert 0 < preview["timings_s"]["search"] < 600  # a duration, not a clock reading
 
 
 def test_an_unknown_window_is_a_budget_in_characters_in_the_record(
@@ -305,3 +305,28 @@ def test_a_request_that_chooses_nothing_gets_the_configured_options(
     answer = httpx.post(base + "/v1/chat/completions", json=body, timeout=60).json()
     assert "citations" not in answer  # inline only: the sources are in the text, not a field
     assert "Sources:" in answer["choices"][0]["message"]["content"]
+
+
+def test_new_and_old_files_are_both_searched(
+    make_proxy: Callable[..., str], upstream: FakeUpstream
+) -> None:
+    base = make_proxy(retrieval={**SMALL_CHUNKS, "affinity_threshold": 0.0})
+    body = {
+        "messages": [
+            {
+                "role": "user",
+                "content": [{"type": "text", "text": "read"}, text_part("old.txt", PAGES[0])],
+            },
+            {"role": "assistant", "content": "done"},
+            {
+                "role": "user",
+                "content": [
+                    {"type": "text", "text": "Where can I buy sourdough bread?"},
+                    text_part("new.txt", PAGES[2]),
+                ],
+            },
+        ],
+        "enrich": {"strategy": "retrieval"},
+    }
+    preview = httpx.post(base + "/v1/enrich/preview", json=body, timeout=60).json()
+    assert preview["decision"]["retrieval"]["sources"] == ["new.txt", "old.txt"]
