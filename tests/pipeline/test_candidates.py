@@ -99,8 +99,10 @@ def test_a_hit_at_the_threshold_is_below_it_and_scores_keep_their_precision() ->
     doc = ParsedDocument("a.pdf", "0" * 64, "pdf", "PyMuPDF", (Page(1, "x"),))
     chunk = Chunk("0" * 64, "a.pdf", 0, "text", 1, 1, "section=Intro")
     precise = Scored(chunk=chunk, dense=0.2, lexical=1.23456789, fused=0.0312345678, rerank=0.98765)
-    found = outcomes([doc], [[precise]], [0.2], [[]], PassageSelection([], [0], 0))
-    assert [c.outcome for c in found] == ["below threshold"]
+    dense_only = Scored(chunk=chunk, dense=0.1)
+    found = outcomes([doc], [[precise, dense_only]], [0.2], [[]], PassageSelection([], [0], 0))
+    assert [c.outcome for c in found] == ["below threshold", "below threshold"]
+    assert (found[1].lexical, found[1].fused, found[1].rerank) == (None, None, None)
     assert (found[0].lexical, found[0].fused, found[0].rerank) == (1.2346, 0.031235, 0.9877)
     assert found[0].location == "section=Intro"
 
