@@ -330,3 +330,17 @@ def test_new_and_old_files_are_both_searched(
     }
     preview = httpx.post(base + "/v1/enrich/preview", json=body, timeout=60).json()
     assert preview["decision"]["retrieval"]["sources"] == ["new.txt", "old.txt"]
+
+
+def test_neighbours_fill_joins_each_passage_with_the_ones_around_it(
+    make_proxy: Callable[..., str], upstream: FakeUpstream
+) -> None:
+    upstream.n_ctx = 100_000
+    base = make_proxy(retrieval={**ONE_PER_PARAGRAPH, "limit": 1, "fill": "neighbours"})
+    preview = httpx.post(base + "/v1/enrich/preview", json=keeper_request(), timeout=60).json()
+    assert preview["decision"]["retrieval"]["fill"] == "neighbours"
+    prompt = preview["upstream"]["body"]["messages"][-1]["content"][0]["text"]
+    citations = re.split(r"^Citation \d+: ", prompt, flags=re.MULTILINE)[1:]
+    joined = [sum(paragraph in citation for paragraph in PARAGRAPHS) for citation in citations]
+    # Each passage with the one before and the one after it (one of them, at an end).
+    assert joined and set(joined) <= {2, 3} and 3 in joined, joined
