@@ -29,6 +29,20 @@ def retrieval_body(query: str, **extra: Any) -> dict[str, Any]:
     return ask([pdf_part("book.pdf", PAGES)], query, **extra)
 
 
+def after_old_file(old: str, question: str | list[dict[str, Any]]) -> dict[str, Any]:
+    """A conversation whose first turn attached `old` (as old.txt) and whose last asks."""
+    return {
+        "messages": [
+            {
+                "role": "user",
+                "content": [{"type": "text", "text": "read this"}, text_part("old.txt", old)],
+            },
+            {"role": "assistant", "content": "done"},
+            {"role": "user", "content": question},
+        ]
+    }
+
+
 def test_citations_in_prompt_and_response(
     make_proxy: Callable[..., str], upstream: FakeUpstream, embeddings: FakeEmbeddings
 ) -> None:
@@ -100,16 +114,7 @@ def test_old_files_only_take_the_retrieval_path(
     make_proxy: Callable[..., str], upstream: FakeUpstream
 ) -> None:
     base = make_proxy(retrieval={**SMALL_CHUNKS, "affinity_threshold": 0.2})
-    body = {
-        "messages": [
-            {
-                "role": "user",
-                "content": [{"type": "text", "text": "read this"}, text_part("old.txt", PAGES[2])],
-            },
-            {"role": "assistant", "content": "done"},
-            {"role": "user", "content": "Where can I buy sourdough bread?"},
-        ]
-    }
+    body = after_old_file(PAGES[2], "Where can I buy sourdough bread?")
     response = httpx.post(base + "/v1/enrich/preview", json=body, timeout=60)
     preview = response.json()
     assert preview["strategy"] == "retrieval"
@@ -291,14 +296,7 @@ def test_a_request_that_chooses_nothing_gets_the_configured_options(
 ) -> None:
     retrieval = {**SMALL_CHUNKS, "affinity_threshold": 0.0, "limit": 1, "fill": "none"}
     base = make_proxy(retrieval={**retrieval, "citations": "inline"})
-    old = text_part("old.txt", "\n\n".join(PAGES))
-    body = {
-        "messages": [
-            {"role": "user", "content": [{"type": "text", "text": "read this"}, old]},
-            {"role": "assistant", "content": "done"},
-            {"role": "user", "content": "Where can I buy sourdough bread?"},
-        ]
-    }
+    body = after_old_file("\n\n".join(PAGES), "Where can I buy sourdough bread?")
     preview = httpx.post(base + "/v1/enrich/preview", json=body, timeout=60).json()
     assert preview["decision"]["retrieval"]["limit"] == 1
     assert len(preview["citations"]) == 1
@@ -311,23 +309,11 @@ def test_new_and_old_files_are_both_searched(
     make_proxy: Callable[..., str], upstream: FakeUpstream
 ) -> None:
     base = make_proxy(retrieval={**SMALL_CHUNKS, "affinity_threshold": 0.0})
-    body = {
-        "messages": [
-            {
-                "role": "user",
-                "content": [{"type": "text", "text": "read"}, text_part("old.txt", PAGES[0])],
-            },
-            {"role": "assistant", "content": "done"},
-            {
-                "role": "user",
-                "content": [
-                    {"type": "text", "text": "Where can I buy sourdough bread?"},
-                    text_part("new.txt", PAGES[2]),
-                ],
-            },
-        ],
-        "enrich": {"strategy": "retrieval"},
-    }
+    question = [
+        {"type": "text", "text": "Where can I buy sourdough bread?"},
+        text_part("new.txt", PAGES[2]),
+    ]
+    body = {**after_old_file(PAGES[0], question), "enrich": {"strategy": "retrieval"}}
     preview = httpx.post(base + "/v1/enrich/preview", json=body, timeout=60).json()
     assert preview["decision"]["retrieval"]["sources"] == ["new.txt", "old.txt"]
 
