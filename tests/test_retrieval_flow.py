@@ -330,3 +330,65 @@ def test_neighbours_fill_joins_each_passage_with_the_ones_around_it(
     joined = [sum(paragraph in citation for paragraph in PARAGRAPHS) for citation in citations]
     # Each passage with the one before and the one after it (one of them, at an end).
     assert joined and set(joined) <= {2, 3} and 3 in joined, joined
+
+
+def test_a_message_without_words_is_searched_with_a_blank_query(
+    make_proxy: Callable[..., str], upstream: FakeUpstream, embeddings: FakeEmbeddings
+) -> None:
+    # Only a file, no question: embedders refuse an empty input (the fake too), so the search
+    # asks with a blank, which brings no words of its own to rank the passages by.
+    base = make_proxy(retrieval=SMALL_CHUNKS)
+    body = ask([pdf_part("book.pdf", PAGES)], "", enrich={"strategy": "retrieval"})
+    response = httpx.post(base + "/v1/chat/completions", json=body, timeout=60)
+    assert response.status_code == 200, response.text
+    blanks = [text for batch in embeddings.inputs for text in batch if not text.strip()]
+    assert len(blanks) == 1 and blanks[0] != ""
+
+
+def test_the_record_says_how_far_each_files_index_was(
+    make_proxy: Callable[..., str], upstream: FakeUpstream
+) -> None:
+    # Six passages: a document this small is embedded whole while the request waits.
+    base = make_proxy(retrieval=ONE_PER_PARAGRAPH)
+    preview = httpx.post(base + "/v1/enrich/preview", json=keeper_request(2), timeout=60).json()
+    assert preview["decision"]["retrieval"]["indexed"] == {"keeper.txt": 100}
+
+
+def test_the_budget_counts_in_the_models_own_tokenizer(
+    make_proxy: Callable[..., str], upstream: FakeUpstream
+) -> None:
+    # 30 words (32 as received, to the fake llama.cpp tokenizer this model uses) fit a budget of
+    # 100 tokens; counted by the upstream's default, cl100k, they are over 200 and would be cut.
+    words = " ".join(["lighthouse-keeper-morning-animals"] * 30)
+    base = make_proxy(
+        retrieval={"chunk_tokens": 1000, "chunk_overlap": 0},
+        upstream={"tokenizer": "tiktoken"},
+        models={"m": {"tokenizer": "llamacpp", "context_length": 200}},
+    )
+    body = keeper_request(1, text_part("long.txt", words))
+    response = httpx.post(base + "/v1/chat/completions", json=body, timeout=60)
+    assert response.status_code == 200, response.text
+    assert cited(upstream) == [words]
+
+
+def test_a_shortened_passage_is_guarded_where_it_was_cut(
+    make_proxy: Callable[..., str], upstream: FakeUpstream
+) -> None:
+    # Wherever this text is cut, it ends in the start of a token the model declares. The cut
+    # passage is guarded again, with the model's tokens: its end no longer starts one.
+    token = "[LIGHTHOUSE_KEEPER_TURN]"
+    upstream.chat_template = "{% for m in messages %}" + token + "{{ m.content }}{% endfor %}"
+    text = token[:-1] * 40  # ~320 cl100k tokens, never the whole token
+    base = make_proxy(
+        retrieval={"chunk_tokens": 1000, "chunk_overlap": 0},
+        upstream={"tokenizer": "tiktoken"},
+        models={"m": {"context_length": 200}},
+    )
+    body = keeper_request(1, text_part("long.txt", text))
+    response = httpx.post(base + "/v1/chat/completions", json=body, timeout=60)
+    assert response.status_code == 200, response.text
+    [passage] = cited(upstream)
+    cut = passage.rfind("\u27e6")  # ⟦, the look-alike of `[`
+    assert len(passage) < len(text) // 2  # cut to fit
+    assert cut > 0 and text.startswith(passage[:cut])  # only its end changed
+    assert re.fullmatch(r"\u27e6[A-Z_]*", passage[cut:]), passage[cut:]

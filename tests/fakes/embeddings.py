@@ -46,6 +46,9 @@ class FakeEmbeddings:
         body: dict[str, Any] = await request.json()
         texts = body["input"] if isinstance(body["input"], list) else [body["input"]]
         self.inputs.append(texts)
+        if "" in texts:  # OpenAI's and llama.cpp's endpoints refuse to embed an empty input
+            error = {"message": "'$.input' is invalid.", "type": "invalid_request_error"}
+            return web.json_response({"error": error}, status=400)
         return web.json_response(
             {
                 "object": "list",

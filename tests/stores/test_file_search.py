@@ -111,6 +111,18 @@ def test_results_only_when_included_and_limits_and_filters_apply(
     assert nothing.output[1].content[0].annotations == []  # type: ignore[union-attr]
 
 
+def test_a_message_without_words_searches_the_stores_with_a_blank_query(base: str) -> None:
+    # Embedders refuse an empty input: the stores are searched with a blank, and the search
+    # item says so.
+    client, store_id, _ = ready(base)
+    empty = [{"role": "user", "content": [{"type": "input_text", "text": ""}]}]
+    response = client.responses.create(model="m", input=empty, tools=tool(store_id))  # type: ignore[arg-type]
+    search = response.output[0]
+    assert search.type == "file_search_call" and search.status == "completed"
+    [query] = search.queries
+    assert query != "" and query.strip() == ""
+
+
 def test_streamed_file_search_events_come_first(base: str) -> None:
     client, store_id, ids = ready(base)
     with client.responses.stream(
@@ -192,6 +204,8 @@ def test_chat_completions_search_stores_named_in_enrich_or_a_header(
     assert preview["decision"]["vector_stores"] == [store_id]
     assert preview["decision"]["strategy"] == "retrieval"
     assert preview["decision"]["reason"] == "vector stores to search"
+    # Only the stores searched: no attached file was indexed for this request.
+    assert preview["decision"]["retrieval"]["indexed"] == {}
 
     with pytest.raises(openai.NotFoundError):
         client.chat.completions.create(
