@@ -199,14 +199,18 @@ def run_group(
 
 
 def retest_survivors(name: str, only: list[str]) -> int:
-    """Forget the survivors' verdicts in a workspace (those matching `only`, if given), so
-    that the next run tries them against tests added since (a killed mutant stays killed:
-    tests are only ever added)."""
+    """Forget the open survivors' verdicts in a workspace (those matching `only`, if given),
+    so that the next run tries them against tests added since (a killed mutant stays killed:
+    tests are only ever added; one listed as equivalent stays a survivor: no test can kill it,
+    and each costs a whole run of its tests)."""
     forgotten = 0
+    equivalent = equivalent_mutants()
     for meta in (WORKSPACES / name / "mutants").rglob("*.meta"):
         data = json.loads(meta.read_text())
         for key, exit_code in data["exit_code_by_key"].items():
-            wanted = not only or any(fnmatch.fnmatch(key, pattern) for pattern in only)
+            wanted = key not in equivalent and (
+                not only or any(fnmatch.fnmatch(key, pattern) for pattern in only)
+            )
             if exit_code == 0 and wanted:  # the tests passed: survived
                 data["exit_code_by_key"][key] = None
                 forgotten += 1
