@@ -46,7 +46,9 @@ class FakeEmbeddings:
         body: dict[str, Any] = await request.json()
         texts = body["input"] if isinstance(body["input"], list) else [body["input"]]
         self.inputs.append(texts)
-        if "" in texts:  # OpenAI's and llama.cpp's endpoints refuse to embed an empty input
+        # OpenAI's endpoint refuses an empty input, and llama.cpp's does for a model that adds
+        # no BOS token (`Input content cannot be empty`): the proxy must never send one.
+        if "" in texts:
             error = {"message": "'$.input' is invalid.", "type": "invalid_request_error"}
             return web.json_response({"error": error}, status=400)
         return web.json_response(
