@@ -54,6 +54,14 @@ def ask(parts: list[dict[str, Any]], query: str = "What is in it?", **body: Any)
     }
 
 
+def preview(base: str, body: dict[str, Any]) -> dict[str, Any]:
+    """What `/v1/enrich/preview` says the proxy would send, and why."""
+    response = httpx.post(base + "/v1/enrich/preview", json=body, timeout=60)
+    assert response.status_code == 200, response.text
+    result: dict[str, Any] = response.json()
+    return result
+
+
 def sent_text(upstream: FakeUpstream) -> str:
     content = upstream.last_to("/v1/chat/completions").json["messages"][-1]["content"]
     return str(content[0]["text"] if isinstance(content, list) else content)

@@ -12,7 +12,7 @@ import pytest
 
 from tests.fakes.embeddings import FakeEmbeddings
 from tests.fakes.upstream import FakeUpstream
-from tests.test_enrich import ask, pdf_part, text_part
+from tests.test_enrich import ask, pdf_part, preview, text_part
 
 PAGES = [
     "The lighthouse keeper fed the cats every morning with fresh sardines.",
@@ -115,13 +115,12 @@ def test_old_files_only_take_the_retrieval_path(
 ) -> None:
     base = make_proxy(retrieval={**SMALL_CHUNKS, "affinity_threshold": 0.2})
     body = after_old_file(PAGES[2], "Where can I buy sourdough bread?")
-    response = httpx.post(base + "/v1/enrich/preview", json=body, timeout=60)
-    preview = response.json()
-    assert preview["strategy"] == "retrieval"
-    assert preview["decision"]["reason"] == "only files from earlier messages"
+    record = preview(base, body)
+    assert record["strategy"] == "retrieval"
+    assert record["decision"]["reason"] == "only files from earlier messages"
     # Plain text has no pages: the citation names the line its passage starts on.
-    assert preview["citations"] == ["old.txt#line=1"]
-    last = preview["upstream"]["body"]["messages"][-1]["content"]
+    assert record["citations"] == ["old.txt#line=1"]
+    last = record["upstream"]["body"]["messages"][-1]["content"]
     assert "sourdough" in last and last.endswith("Where can I buy sourdough bread?")
 
 
@@ -171,6 +170,17 @@ def keeper_request(limit: int | None = None, *parts: dict[str, Any]) -> dict[str
     return ask(list(documents), KEEPER_QUERY, enrich=enrich)
 
 
+def cited_as_one_passage(base: str, upstream: FakeUpstream, text: str) -> list[str]:
+    """The passages sent for `text` attached as one file and chunked whole, one asked for."""
+    body = keeper_request(1, text_part("long.txt", text))
+    response = httpx.post(base + "/v1/chat/completions", json=body, timeout=60)
+    assert response.status_code == 200, response.text
+    return cited(upstream)
+
+
+WHOLE = {"chunk_tokens": 1000, "chunk_overlap": 0}  # the long text is one passage
+
+
 def test_the_budget_is_half_the_window_in_the_models_tokens(
     make_proxy: Callable[..., str], upstream: FakeUpstream
 ) -> None:
@@ -185,7 +195,7 @@ def test_the_budget_is_half_the_window_in_the_models_tokens(
     assert len(passages) == 4 and set(passages) <= set(PARAGRAPHS)
     assert response.headers["X-Enrich-Citations"] == "4"
     assert len(response.json()["citations"]) == 4
-    record = httpx.post(base + "/v1/enrich/preview", json=keeper_request(5), timeout=60).json()
+    record = preview(base, keeper_request(5))
     retrieval = record["decision"]["retrieval"]
     assert retrieval["budget_limit"] == 4 * as_received
     assert retrieval["budget_unit"] == "tokens"
@@ -201,11 +211,7 @@ def test_a_passage_longer_than_the_budget_is_shortened_to_fit(
 ) -> None:
     words = " ".join(f"{ANIMALS[n % 6]} fed by the keeper at dawn" for n in range(60))
     upstream.n_ctx = 200  # a budget of 100 tokens (words, to the fake), for a 420-word passage
-    base = make_proxy(retrieval={"chunk_tokens": 1000, "chunk_overlap": 0})
-    body = keeper_request(1, text_part("long.txt", words))
-    response = httpx.post(base + "/v1/chat/completions", json=body, timeout=60)
-    assert response.status_code == 200, response.text
-    [passage] = cited(upstream)
+    [passage] = cited_as_one_passage(make_proxy(retrieval=WHOLE), upstream, words)
     assert words.startswith(passage) and len(passage) < len(words)
     assert 50 < len(passage.split()) + 2 <= 100  # cut to fit, not to nothing
 
@@ -250,8 +256,8 @@ def test_files_take_turns_rank_by_rank(
     first = text_part("first.txt", "\n\n".join(PARAGRAPHS[:3]))
     second = text_part("second.txt", "\n\n".join(PARAGRAPHS[3:]))
     body = keeper_request(2, first, second)
-    preview = httpx.post(base + "/v1/enrich/preview", json=body, timeout=60).json()
-    retrieval = preview["decision"]["retrieval"]
+    record = preview(base, body)
+    retrieval = record["decision"]["retrieval"]
     assert retrieval["selected_per_source"] == [2, 1] and retrieval["left_out"] == 1
     response = httpx.post(base + "/v1/chat/completions", json=body, timeout=60)
     citations = response.json()["citations"]
@@ -267,8 +273,8 @@ def test_the_retrieval_record_tells_what_was_searched_and_with_what(
     # The model's own context length, not the upstream's, sets the budget.
     upstream.n_ctx = 100_000
     base = make_proxy(retrieval=ONE_PER_PARAGRAPH, models={"m": {"context_length": 4_000}})
-    preview = httpx.post(base + "/v1/enrich/preview", json=keeper_request(2), timeout=60).json()
-    retrieval = preview["decision"]["retrieval"]
+    record = preview(base, keeper_request(2))
+    retrieval = record["decision"]["retrieval"]
     assert retrieval["sources"] == ["keeper.txt"]
     assert retrieval["affinity_threshold"] == 0.0
     assert isinstance(retrieval["embedder"], str) and retrieval["embedder"]
@@ -278,7 +284,7 @@ def test_the_retrieval_record_tells_what_was_searched_and_with_what(
     assert retrieval["scores"] == [[candidate["score"] for candidate in candidates]]
     assert all(score == round(score, 4) for score in retrieval["scores"][0])
     assert all(c["location"].startswith("line=") for c in candidates)
-    assert 0 < preview["timings_s"]["search"] < 600  # a duration, not a clock reading
+    assert 0 < record["timings_s"]["search"] < 600  # a duration, not a clock reading
 
 
 def test_an_unknown_window_is_a_budget_in_characters_in_the_record(
@@ -287,8 +293,8 @@ def test_an_unknown_window_is_a_budget_in_characters_in_the_record(
     upstream.kind = "plain"
     upstream.n_ctx = None
     base = make_proxy(retrieval=ONE_PER_PARAGRAPH)
-    preview = httpx.post(base + "/v1/enrich/preview", json=keeper_request(2), timeout=60).json()
-    assert preview["decision"]["retrieval"]["budget_unit"] == "characters"
+    record = preview(base, keeper_request(2))
+    assert record["decision"]["retrieval"]["budget_unit"] == "characters"
 
 
 def test_a_request_that_chooses_nothing_gets_the_configured_options(
@@ -297,9 +303,9 @@ def test_a_request_that_chooses_nothing_gets_the_configured_options(
     retrieval = {**SMALL_CHUNKS, "affinity_threshold": 0.0, "limit": 1, "fill": "none"}
     base = make_proxy(retrieval={**retrieval, "citations": "inline"})
     body = after_old_file("\n\n".join(PAGES), "Where can I buy sourdough bread?")
-    preview = httpx.post(base + "/v1/enrich/preview", json=body, timeout=60).json()
-    assert preview["decision"]["retrieval"]["limit"] == 1
-    assert len(preview["citations"]) == 1
+    record = preview(base, body)
+    assert record["decision"]["retrieval"]["limit"] == 1
+    assert len(record["citations"]) == 1
     answer = httpx.post(base + "/v1/chat/completions", json=body, timeout=60).json()
     assert "citations" not in answer  # inline only: the sources are in the text, not a field
     assert "Sources:" in answer["choices"][0]["message"]["content"]
@@ -314,8 +320,8 @@ def test_new_and_old_files_are_both_searched(
         text_part("new.txt", PAGES[2]),
     ]
     body = {**after_old_file(PAGES[0], question), "enrich": {"strategy": "retrieval"}}
-    preview = httpx.post(base + "/v1/enrich/preview", json=body, timeout=60).json()
-    assert preview["decision"]["retrieval"]["sources"] == ["new.txt", "old.txt"]
+    record = preview(base, body)
+    assert record["decision"]["retrieval"]["sources"] == ["new.txt", "old.txt"]
 
 
 def test_neighbours_fill_joins_each_passage_with_the_ones_around_it(
@@ -323,9 +329,9 @@ def test_neighbours_fill_joins_each_passage_with_the_ones_around_it(
 ) -> None:
     upstream.n_ctx = 100_000
     base = make_proxy(retrieval={**ONE_PER_PARAGRAPH, "limit": 1, "fill": "neighbours"})
-    preview = httpx.post(base + "/v1/enrich/preview", json=keeper_request(), timeout=60).json()
-    assert preview["decision"]["retrieval"]["fill"] == "neighbours"
-    prompt = preview["upstream"]["body"]["messages"][-1]["content"][0]["text"]
+    record = preview(base, keeper_request())
+    assert record["decision"]["retrieval"]["fill"] == "neighbours"
+    prompt = record["upstream"]["body"]["messages"][-1]["content"][0]["text"]
     citations = re.split(r"^Citation \d+: ", prompt, flags=re.MULTILINE)[1:]
     joined = [sum(paragraph in citation for paragraph in PARAGRAPHS) for citation in citations]
     # Each passage with the one before and the one after it (one of them, at an end).
@@ -350,8 +356,8 @@ def test_the_record_says_how_far_each_files_index_was(
 ) -> None:
     # Six passages: a document this small is embedded whole while the request waits.
     base = make_proxy(retrieval=ONE_PER_PARAGRAPH)
-    preview = httpx.post(base + "/v1/enrich/preview", json=keeper_request(2), timeout=60).json()
-    assert preview["decision"]["retrieval"]["indexed"] == {"keeper.txt": 100}
+    record = preview(base, keeper_request(2))
+    assert record["decision"]["retrieval"]["indexed"] == {"keeper.txt": 100}
 
 
 def test_the_budget_counts_in_the_models_own_tokenizer(
@@ -361,14 +367,11 @@ def test_the_budget_counts_in_the_models_own_tokenizer(
     # 100 tokens; counted by the upstream's default, cl100k, they are over 200 and would be cut.
     words = " ".join(["lighthouse-keeper-morning-animals"] * 30)
     base = make_proxy(
-        retrieval={"chunk_tokens": 1000, "chunk_overlap": 0},
+        retrieval=WHOLE,
         upstream={"tokenizer": "tiktoken"},
         models={"m": {"tokenizer": "llamacpp", "context_length": 200}},
     )
-    body = keeper_request(1, text_part("long.txt", words))
-    response = httpx.post(base + "/v1/chat/completions", json=body, timeout=60)
-    assert response.status_code == 200, response.text
-    assert cited(upstream) == [words]
+    assert cited_as_one_passage(base, upstream, words) == [words]
 
 
 def test_a_shortened_passage_is_guarded_where_it_was_cut(
@@ -380,14 +383,9 @@ def test_a_shortened_passage_is_guarded_where_it_was_cut(
     upstream.chat_template = "{% for m in messages %}" + token + "{{ m.content }}{% endfor %}"
     text = token[:-1] * 40  # ~320 cl100k tokens, never the whole token
     base = make_proxy(
-        retrieval={"chunk_tokens": 1000, "chunk_overlap": 0},
-        upstream={"tokenizer": "tiktoken"},
-        models={"m": {"context_length": 200}},
+        retrieval=WHOLE, upstream={"tokenizer": "tiktoken"}, models={"m": {"context_length": 200}}
     )
-    body = keeper_request(1, text_part("long.txt", text))
-    response = httpx.post(base + "/v1/chat/completions", json=body, timeout=60)
-    assert response.status_code == 200, response.text
-    [passage] = cited(upstream)
+    [passage] = cited_as_one_passage(base, upstream, text)
     cut = passage.rfind("\u27e6")  # ⟦, the look-alike of `[`
     assert len(passage) < len(text) // 2  # cut to fit
     assert cut > 0 and text.startswith(passage[:cut])  # only its end changed

@@ -14,7 +14,7 @@ from proxy.retrieval import retriever as retriever_module
 from tests.fakes.reranker import FakeReranker
 from tests.fakes.servers import ServerThread
 from tests.fakes.upstream import FakeUpstream
-from tests.test_enrich import ask, text_part
+from tests.test_enrich import ask, preview, text_part
 
 # Twelve one-sentence passages that all mention the harbour, one of them the answer.
 PAGES = [f"Note {n}: the harbour had {n} boats moored at dawn." for n in range(1, 13)]
@@ -29,13 +29,6 @@ def body(query: str, stream: bool = False, **enrich: Any) -> dict[str, Any]:
         stream=stream,
         enrich={"strategy": "retrieval", **enrich},
     )
-
-
-def preview(base: str, payload: dict[str, Any]) -> dict[str, Any]:
-    response = httpx.post(base + "/v1/enrich/preview", json=payload, timeout=60)
-    assert response.status_code == 200, response.text
-    result: dict[str, Any] = response.json()
-    return result
 
 
 def test_room_in_the_budget_takes_more_passages_than_the_limit(
