@@ -8,7 +8,7 @@ from selectolax.lexbor import LexborHTMLParser, LexborNode
 
 from proxy.documents.failure import ExtractError
 from proxy.documents.job import Job
-from proxy.documents.markdown import cell, table
+from proxy.documents.table_form import cell, table
 from proxy.documents.text import decode_text, tidy
 
 

@@ -12,7 +12,8 @@ from odf.opendocument import load
 from proxy.documents.archive import open_zip
 from proxy.documents.failure import ExtractError
 from proxy.documents.job import Job
-from proxy.documents.markdown import cell, heading, table
+from proxy.documents.markdown import heading
+from proxy.documents.table_form import cell, table
 from proxy.documents.text import tidy
 
 Grid = list[list[str]]

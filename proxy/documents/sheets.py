@@ -11,7 +11,7 @@ from collections.abc import Iterable
 from proxy.documents.archive import open_zip
 from proxy.documents.failure import ExtractError
 from proxy.documents.job import Job
-from proxy.documents.markdown import cell, table
+from proxy.documents.table_form import cell, table
 from proxy.documents.sections import Section
 from proxy.documents.text import PAGE_CHARS
 
