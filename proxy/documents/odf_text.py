@@ -16,7 +16,7 @@ from proxy.documents.markdown import heading
 from proxy.documents.table_form import cell, table
 from proxy.documents.text import tidy
 
-Grid = list[list[str]]
+Grid = list[tuple[int, list[str]]]
 _TEXT_NODE = 3
 
 
@@ -91,8 +91,7 @@ def blocks(node: Any, job: Job, depth: int = 0) -> list[str]:
                     lead = first if first.lstrip().startswith("- ") else f"- {first}"
                     out.append("  " * depth + lead + "".join("\n" + line for line in rest))
         elif name == (TABLENS, "table"):
-            rows = grid(child, job)
-            out.append(table([[text for text in row] for row in rows]))
+            out.append(table([cells for _, cells in grid(child, job)]))
         elif name in ((DRAWNS, "frame"), (DRAWNS, "text-box"), (TEXTNS, "section")):
             out.extend(blocks(child, job, depth))
         else:
@@ -101,8 +100,10 @@ def blocks(node: Any, job: Job, depth: int = 0) -> list[str]:
 
 
 def grid(node: Any, job: Job) -> Grid:
-    """A table's rows of cells, expanding repeats (capped), trailing empty cells dropped."""
+    """A table's numbered rows of cells, expanding repeats (capped), empty rows and trailing
+    empty cells dropped."""
     rows: Grid = []
+    number = 0
     cut_rows = cut_columns = False
     for row in _walk(node):
         if _name(row) != (TABLENS, "table-row"):
@@ -124,22 +125,21 @@ def grid(node: Any, job: Job) -> Grid:
             cells.pop()
         repeat = int(_attr(row, TABLENS, "number-rows-repeated") or 1)
         if not cells:
-            rows.extend([[]] * min(repeat, 2))
+            number += repeat
             continue
         for _ in range(repeat):
             if len(rows) >= job.max_rows:
                 cut_rows = True
                 break
-            rows.append(cells)
+            number += 1
+            rows.append((number, cells))
         if cut_rows:
             break
-    while rows and not rows[-1]:
-        rows.pop()
     if cut_rows:
         job.warn("rows_cut", f"tables were cut to their first {job.max_rows} rows")
     if cut_columns:
         job.warn("columns_cut", f"tables were cut to their first {job.max_columns} columns")
-    return [row for row in rows if row]
+    return rows
 
 
 def _paragraphs(node: Any) -> Iterator[Any]:

@@ -86,26 +86,26 @@ def _row(row: Sequence[str], width: int) -> str:
     return "| " + " | ".join([*row, *([""] * (width - len(row)))]) + " |"
 
 
-def table_parts(rows: Sequence[Sequence[str]], caption: str = "", size: int = 4000) -> list[str]:
+def table_parts(
+    rows: Sequence[Sequence[str]], caption: str = "", size: int = 4000
+) -> list[tuple[str, int, int]]:
     """A table as parts of about `size` characters at most, each starting with the caption and
-    the header row; a row is never cut (one longer than `size` is a part of its own)."""
+    the header row; a row is never cut (one longer than `size` is a part of its own). Each part
+    comes with the range of body rows it holds (`rows[1 + start : 1 + end]`)."""
     width = max((len(row) for row in rows), default=0)
     if width == 0:
         return []
     head = table(rows[:1], caption)
     body = [_row(row, width) for row in rows[1:]]
-    if not body:
-        return [head]
-    parts: list[str] = []
-    current: list[str] = []
+    parts: list[tuple[str, int, int]] = []
+    start = 0
     used = len(head)
-    for line in body:
-        if current and used + 1 + len(line) > size:
-            parts.append("\n".join([head, *current]))
-            current, used = [], len(head)
-        current.append(line)
+    for index, line in enumerate(body):
+        if index > start and used + 1 + len(line) > size:
+            parts.append(("\n".join([head, *body[start:index]]), start, index))
+            start, used = index, len(head)
         used += 1 + len(line)
-    parts.append("\n".join([head, *current]))
+    parts.append(("\n".join([head, *body[start:]]), start, len(body)))
     return parts
 
 
@@ -257,3 +257,26 @@ def join_blocks(blocks: Sequence[Block]) -> str:
 
 def _has_caption(item: Block) -> bool:
     return isinstance(item, Table) and bool(item.caption.strip())
+
+
+def block_parts(text: str, block: TableBlock, size: int = 4000) -> list[tuple[int, str]]:
+    """A table found in `text` cut between its rows into parts of about `size` characters at
+    most, each starting with the table's head; each part with the offset of its first own line
+    (the table's start, then each part's first row)."""
+    head = block.head
+    parts: list[tuple[int, str]] = []
+    start_row = 0
+    used = len(head)
+    for index, (row_start, row_end) in enumerate(block.rows):
+        if index > start_row and used + 1 + row_end - row_start > size:
+            parts.append(_block_part(text, block, head, start_row, index))
+            start_row, used = index, len(head)
+        used += 1 + row_end - row_start
+    parts.append(_block_part(text, block, head, start_row, len(block.rows)))
+    return parts
+
+
+def _block_part(text: str, block: TableBlock, head: str, first: int, end: int) -> tuple[int, str]:
+    rows = [text[s:e].strip() for s, e in block.rows[first:end]]
+    offset = block.start if first == 0 else block.rows[first][0]
+    return offset, "\n".join([head, *rows])

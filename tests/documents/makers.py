@@ -139,10 +139,13 @@ def scanned_pdf(lines: list[str], dpi: int = 200) -> tuple[bytes, bytes]:
     return scan.tobytes(), picture.tobytes("png")
 
 
-def ruled_table_pdf() -> bytes:
+def ruled_table_pdf(caption: str = "") -> bytes:
+    """A page with a heading, a ruled 3 x 3 table (with `caption` right above it) and a line."""
     document = _mupdf.open()
     page = document.new_page()
     page.insert_text((72, 60), "Results by region", fontsize=14)
+    if caption:
+        page.insert_text((72, 92), caption)
     rows = [["Region", "Q1", "Q2"], ["North", "10", "12"], ["South", "7", "9"]]
     x0, y0, width, height = 72, 100, 120, 20
     for r in range(len(rows) + 1):
