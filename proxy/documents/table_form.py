@@ -51,6 +51,7 @@ _CAPTIONED = re.compile(
     r"(?:\d|[ivxlc]+\b|[a-zа-я]\.?\d|[:.—–-])",
     re.IGNORECASE,
 )
+_FENCE = re.compile(r"^[ \t]{0,3}(`{3,}|~{3,})")
 _FIGURE = re.compile(r"^(?:figure|fig\.|abbildung|abb\.|рисунок|рис\.)", re.IGNORECASE)
 
 
@@ -153,8 +154,19 @@ def table_blocks(text: str) -> list[TableBlock]:
     found: list[TableBlock] = []
     index = 0
     count = len(lines)
+    fence = ""
     while index + 1 < count:
         header = text[lines[index][0] : lines[index][1]]
+        opened = _FENCE.match(header)
+        if opened:  # pipes in fenced code are code
+            marks = opened.group(1)
+            if not fence:
+                fence = marks
+            elif marks[0] == fence[0] and len(marks) >= len(fence):
+                fence = ""
+        if fence or opened:
+            index += 1
+            continue
         separator = text[lines[index + 1][0] : lines[index + 1][1]]
         if not (_is_row(header) and _SEPARATOR.match(separator) and "-" in separator):
             index += 1
