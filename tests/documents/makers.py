@@ -178,11 +178,12 @@ def costs_odt() -> bytes:
     from odf.text import Sequence
 
     document = OpenDocumentText()
-    caption = P(text="Table ")
+    # Numbered by LibreOffice's Table sequence, worded without "Table": only the sequence
+    # says it is a caption.
+    caption = P(text="Costs of stage ")
     sequence = Sequence(name="Table", formula="ooow:Table+1")
     sequence.addText("1")
     caption.addElement(sequence)
-    caption.addText(": Costs of stage 1")
     document.text.addElement(caption)
     table = Table(name="Costs")
 
