@@ -14,6 +14,7 @@ import gzip
 import io
 import random
 import re
+import zipfile
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -114,13 +115,15 @@ def cost_tables(prose: list[Block], count: int, seed: int = 27) -> Iterator[Cost
         for line in range(rng.randint(6, 14)):
             quantity, price = rng.randint(1, 40), rng.randint(100, 90_000)
             item = " ".join(rng.sample(words, rng.randint(2, 9)))
-            rows.append(
-                [f"{line // 3 + 1}", item.capitalize(), str(quantity), f"{price:,}".replace(",", " ")]
-                + [f"{quantity * price:,}".replace(",", " ")]
-            )
+            total = f"{quantity * price:,}".replace(",", " ")
+            price_text = f"{price:,}".replace(",", " ")
+            rows.append([f"{line // 3 + 1}", item.capitalize(), str(quantity), price_text, total])
         nested = None
         if number % 10 == 0:
-            nested = [["Этап", "Срок"], *[[f"Этап {n}", f"{rng.randint(5, 60)} дней"] for n in range(1, 4)]]
+            nested = [
+                ["Этап", "Срок"],
+                *[[f"Этап {n}", f"{rng.randint(5, 60)} дней"] for n in range(1, 4)],
+            ]
         yield CostTable(f"Таблица {number} — Смета: {subject}", header, rows, 3, nested)
 
 
@@ -178,7 +181,9 @@ def _docx_table(document: object, spec: CostTable) -> None:
                 target.text = value
 
 
-def sheet_rows(prose: list[Block], sheets: int, rows: int, seed: int = 27) -> list[tuple[str, list[list[object]]]]:
+def sheet_rows(
+    prose: list[Block], sheets: int, rows: int, seed: int = 27
+) -> list[tuple[str, list[list[object]]]]:
     """Sheets of cost ledgers: each has a title row, several tables separated by empty rows."""
     rng = random.Random(seed)
     words = [word for block in prose[:4000] for word in _WORD.findall(block.text)]
@@ -220,26 +225,49 @@ def xlsx_bytes(sheets: list[tuple[str, list[list[object]]]]) -> bytes:
 
 
 def ods_bytes(sheets: list[tuple[str, list[list[object]]]]) -> bytes:
-    from odf.opendocument import OpenDocumentSpreadsheet
-    from odf.table import Table, TableCell, TableRow
-    from odf.text import P
+    """The same sheets as an OpenDocument spreadsheet, its XML written directly (odfpy takes a
+    minute to write this many cells)."""
+    from xml.sax.saxutils import escape, quoteattr
 
-    document = OpenDocumentSpreadsheet()
+    rows_xml = []
     for name, grid in sheets:
-        table = Table(name=name)
+        rows_xml.append(f"<table:table table:name={quoteattr(name)}>")
         for values in grid:
-            row = TableRow()
+            cells = []
             for value in values:
                 if isinstance(value, int | float):
-                    item = TableCell(valuetype="float", value=value)
+                    cells.append(
+                        f'<table:table-cell office:value-type="float" office:value="{value}">'
+                        f"<text:p>{value}</text:p></table:table-cell>"
+                    )
                 else:
-                    item = TableCell(valuetype="string")
-                item.addElement(P(text=str(value)))
-                row.addElement(item)
-            table.addElement(row)
-        document.spreadsheet.addElement(table)
+                    cells.append(
+                        '<table:table-cell office:value-type="string">'
+                        f"<text:p>{escape(str(value))}</text:p></table:table-cell>"
+                    )
+            rows_xml.append("<table:table-row>" + "".join(cells) + "</table:table-row>")
+        rows_xml.append("</table:table>")
+    content = (
+        '<?xml version="1.0" encoding="UTF-8"?><office:document-content'
+        ' xmlns:office="urn:oasis:names:tc:opendocument:xmlns:office:1.0"'
+        ' xmlns:table="urn:oasis:names:tc:opendocument:xmlns:table:1.0"'
+        ' xmlns:text="urn:oasis:names:tc:opendocument:xmlns:text:1.0" office:version="1.3">'
+        "<office:body><office:spreadsheet>" + "".join(rows_xml) + "</office:spreadsheet>"
+        "</office:body></office:document-content>"
+    )
+    manifest = (
+        '<?xml version="1.0" encoding="UTF-8"?><manifest:manifest'
+        ' xmlns:manifest="urn:oasis:names:tc:opendocument:xmlns:manifest:1.0"'
+        ' manifest:version="1.3"><manifest:file-entry manifest:full-path="/"'
+        ' manifest:media-type="application/vnd.oasis.opendocument.spreadsheet"/>'
+        '<manifest:file-entry manifest:full-path="content.xml" manifest:media-type="text/xml"/>'
+        "</manifest:manifest>"
+    )
     buffer = io.BytesIO()
-    document.write(buffer)
+    with zipfile.ZipFile(buffer, "w") as archive:
+        archive.writestr("mimetype", "application/vnd.oasis.opendocument.spreadsheet")
+        archive.writestr("META-INF/manifest.xml", manifest, zipfile.ZIP_DEFLATED)
+        archive.writestr("content.xml", content, zipfile.ZIP_DEFLATED)
     return buffer.getvalue()
 
 
@@ -299,7 +327,9 @@ def pptx_bytes(prose: list[Block], slides: int = 300) -> bytes:
         else:
             spec = next(tables)
             rows = [spec.header, *spec.rows]
-            shape = slide.shapes.add_table(len(rows), len(spec.header), 0, 0, Emu(9000000), Emu(5000000))
+            shape = slide.shapes.add_table(
+                len(rows), len(spec.header), 0, 0, Emu(9000000), Emu(5000000)
+            )
             for r, values in enumerate(rows):
                 for c, value in enumerate(values):
                     shape.table.cell(r, c).text = value
@@ -325,3 +355,140 @@ def markdown_text(prose: list[Block], tables_every: int = 12) -> str:
             lines.insert(1, "|" + "---|" * len(spec.header))
             parts.append(f"Table: {spec.caption}\n" + "\n".join(lines))
     return "\n\n".join(parts) + "\n"
+
+
+@dataclass(frozen=True)
+class Sample:
+    """One large document of a kind, and the library's plain pass over it."""
+
+    kind: str
+    name: str
+    data: bytes
+    plain: str  # what the plain pass does
+
+
+def samples(scratch: Path) -> Iterator[Sample]:
+    """The large documents, built (or read) one at a time; cached in `scratch`."""
+    text, _ = source_text()
+    prose = blocks(text)
+    sheets = sheet_rows(prose, 16, 2000)
+    built = {
+        "contract.docx": lambda: docx_bytes(prose),
+        "ledgers.xlsx": lambda: xlsx_bytes(sheets),
+        "ledgers.ods": lambda: ods_bytes(sheets),
+        "contract.odt": lambda: odt_bytes(prose),
+        "handbook.pptx": lambda: pptx_bytes(prose),
+        "handbook.md": lambda: markdown_text(prose).encode("utf-8"),
+        "handbook.txt": lambda: text.encode("utf-8"),
+    }
+    kinds = {
+        "docx": "python-docx: every paragraph's and table cell's text",
+        "xlsx": "openpyxl read-only: every row's values",
+        "ods": "lxml: content.xml parsed, all its text",
+        "odt": "lxml: content.xml parsed, all its text",
+        "pptx": "python-pptx: every shape's text, table cell and note",
+        "markdown": "str: decoded and split into lines",
+        "text": "str: decoded and split into lines",
+        "html": "selectolax: parsed, the body's text",
+        "epub": "zipfile + selectolax: each (X)HTML member parsed, its body's text",
+        "pdf": "PyMuPDF: every page's get_text()",
+    }
+    for name, make in built.items():
+        path = scratch / name
+        if not path.exists():
+            path.write_bytes(make())
+        kind = {"md": "markdown", "txt": "text"}.get(name.rsplit(".", 1)[1], name.rsplit(".", 1)[1])
+        yield Sample(kind, name, path.read_bytes(), kinds[kind])
+    found = [
+        ("html", RUSSIAN_HTML, False),
+        ("epub", RUSSIAN_EPUB, False),
+        ("epub", CORPUS / "epub" / "moby-dick.epub", False),
+        ("pdf", RUSSIAN_PDF, True),
+        ("pdf", CORPUS / "pdf" / "freeculture.pdf", False),
+        ("text", CORPUS / "text" / "tinyshakespeare.txt", False),
+    ]
+    for kind, path, packed in found:
+        if path.exists():
+            data = gzip.decompress(path.read_bytes()) if packed else path.read_bytes()
+            yield Sample(kind, path.name.removesuffix(".gz"), data, kinds[kind])
+
+
+def plain_pass(kind: str, data: bytes) -> int:
+    """The library's own plain reading of the document: characters of text it gave."""
+    if kind == "docx":
+        import docx
+
+        document = docx.Document(io.BytesIO(data))
+        total = sum(len(paragraph.text) for paragraph in document.paragraphs)
+        for grid in document.tables:
+            for row in grid.rows:
+                total += sum(len(item.text) for item in row.cells)
+        return total
+    if kind == "xlsx":
+        import openpyxl
+
+        book = openpyxl.load_workbook(io.BytesIO(data), read_only=True, data_only=True)
+        total = 0
+        for sheet in book.worksheets:
+            for values in sheet.iter_rows(values_only=True):
+                total += sum(len(str(value)) for value in values if value is not None)
+        book.close()
+        return total
+    if kind in ("ods", "odt"):
+        from lxml import etree
+
+        with zipfile.ZipFile(io.BytesIO(data)) as archive:
+            root = etree.fromstring(archive.read("content.xml"))
+        return sum(len(text) for text in root.itertext())
+    if kind == "pptx":
+        import pptx
+
+        deck = pptx.Presentation(io.BytesIO(data))
+        total = 0
+        for slide in deck.slides:
+            for shape in slide.shapes:
+                if shape.has_text_frame:
+                    total += len(shape.text_frame.text)
+                if getattr(shape, "has_table", False) and shape.has_table:
+                    for row in shape.table.rows:
+                        total += sum(len(item.text) for item in row.cells)
+            if slide.has_notes_slide:
+                total += len(slide.notes_slide.notes_text_frame.text)
+        return total
+    if kind in ("text", "markdown"):
+        return sum(len(line) for line in data.decode("utf-8").splitlines())
+    if kind == "html":
+        from selectolax.lexbor import LexborHTMLParser
+
+        body = LexborHTMLParser(data.decode("utf-8")).body
+        return len(body.text()) if body is not None else 0
+    if kind == "epub":
+        from selectolax.lexbor import LexborHTMLParser
+
+        total = 0
+        with zipfile.ZipFile(io.BytesIO(data)) as archive:
+            for name in archive.namelist():
+                if name.endswith((".xhtml", ".html", ".htm")):
+                    body = LexborHTMLParser(archive.read(name).decode("utf-8")).body
+                    total += len(body.text()) if body is not None else 0
+        return total
+    if kind == "pdf":
+        import pymupdf
+
+        with pymupdf.open(stream=data, filetype="pdf") as document:
+            return sum(len(page.get_text()) for page in document)
+    raise ValueError(kind)
+
+
+def odfpy_pass(data: bytes) -> int:
+    """What reading an OpenDocument file with odfpy costs (the parser used it before)."""
+    from odf import teletype
+    from odf.opendocument import load
+    from odf.text import H, P
+
+    document = load(io.BytesIO(data))
+    return sum(
+        len(teletype.extractText(element))
+        for kind in (P, H)
+        for element in document.getElementsByType(kind)
+    )

@@ -208,7 +208,9 @@ class _Reader:
             if child.tag == _P:
                 parts.append(_text(child))
             else:  # a nested table, flattened into the cell
-                parts.append("; ".join(" / ".join(c for c in row if c) for row in self.table(child)))
+                parts.append(
+                    "; ".join(" / ".join(c for c in row if c) for row in self.table(child))
+                )
         text, cut = cell("\n".join(parts))
         if cut and self.job is not None:
             self.job.warn("cell_cut", "table cells longer than 2000 characters were cut")

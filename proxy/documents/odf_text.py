@@ -34,8 +34,7 @@ _PARSER = etree.XMLParser(
     resolve_entities=False, no_network=True, load_dtd=False, huge_tree=False, remove_comments=True
 )
 _H, _P, _LIST, _SPAN_S, _TAB, _BREAK, _NOTE, _SEQUENCE = (
-    f"{{{TEXT}}}{name}"
-    for name in ("h", "p", "list", "s", "tab", "line-break", "note", "sequence")
+    f"{{{TEXT}}}{name}" for name in ("h", "p", "list", "s", "tab", "line-break", "note", "sequence")
 )
 _TABLE, _ROW, _CELL, _COVERED = (
     f"{{{TABLE}}}{name}" for name in ("table", "table-row", "table-cell", "covered-table-cell")
@@ -49,11 +48,6 @@ _MAX_SPAN = 1000  # rows a vertically merged cell is repeated into, at most
 
 def _attr(node: Any, namespace: str, name: str) -> str:
     return str(node.get(f"{{{namespace}}}{name}") or "")
-
-
-def _count(node: Any, name: str) -> int:
-    value = _attr(node, TABLE, name)
-    return int(value) if value.isdigit() and int(value) > 0 else 1
 
 
 def load_odf(data: bytes, label: str, job: Job) -> Any:
@@ -155,6 +149,15 @@ def _rows(table: Any) -> Iterator[Any]:
             yield from _rows(child)
 
 
+_ROWS_SPANNED = f"{{{TABLE}}}number-rows-spanned"
+_COLUMNS_REPEATED = f"{{{TABLE}}}number-columns-repeated"
+_ROWS_REPEATED = f"{{{TABLE}}}number-rows-repeated"
+
+
+def _number(value: str | None) -> int:
+    return int(value) if value and value.isdigit() and int(value) > 0 else 1
+
+
 def grid(node: Any, job: Job) -> Grid:
     """A table's numbered rows of cells, expanding repeats (capped), empty rows and trailing
     empty cells dropped; merged cells on the grid as table_form says."""
@@ -165,28 +168,28 @@ def grid(node: Any, job: Job) -> Grid:
     for row in _rows(node):
         cells: list[str] = []
         for item in row:
-            if item.tag not in (_CELL, _COVERED):
+            tag = item.tag
+            if tag != _CELL and tag != _COVERED:
                 continue
             column = len(cells)
-            if item.tag == _COVERED and column in spanned:
+            if tag == _COVERED and column in spanned:
                 text = spanned[column][0]
             else:
-                text, cut = cell(" ".join(inline(p) for p in _paragraphs(item)))
-                if cut:
-                    job.warn("cell_cut", "table cells longer than 2000 characters were cut")
-            down = _count(item, "number-rows-spanned")
-            if down > 1 and text:
-                spanned[column] = (text, min(down, _MAX_SPAN))
-            repeat = _count(item, "number-columns-repeated")
+                text = _cell_text(item, job)
+            down = item.get(_ROWS_SPANNED)
+            if down is not None and text and _number(down) > 1:
+                spanned[column] = (text, min(_number(down), _MAX_SPAN))
+            repeat = _number(item.get(_COLUMNS_REPEATED))
             # Spreadsheets pad rows with a million repeated empty cells: keep real ones only.
-            room = job.max_columns - len(cells)
+            room = job.max_columns - column
             if text and repeat > room:
                 cut_columns = True
             cells.extend([text] * min(repeat if text else min(repeat, room), room))
-        spanned = {c: (t, left - 1) for c, (t, left) in spanned.items() if left > 1}
+        if spanned:
+            spanned = {c: (t, left - 1) for c, (t, left) in spanned.items() if left > 1}
         while cells and not cells[-1]:
             cells.pop()
-        repeat = _count(row, "number-rows-repeated")
+        repeat = _number(row.get(_ROWS_REPEATED))
         if not cells:
             number += repeat
             continue
@@ -205,8 +208,22 @@ def grid(node: Any, job: Job) -> Grid:
     return rows
 
 
-def _paragraphs(node: Any) -> Iterator[Any]:
-    yield from node.iter(_P, _H)
+def _cell_text(item: Any, job: Job) -> str:
+    if len(item) == 1:
+        only = item[0]
+        if only.tag == _P and len(only) == 0:  # the common cell: one paragraph of plain text
+            text, cut = cell(only.text)
+            if cut:
+                job.warn("cell_cut", "table cells longer than 2000 characters were cut")
+            return text
+    parts = []
+    for paragraph in item.iter(_P, _H):
+        # A paragraph of plain text (most cells) is its .text; others are read in full.
+        parts.append(paragraph.text or "" if len(paragraph) == 0 else inline(paragraph))
+    text, cut = cell(" ".join(parts))
+    if cut:
+        job.warn("cell_cut", "table cells longer than 2000 characters were cut")
+    return text
 
 
 def odt_to_text(data: bytes, job: Job) -> str:

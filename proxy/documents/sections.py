@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from typing import Literal
 
 from proxy.documents.table_form import block_parts, table_blocks
-from proxy.documents.text import PAGE_CHARS, split_pages, tidy
+from proxy.documents.text import PAGE_CHARS, split_pages
 
 Anchor = Literal["line", "paragraph"]
 
@@ -85,17 +85,21 @@ def _by_heading(text: str, headings: bool) -> list[_Raw]:
     paragraph = 0
     blank = True
     for number, line in enumerate(text.split("\n"), start=1):
-        if line.strip() and blank:
+        # Trailing spaces go here, once (units are tidy text); the regexes run only on lines
+        # that can be a fence or a heading.
+        line = line.rstrip()
+        if line and blank:
             paragraph += 1
-        blank = not line.strip()
-        opened = _FENCE.match(line)
+        blank = not line
+        opened = _FENCE.match(line) if "`" in line or "~" in line else None
         if opened:
             marks = opened.group(1)
             if fence is None:
                 fence = marks
             elif marks[0] == fence[0] and len(marks) >= len(fence):
                 fence = None
-        match = _HEADING.match(line) if headings and fence is None and not opened else None
+        can_head = headings and fence is None and not opened and line.startswith("#")
+        match = _HEADING.match(line) if can_head else None
         if match:
             level, title = len(match.group(1)), _EMPHASIS.sub("", match.group(2)).strip()
             path = [(lvl, name) for lvl, name in path if lvl < level] + [(level, title)]
@@ -139,15 +143,20 @@ def _parts(lines: list[tuple[int, int, str]], part_chars: int) -> list[tuple[int
     size = 0
     for line_no, paragraph_no, piece in pieces:
         if current and size + len(piece) + 2 > part_chars:
-            parts.append((*start, tidy("\n\n".join(current))))
+            parts.append((*start, _joined(current)))
             current, size = [], 0
         if not current:
             start = (line_no, paragraph_no)
         current.append(piece)
         size += len(piece) + 2
     if current:
-        parts.append((*start, tidy("\n\n".join(current))))
+        parts.append((*start, _joined(current)))
     return [part for part in parts if part[2]]
+
+
+def _joined(pieces: list[str]) -> str:
+    # Pieces are runs of non-blank, right-stripped lines: joined, they are tidy already.
+    return "\n\n".join(pieces).strip()
 
 
 def _by_lines(lines: list[tuple[int, int, str]], part_chars: int) -> list[tuple[int, int, str]]:

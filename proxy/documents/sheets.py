@@ -135,6 +135,17 @@ def _grid(rows: Iterable[Iterable[object]], job: Job, sheet: str) -> Grid:
     return grid
 
 
+def _unit(name: str, location: str, parts: list[tuple[str, list[int]]]) -> Section:
+    numbers = [number for _, rows in parts for number in rows]
+    first, last = min(numbers), max(numbers)
+    span = f"rows {first}-{last}" if last > first else f"row {last}"
+    heading = f"## Sheet: {name} ({span})" if location == "sheet" else ""
+    text = "\n\n".join(part for part in (heading, *(text for text, _ in parts)) if part)
+    if location == "sheet":
+        return Section(text, f"sheet={name}", f"{name} {span}")
+    return Section(text, f"row={first}", span)
+
+
 def _value(value: object) -> str:
     if value is None:
         return ""
@@ -186,33 +197,18 @@ def sheet_sections(
     units: list[Section] = []
     for name, grid in sheets:
         pending: list[tuple[str, list[int]]] = []  # parts of tables, and their data rows
-
-        def flush() -> None:
-            if not pending:
-                return
-            numbers = [number for _, rows in pending for number in rows]
-            first, last = min(numbers), max(numbers)
-            span = f"rows {first}-{last}" if last > first else f"row {last}"
-            heading = f"## Sheet: {name} ({span})" if location == "sheet" else ""
-            text = "\n\n".join(part for part in (heading, *(t for t, _ in pending)) if part)
-            where = f"sheet={name}" if location == "sheet" else f"row={first}"
-            units.append(Section(text, where, f"{name} {span}" if location == "sheet" else span))
-            pending.clear()
-
+        used = 0
         for block in blocks(grid):
             title, rows = titled(block)
             caption = f"{name} — {title}" if name and title else name or title
-            cells = [row for _, row in rows]
             numbers = [number for number, _ in rows]
-            used = sum(len(text) + 2 for text, _ in pending)
-            for text, start, end in table_parts(cells, caption, part_chars):
+            for text, start, end in table_parts([row for _, row in rows], caption, part_chars):
                 if pending and used + len(text) + 2 > part_chars:
-                    flush()
-                    used = 0
+                    units.append(_unit(name, location, pending))
+                    pending, used = [], 0
                 # The rows a part holds: its body rows, or the header when it has none.
                 pending.append((text, numbers[1 + start : 1 + end] or numbers[:1]))
                 used += len(text) + 2
-        flush()
+        if pending:
+            units.append(_unit(name, location, pending))
     return units
-
-

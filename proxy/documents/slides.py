@@ -9,8 +9,8 @@ from typing import Any
 from proxy.documents.archive import open_zip
 from proxy.documents.failure import ExtractError
 from proxy.documents.job import Job, Unit, Units
-from proxy.documents.table_form import cell, table
 from proxy.documents.odf_text import odp_slides
+from proxy.documents.table_form import cell, table
 from proxy.documents.text import tidy
 
 

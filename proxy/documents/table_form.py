@@ -57,7 +57,11 @@ _FIGURE = re.compile(r"^(?:figure|fig\.|abbildung|abb\.|рисунок|рис\.)
 
 def cell(value: object) -> tuple[str, bool]:
     """A value as one table cell (whitespace collapsed, pipes escaped), and whether it was cut."""
-    text = _SPACES.sub(" ", "" if value is None else str(value)).strip()
+    text = "" if value is None else str(value)
+    # Most cells are short single-spaced values: the regex only runs where it changes something.
+    if "  " in text or "\n" in text or "\t" in text or "\r" in text or not text.isprintable():
+        text = _SPACES.sub(" ", text)
+    text = text.strip()
     cut = len(text) > MAX_CELL_CHARS
     if cut:
         text = text[:MAX_CELL_CHARS] + "…"
@@ -136,7 +140,9 @@ class TableBlock:
 
     @property
     def head(self) -> str:
-        return "\n".join(([caption_line(self.caption)] if self.caption else []) + [*self.header_lines])
+        return "\n".join(
+            ([caption_line(self.caption)] if self.caption else []) + [*self.header_lines]
+        )
 
 
 def _is_row(line: str) -> bool:

@@ -101,12 +101,13 @@ def _captions(
         for number, block in enumerate(blocks):
             x0, _, x1, y1 = block[:4]
             above = bbox[1] - CAPTION_GAP_POINTS <= y1 <= bbox[1] + 2
-            if where[number] is None and above and x0 < bbox[2] and x1 > bbox[0]:
-                if best is None or y1 > blocks[best][3]:
-                    best = number
-        if best is not None and best not in captions.values():
-            if is_caption(" ".join(str(blocks[best][4]).split())):
-                captions[index] = best
+            beside = where[number] is None and above and x0 < bbox[2] and x1 > bbox[0]
+            if beside and (best is None or y1 > blocks[best][3]):
+                best = number
+        if best is None or best in captions.values():
+            continue
+        if is_caption(" ".join(str(blocks[best][4]).split())):
+            captions[index] = best
     return captions
 
 

@@ -201,7 +201,9 @@ def costs_odt() -> bytes:
     table.addElement(row(text_cell("Group"), text_cell("Item"), text_cell("Sum")))
     table.addElement(row(text_cell("A", numberrowsspanned=2), text_cell("Cable"), text_cell("480")))
     table.addElement(row(CoveredTableCell(), text_cell("Plug"), text_cell("20")))
-    table.addElement(row(text_cell("Total", numbercolumnsspanned=2), CoveredTableCell(), text_cell("500")))
+    table.addElement(
+        row(text_cell("Total", numbercolumnsspanned=2), CoveredTableCell(), text_cell("500"))
+    )
     document.text.addElement(table)
     document.text.addElement(P(text="Prices include tax."))
     return _save_odf(document)
@@ -232,7 +234,12 @@ def merged_pptx() -> bytes:
     slide = deck.slides.add_slide(deck.slide_layouts[5])
     slide.shapes.title.text = "Budget"
     grid = slide.shapes.add_table(4, 3, 0, 0, 6000000, 2000000).table
-    values = [["Group", "Item", "Sum"], ["A", "Cable", "480"], ["", "Plug", "20"], ["Total", "", "500"]]
+    values = [
+        ["Group", "Item", "Sum"],
+        ["A", "Cable", "480"],
+        ["", "Plug", "20"],
+        ["Total", "", "500"],
+    ]
     for r, row in enumerate(values):
         for c, value in enumerate(row):
             if value:

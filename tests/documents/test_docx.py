@@ -97,8 +97,7 @@ def test_a_caption_between_two_tables_names_the_next_one() -> None:
     table = _tbl(_tc("a") + _tc("b"), _tc("1") + _tc("2"))
     data = _with_body(table + _p("Table 2. Second") + table)
     assert docx_to_text(data) == (
-        "| a | b |\n|---|---|\n| 1 | 2 |\n\n"
-        "Table: Table 2. Second\n| a | b |\n|---|---|\n| 1 | 2 |"
+        "| a | b |\n|---|---|\n| 1 | 2 |\n\nTable: Table 2. Second\n| a | b |\n|---|---|\n| 1 | 2 |"
     )
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import re
 from collections.abc import AsyncIterator
 
@@ -87,7 +88,7 @@ def test_parts_repeat_caption_and_header_and_never_cut_a_row() -> None:
     assert all(text.startswith(head + "\n") for text, _, _ in parts)
     ranges = [(start, end) for _, start, end in parts]
     assert ranges[0][0] == 0 and ranges[-1] == (10, 11)
-    assert all(a[1] == b[0] and a[0] < a[1] for a, b in zip(ranges, ranges[1:], strict=False))
+    assert all(a[1] == b[0] and a[0] < a[1] for a, b in itertools.pairwise(ranges))
     assert all(len(text) <= 200 for text, _, _ in parts[:-1])
     assert all(len(text) + 53 > 200 for text, _, _ in parts[:-2])  # full: one more row is over
     assert parts[-1][0] == head + "\n| big | " + "y" * 500 + " |"  # over the size, but whole
@@ -120,7 +121,9 @@ def test_captions_are_recognised_in_several_languages() -> None:
 
 def test_a_caption_style_names_a_table_but_a_figure_caption_does_not() -> None:
     grid = Table([["a"], ["1"]])
-    assert join_blocks([Caption("Figure 2: photo"), grid]) == "Figure 2: photo\n\n| a |\n|---|\n| 1 |"
+    assert (
+        join_blocks([Caption("Figure 2: photo"), grid]) == "Figure 2: photo\n\n| a |\n|---|\n| 1 |"
+    )
     assert join_blocks([Caption("Stage costs"), grid]) == "Table: Stage costs\n| a |\n|---|\n| 1 |"
     assert join_blocks([grid, "Table 5 - Totals"]) == "Table: Table 5 - Totals\n| a |\n|---|\n| 1 |"
     own = Table([["a"]], "Own")
@@ -163,12 +166,13 @@ def _tables(document: ParsedDocument) -> list[tuple[str, str, list[str]]]:
 @pytest.mark.asyncio(loop_scope="module")
 async def test_every_format_writes_the_same_form(parser: DocumentParser) -> None:
     merged = [
-        ("| Group | Item | Sum |", ["| A | Cable | 480 |", "| A | Plug | 20 |", "| Total |  | 500 |"])
+        (
+            "| Group | Item | Sum |",
+            ["| A | Cable | 480 |", "| A | Plug | 20 |", "| Total |  | 500 |"],
+        )
     ]
     odt = await parser.parse("costs.odt", makers.costs_odt())
-    assert [(c, h, r) for c, h, r in _tables(odt)] == [
-        ("Costs of stage 1", *merged[0])
-    ]
+    assert [(c, h, r) for c, h, r in _tables(odt)] == [("Costs of stage 1", *merged[0])]
     slides = await parser.parse("budget.pptx", makers.merged_pptx())
     assert _tables(slides) == [("Budget", *merged[0])]
     sheets = await parser.parse("costs.xlsx", makers.blocks_xlsx())
@@ -201,7 +205,11 @@ async def test_every_format_writes_the_same_form(parser: DocumentParser) -> None
     assert "Nuts\n\n" not in html.text  # the figure's caption is not said twice
     pdf = await parser.parse("results.pdf", makers.ruled_table_pdf("Table 1: Regional results"))
     assert _tables(pdf) == [
-        ("Table 1: Regional results", "| Region | Q1 | Q2 |", ["| North | 10 | 12 |", "| South | 7 | 9 |"])
+        (
+            "Table 1: Regional results",
+            "| Region | Q1 | Q2 |",
+            ["| North | 10 | 12 |", "| South | 7 | 9 |"],
+        )
     ]
     assert pdf.text.count("Regional results") == 1
     plain = await parser.parse("plain.pdf", makers.ruled_table_pdf("Regional results"))
