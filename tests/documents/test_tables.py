@@ -16,6 +16,7 @@ from proxy.documents.table_form import (
     Caption,
     Table,
     TableBlock,
+    cell,
     is_caption,
     join_blocks,
     table,
@@ -119,8 +120,15 @@ def test_captions_are_recognised_in_several_languages() -> None:
         assert not is_caption(text), text
 
 
+def test_cells_are_one_line_with_pipes_escaped() -> None:
+    assert cell("  Plug |\n socket\t 20 ") == ("Plug \\| socket 20", False)
+    assert cell(None) == ("", False)
+    assert table([["a", "b"], ["1"]]) == "| a | b |\n|---|---|\n| 1 |  |"
+
+
 def test_a_caption_style_names_a_table_but_a_figure_caption_does_not() -> None:
     grid = Table([["a"], ["1"]])
+    assert join_blocks([Caption("Рисунок 2 — схема"), grid]).startswith("Рисунок 2 — схема\n\n|")
     assert (
         join_blocks([Caption("Figure 2: photo"), grid]) == "Figure 2: photo\n\n| a |\n|---|\n| 1 |"
     )
