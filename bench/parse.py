@@ -1,6 +1,14 @@
-"""Pages/second of DocumentParser (cold cache) against raw PyMuPDF, with and without PDF table
-extraction, the table finder run on every page (what the ruling-line gate avoids), OCR pages/s,
-and cached-parse latency."""
+"""Parsing speed against the libraries' own plain passes, in one run.
+
+`formats`: one large document of every kind (bench/documents.py: a Russian contract DOCX with
+cost tables, ledgers XLSX/ODS, ODT, PPTX, Markdown, text, and the Debian Russian HTML, EPUB and
+PDF), our parser's CPU time (the worker's extraction, in this process) against the library's
+plain pass, and our whole parse (worker, cache write). `pdf`: pages/second of DocumentParser
+(cold cache) against raw PyMuPDF, with and without PDF table extraction, the table finder run on
+every page (what the ruling-line gate avoids), OCR pages/s, and cached-parse latency.
+
+    .venv/bin/python bench/parse.py [formats] [pdf]    (both when none is named)
+"""
 
 from __future__ import annotations
 
@@ -10,13 +18,18 @@ import statistics
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from dataclasses import replace
+from functools import partial
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from bench.documents import odfpy_pass, plain_pass, samples, source_text
 from proxy.documents import DocumentParser
 from proxy.documents.cache import DocumentCache
+from proxy.documents.extract import extract_units
+from proxy.documents.job import Job, Unit
 from proxy.documents.mupdf import _mupdf
 from proxy.documents.ocr import ocr_status
 
@@ -123,7 +136,75 @@ async def ocr_pages_per_second(scratch: Path) -> None:
     )
 
 
+FORMAT_RUNS = 3
+
+
+def _cpu(work: Callable[[], object]) -> float:
+    started = time.process_time()
+    work()
+    return time.process_time() - started
+
+
+async def formats(scratch: Path) -> None:
+    """Ours against the library's plain pass, every kind, interleaved runs, best CPU time."""
+    _, source = source_text()
+    print(f"Every format: large documents from {source}; best of {FORMAT_RUNS} interleaved runs")
+    print(
+        f"(load average now {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores; CPU seconds, so"
+        " other load inflates them less than wall time)"
+    )
+    parser = DocumentParser(scratch / "formats", workers=1)
+    await parser.start()
+    header = (
+        f"  {'kind':<9}{'document':<28}{'size':>8}{'chars':>10}{'plain':>8}{'ours':>8}"
+        f"{'ratio':>7}{'parse()':>9}{'CPU':>7}   plain pass"
+    )
+    print(header)
+    for sample in samples(scratch):
+        job = Job(sample.kind, sample.name)
+        chars = 0
+        plains, ours, walls, cpus = [], [], [], []
+        kind, data = sample.kind, sample.data
+        for run in range(FORMAT_RUNS):
+            plains.append(_cpu(partial(plain_pass, kind, data)))
+            units: list[Unit] = []
+            # extract_units is a generator: its work happens inside extend, inside _cpu.
+            ours.append(_cpu(partial(units.extend, extract_units(kind, data, job))))
+            chars = sum(len(unit.text) for unit in units)
+            parser.cache = DocumentCache(scratch / f"formats-{sample.name}-{run}")
+            pids = parser.pool.pids()
+            cpu, started = cpu_seconds(pids), time.perf_counter()
+            await parser.parse(sample.name, sample.data)
+            walls.append(time.perf_counter() - started)
+            cpus.append(cpu_seconds(pids) - cpu)
+        plain, our = min(plains), min(ours)
+        print(
+            f"  {sample.kind:<9}{sample.name[:27]:<28}{len(sample.data) / 1e6:7.2f}M"
+            f"{chars:>10,}{plain:8.2f}{our:8.2f}{our / plain:6.2f}x{min(walls):8.2f}s"
+            f"{min(cpus):6.2f}s   "
+            f"{sample.plain}"
+        )
+        if sample.kind in ("ods", "odt"):
+            odfpy = min(_cpu(partial(odfpy_pass, data)) for _ in range(2))
+            print(f"  {'':<45}odfpy load + every paragraph's text: {odfpy:.2f} s")
+    await parser.close()
+    print(
+        "  plain/ours: CPU seconds in this process (ours = the worker's extraction into units);\n"
+        "  parse() = DocumentParser.parse with a cold cache, wall (worker, frames, cache write),"
+        " and CPU of this process and the worker"
+    )
+
+
 async def main() -> None:
+    chosen = set(sys.argv[1:]) or {"formats", "pdf"}
+    if "formats" in chosen:
+        with tempfile.TemporaryDirectory() as scratch_dir:
+            await formats(Path(scratch_dir))
+    if "pdf" in chosen:
+        await pdf_speed()
+
+
+async def pdf_speed() -> None:
     present = [CORPUS / file for file in FILES if (CORPUS / file).exists()]
     if not present:
         print(f"skipped: none of {', '.join(FILES)} under {CORPUS}")

@@ -83,10 +83,10 @@ def test_the_full_content_prompt_names_sheets_and_sections(
     assert sent.startswith(
         "This is a Enriched Context Generation scenario.\n\n"
         "The following content was found in the files provided by the user.\n\n"
-        "** budget.xlsx full content **\n\n## Sheet: Q3 (rows 2-3)\n\n"
+        "** budget.xlsx full content **\n\n## Sheet: Q3 (rows 2-3)\n\nTable: Q3\n"
         "| Item | Amount | Owner |\n|---|---|---|\n| Coffee | 12.5 | Ann |"
     )
-    assert "## Sheet: Notes (row 1)\n\n| Approved by the board |" in sent
+    assert "## Sheet: Notes (row 1)\n\nTable: Notes\n| Approved by the board |\n|---|" in sent
     assert sent.endswith(
         "** end of budget.xlsx **\n\nBased on the content above, please provide"
         " a response to the user query.\n\nUser query: What did coffee cost?"

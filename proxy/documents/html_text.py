@@ -8,7 +8,7 @@ from selectolax.lexbor import LexborHTMLParser, LexborNode
 
 from proxy.documents.failure import ExtractError
 from proxy.documents.job import Job
-from proxy.documents.markdown import cell, table
+from proxy.documents.table_form import Block, Table, cell, join_blocks
 from proxy.documents.text import decode_text, tidy
 
 
@@ -79,15 +79,19 @@ def html_to_text(data: bytes, job: Job | None = None) -> str:
     title = " ".join(title_node.text().split()) if title_node is not None else ""
     if job is not None:
         job.title(title)
-    text = _render(root) if root is not None else ""
+    text = join_blocks(_render(root)) if root is not None else ""
     if title and title not in text[:500]:
         text = f"# {title}\n\n{text}"
     return tidy(text)
 
 
-def _render(root: LexborNode) -> str:
+def _render(root: LexborNode) -> list[Block]:
+    """Markdown text, with each data table as a `Table` between the text around it."""
     # An explicit stack, not recursion: hostile pages nest thousands of levels deep.
+    blocks: list[Block] = []
     out: list[str] = []
+    captions: dict[int, str] = {}  # a figure's table -> the figure's caption
+    skipped: set[int] = set()  # figure captions that became a table's
     stack: list[tuple[LexborNode, bool, bool]] = [(root, False, False)]
     while stack:
         node, closing, in_pre = stack.pop()
@@ -104,23 +108,41 @@ def _render(root: LexborNode) -> str:
             if value:
                 out.append(value)
             continue
-        if not node.is_element_node or tag in _DROP:
+        if not node.is_element_node or tag in _DROP or node.mem_id in skipped:
             continue
+        if tag == "figure":
+            _figure_caption(node, captions, skipped)
         if tag == "table" and not in_pre:
-            rendered = _data_table(node)
-            if rendered is not None:
-                out.append(f"\n\n{rendered}\n\n")
+            rows = _data_table(node)
+            if rows is not None:
+                caption = node.css_first("caption")
+                named = captions.get(node.mem_id, "")
+                if caption is not None and caption.parent and caption.parent.mem_id == node.mem_id:
+                    named = caption.text(separator=" ")
+                blocks.extend(["".join(out), Table(rows, named)])
+                out = ["\n"]
                 continue
         out.append(_before(tag))
         stack.append((node, True, in_pre))
         children = list(node.iter(include_text=True))
         inner_pre = in_pre or tag == "pre"
         stack.extend((child, False, inner_pre) for child in reversed(children))
-    return "".join(out)
+    blocks.append("".join(out))
+    return blocks
 
 
-def _data_table(node: LexborNode) -> str | None:
-    """A table of short cells as a Markdown table; None for a layout table (cells holding
+def _figure_caption(figure: LexborNode, captions: dict[int, str], skipped: set[int]) -> None:
+    """A figure holding one table and a figcaption: the figcaption is the table's caption."""
+    children = [child for child in figure.iter() if child.is_element_node]
+    tables = [child for child in children if child.tag == "table"]
+    named = [child for child in children if child.tag == "figcaption"]
+    if len(tables) == 1 and len(named) == 1:
+        captions[tables[0].mem_id] = named[0].text(separator=" ")
+        skipped.add(named[0].mem_id)
+
+
+def _data_table(node: LexborNode) -> list[list[str]] | None:
+    """A table of short cells as rows of cells; None for a layout table (cells holding
     paragraphs, lists or other tables), which is rendered as ordinary blocks."""
     blocks = node.css("table, p, div, ul, ol, h1, h2, h3, h4, h5, h6, pre, blockquote")
     if any(inner.mem_id != node.mem_id for inner in blocks):
@@ -132,7 +154,7 @@ def _data_table(node: LexborNode) -> str | None:
             return None
         if any(text for text, _ in cells):
             rows.append([text for text, _ in cells])
-    return table(rows) if rows else None
+    return rows or None
 
 
 LAYOUT_CELL_CHARS = 500

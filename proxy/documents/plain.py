@@ -17,7 +17,7 @@ def text_sections(kind: str, name: str, data: bytes, job: Job) -> list[Section]:
     """Units of a text-like file (decoded here), bounded by `job.max_pages` units."""
     text = decode_text(data)
     if kind == Kind.CSV:
-        sections = sheet_sections([("", csv_sheet(text, name, job))], location="row")
+        sections = sheet_sections([(name, csv_sheet(text, name, job))], location="row")
     elif kind in (Kind.JSON, Kind.CODE):
         language = "json" if kind == Kind.JSON else code_language(name)
         sections = [

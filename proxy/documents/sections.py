@@ -6,11 +6,14 @@ Each unit carries a location a person can find: `section=<heading>` under a head
 
 from __future__ import annotations
 
+import bisect
+import itertools
 import re
 from dataclasses import dataclass
 from typing import Literal
 
-from proxy.documents.text import PAGE_CHARS, split_pages, tidy
+from proxy.documents.table_form import block_parts, table_blocks
+from proxy.documents.text import PAGE_CHARS, split_pages
 
 Anchor = Literal["line", "paragraph"]
 
@@ -45,7 +48,8 @@ def split_sections(
     part_chars: int = PAGE_CHARS,
     max_units: int = 2000,
 ) -> list[Section]:
-    """Units of `text` in order; every non-blank line of the input is in exactly one of them."""
+    """Units of `text` in order; every non-blank line of the input is in exactly one of them,
+    but the caption and header rows of a table cut into parts, which head each part."""
     raws = _by_heading(text, headings)
     units: list[Section] = []
     carried: list[tuple[int, int, str]] = []  # heading lines of sections with no body
@@ -81,17 +85,21 @@ def _by_heading(text: str, headings: bool) -> list[_Raw]:
     paragraph = 0
     blank = True
     for number, line in enumerate(text.split("\n"), start=1):
-        if line.strip() and blank:
+        # Trailing spaces go here, once (units are tidy text); the regexes run only on lines
+        # that can be a fence or a heading.
+        line = line.rstrip()
+        if line and blank:
             paragraph += 1
-        blank = not line.strip()
-        opened = _FENCE.match(line)
+        blank = not line
+        opened = _FENCE.match(line) if "`" in line or "~" in line else None
         if opened:
             marks = opened.group(1)
             if fence is None:
                 fence = marks
             elif marks[0] == fence[0] and len(marks) >= len(fence):
                 fence = None
-        match = _HEADING.match(line) if headings and fence is None and not opened else None
+        can_head = headings and fence is None and not opened and line.startswith("#")
+        match = _HEADING.match(line) if can_head else None
         if match:
             level, title = len(match.group(1)), _EMPHASIS.sub("", match.group(2)).strip()
             path = [(lvl, name) for lvl, name in path if lvl < level] + [(level, title)]
@@ -117,34 +125,56 @@ def _parts(lines: list[tuple[int, int, str]], part_chars: int) -> list[tuple[int
         if len(text) <= part_chars:
             pieces.append((paragraph[0][0], paragraph[0][1], text))
             continue
-        # A long run of lines without a blank one (hard-wrapped text, logs): cut by lines.
-        group: list[tuple[int, int, str]] = []
-        size = 0
-        for line_no, paragraph_no, line in [*paragraph, (0, 0, "")]:
-            if group and (not line or size + len(line) + 1 > part_chars):
-                joined = "\n".join(item for _, _, item in group)
-                pieces.extend(
-                    (group[0][0], group[0][1], piece) for piece in split_pages(joined, part_chars)
-                )
-                group, size = [], 0
-            if line:
-                group.append((line_no, paragraph_no, line))
-                size += len(line) + 1
+        # A table longer than a part: cut between rows, each part under its caption and
+        # header again; the lines around it (hard-wrapped text, logs): cut by lines.
+        offsets = list(itertools.accumulate((len(line) + 1 for _, _, line in paragraph), initial=0))
+        done = 0
+        for block in table_blocks(text):
+            first = bisect.bisect_right(offsets, block.start) - 1
+            pieces.extend(_by_lines(paragraph[done:first], part_chars))
+            for offset, piece in block_parts(text, block, part_chars):
+                at = paragraph[bisect.bisect_right(offsets, offset) - 1]
+                pieces.append((at[0], at[1], piece))
+            done = bisect.bisect_right(offsets, block.end)
+        pieces.extend(_by_lines(paragraph[done:], part_chars))
     parts: list[tuple[int, int, str]] = []
     current: list[str] = []
     start: tuple[int, int] = (0, 0)
     size = 0
     for line_no, paragraph_no, piece in pieces:
         if current and size + len(piece) + 2 > part_chars:
-            parts.append((*start, tidy("\n\n".join(current))))
+            parts.append((*start, _joined(current)))
             current, size = [], 0
         if not current:
             start = (line_no, paragraph_no)
         current.append(piece)
         size += len(piece) + 2
     if current:
-        parts.append((*start, tidy("\n\n".join(current))))
+        parts.append((*start, _joined(current)))
     return [part for part in parts if part[2]]
+
+
+def _joined(pieces: list[str]) -> str:
+    # Pieces are runs of non-blank, right-stripped lines: joined, they are tidy already.
+    return "\n\n".join(pieces).strip()
+
+
+def _by_lines(lines: list[tuple[int, int, str]], part_chars: int) -> list[tuple[int, int, str]]:
+    """Lines cut into pieces of at most `part_chars`, between lines where possible."""
+    pieces: list[tuple[int, int, str]] = []
+    group: list[tuple[int, int, str]] = []
+    size = 0
+    for line_no, paragraph_no, line in [*lines, (0, 0, "")]:
+        if group and (not line or size + len(line) + 1 > part_chars):
+            joined = "\n".join(item for _, _, item in group)
+            pieces.extend(
+                (group[0][0], group[0][1], piece) for piece in split_pages(joined, part_chars)
+            )
+            group, size = [], 0
+        if line:
+            group.append((line_no, paragraph_no, line))
+            size += len(line) + 1
+    return pieces
 
 
 def _label(title: str) -> str:

@@ -1,4 +1,9 @@
-"""Spreadsheets (XLSX, XLS, ODS, CSV) as Markdown tables, one or more units per sheet."""
+"""Spreadsheets (XLSX, XLS, ODS, CSV) as Markdown tables, one or more units per sheet.
+
+Each block of rows between empty rows is a table of its own (see table_form), captioned with
+the sheet's name and the block's title row, if it has one; units are cut between rows, each part
+of a table starting with its caption and header row again.
+"""
 
 from __future__ import annotations
 
@@ -11,11 +16,14 @@ from collections.abc import Iterable
 from proxy.documents.archive import open_zip
 from proxy.documents.failure import ExtractError
 from proxy.documents.job import Job
-from proxy.documents.markdown import cell, table
 from proxy.documents.sections import Section
+from proxy.documents.table_form import cell, table_parts
 from proxy.documents.text import PAGE_CHARS
 
-Grid = list[list[str]]
+Row = tuple[int, list[str]]
+"""A row's number in its sheet (1 for the first) and its cells, escaped."""
+Grid = list[Row]
+MAX_TITLE_ROWS = 3
 
 
 def xlsx_sheets(data: bytes, job: Job) -> list[tuple[str, Grid]]:
@@ -88,9 +96,9 @@ def csv_sheet(text: str, name: str, job: Job) -> Grid:
 
 
 def _grid(rows: Iterable[Iterable[object]], job: Job, sheet: str) -> Grid:
-    """Rows as escaped cells, capped at max_rows x max_columns, empty rows and edges dropped."""
+    """Numbered rows of escaped cells, capped at max_rows x max_columns, empty rows dropped
+    (their numbers keep the blocks apart) and trailing empty cells too."""
     grid: Grid = []
-    width = 0
     total = 0
     cut_columns = False
     for row in rows:
@@ -109,8 +117,7 @@ def _grid(rows: Iterable[Iterable[object]], job: Job, sheet: str) -> Grid:
         while cells and not cells[-1]:
             cells.pop()
         if cells:
-            grid.append(cells)
-            width = max(width, len(cells))
+            grid.append((total, cells))
         if total > 10 * job.max_rows:
             break  # a sheet of a million empty rows is not read to the end
     where = f"sheet {sheet}" if sheet else "the table"
@@ -128,6 +135,17 @@ def _grid(rows: Iterable[Iterable[object]], job: Job, sheet: str) -> Grid:
     return grid
 
 
+def _unit(name: str, location: str, parts: list[tuple[str, list[int]]]) -> Section:
+    numbers = [number for _, rows in parts for number in rows]
+    first, last = min(numbers), max(numbers)
+    span = f"rows {first}-{last}" if last > first else f"row {last}"
+    heading = f"## Sheet: {name} ({span})" if location == "sheet" else ""
+    text = "\n\n".join(part for part in (heading, *(text for text, _ in parts)) if part)
+    if location == "sheet":
+        return Section(text, f"sheet={name}", f"{name} {span}")
+    return Section(text, f"row={first}", span)
+
+
 def _value(value: object) -> str:
     if value is None:
         return ""
@@ -140,36 +158,57 @@ def _value(value: object) -> str:
     return str(value)
 
 
+def blocks(grid: Grid) -> list[Grid]:
+    """The sheet's tables: runs of rows with no empty row between them, leading columns empty
+    in every row of a run dropped."""
+    runs: list[Grid] = []
+    for number, cells in grid:
+        if runs and runs[-1][-1][0] == number - 1:
+            runs[-1].append((number, cells))
+        else:
+            runs.append([(number, cells)])
+    out = []
+    for run in runs:
+        lead = min(next(i for i, text in enumerate(cells) if text) for _, cells in run)
+        out.append([(number, cells[lead:]) for number, cells in run])
+    return out
+
+
+def titled(block: Grid) -> tuple[str, Grid]:
+    """A block's title rows (one value each, above a wider header row) and its table rows."""
+    titles: list[str] = []
+    for index, (_, cells) in enumerate(block[: MAX_TITLE_ROWS + 1]):
+        if sum(1 for text in cells if text) >= 2:
+            if titles:
+                return " ".join(titles), block[index:]
+            break
+        titles.append(next(text for text in cells if text))
+    return "", block
+
+
 def sheet_sections(
     sheets: list[tuple[str, Grid]], *, location: str = "sheet", part_chars: int = PAGE_CHARS
 ) -> list[Section]:
-    """Each sheet as Markdown tables of at most ~`part_chars`, each repeating the header row.
+    """Each sheet's tables as units of at most ~`part_chars`, cut between rows.
 
-    `location` "sheet" names the sheet (`sheet=Q3`); "row" gives the first row (CSV).
+    `location` "sheet" names the sheet (`sheet=Q3`) and heads each unit with the rows it
+    holds; "row" gives the unit's first row (CSV, where the sheet's name is the file's).
     """
     units: list[Section] = []
     for name, grid in sheets:
-        if not grid:
-            continue
-        header, body = grid[0], grid[1:] or []
-        start = 0
-        while True:
-            size, end = 0, start
-            while end < len(body) and (end == start or size + _width(body[end]) <= part_chars):
-                size += _width(body[end])
-                end += 1
-            rows = [header, *body[start:end]]
-            first, last = start + 2, end + 1
-            span = f"rows {first}-{last}" if last > first else f"row {last}"
-            heading = f"## Sheet: {name} ({span})" if location == "sheet" else ""
-            text = "\n\n".join(part for part in (heading, table(rows)) if part)
-            where = f"sheet={name}" if location == "sheet" else f"row={first}"
-            units.append(Section(text, where, f"{name} {span}".strip()))
-            start = end
-            if start >= len(body):
-                break
+        pending: list[tuple[str, list[int]]] = []  # parts of tables, and their data rows
+        used = 0
+        for block in blocks(grid):
+            title, rows = titled(block)
+            caption = f"{name} — {title}" if name and title else name or title
+            numbers = [number for number, _ in rows]
+            for text, start, end in table_parts([row for _, row in rows], caption, part_chars):
+                if pending and used + len(text) + 2 > part_chars:
+                    units.append(_unit(name, location, pending))
+                    pending, used = [], 0
+                # The rows a part holds: its body rows, or the header when it has none.
+                pending.append((text, numbers[1 + start : 1 + end] or numbers[:1]))
+                used += len(text) + 2
+        if pending:
+            units.append(_unit(name, location, pending))
     return units
-
-
-def _width(row: list[str]) -> int:
-    return sum(len(text) + 3 for text in row) + 2

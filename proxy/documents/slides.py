@@ -1,4 +1,4 @@
-"""Presentations (PPTX with python-pptx, ODP with odfpy): one unit per slide, notes included."""
+"""Presentations (PPTX with python-pptx, ODP with lxml): one unit per slide, notes included."""
 
 from __future__ import annotations
 
@@ -9,8 +9,8 @@ from typing import Any
 from proxy.documents.archive import open_zip
 from proxy.documents.failure import ExtractError
 from proxy.documents.job import Job, Unit, Units
-from proxy.documents.markdown import cell, table
 from proxy.documents.odf_text import odp_slides
+from proxy.documents.table_form import cell, table
 from proxy.documents.text import tidy
 
 
@@ -30,7 +30,7 @@ def pptx_slides(data: bytes, job: Job) -> list[tuple[str, str, str]]:
     for slide in deck.slides:
         title_shape = slide.shapes.title
         title = " ".join((title_shape.text_frame.text if title_shape is not None else "").split())
-        body = _shapes(slide.shapes, title_shape, job)
+        body = _shapes(slide.shapes, title_shape, job, title)
         notes = ""
         if slide.has_notes_slide and slide.notes_slide.notes_text_frame is not None:
             notes = slide.notes_slide.notes_text_frame.text
@@ -38,21 +38,16 @@ def pptx_slides(data: bytes, job: Job) -> list[tuple[str, str, str]]:
     return slides
 
 
-def _shapes(shapes: Iterable[Any], title_shape: Any, job: Job) -> list[str]:
+def _shapes(shapes: Iterable[Any], title_shape: Any, job: Job, title: str) -> list[str]:
+    """The slide's text and tables (captioned with the slide's title), groups opened."""
     out: list[str] = []
     for shape in shapes:
         if title_shape is not None and shape.shape_id == title_shape.shape_id:
             continue
         if getattr(shape, "has_table", False) and shape.has_table:
-            rows = []
-            for row in shape.table.rows:
-                cells = [cell(item.text) for item in row.cells]
-                if any(cut for _, cut in cells):
-                    job.warn("cell_cut", "table cells longer than 2000 characters were cut")
-                rows.append([text for text, _ in cells])
-            out.append(table(rows))
+            out.append(table(_table_rows(shape.table, job), title))
         elif hasattr(shape, "shapes"):  # a group
-            out.extend(_shapes(shape.shapes, None, job))
+            out.extend(_shapes(shape.shapes, None, job, title))
         elif getattr(shape, "has_text_frame", False) and shape.has_text_frame:
             lines = []
             for paragraph in shape.text_frame.paragraphs:
@@ -61,6 +56,28 @@ def _shapes(shapes: Iterable[Any], title_shape: Any, job: Job) -> list[str]:
                     lines.append("  " * paragraph.level + "- " + text.strip())
             out.append("\n".join(lines))
     return [block for block in out if block.strip()]
+
+
+def _table_rows(grid: Any, job: Job) -> list[list[str]]:
+    """Rows on the table's grid: a merged cell's text in its first column, repeated down the
+    rows it spans, the other columns it spans empty."""
+    rows: list[list[str]] = []
+    down: dict[int, tuple[str, int]] = {}  # column -> (text of a merge above, rows left)
+    for row in grid.rows:
+        cells: list[str] = []
+        for column, item in enumerate(row.cells):
+            if item.is_spanned:
+                text = down[column][0] if column in down else ""
+            else:
+                text, cut = cell(item.text)
+                if cut:
+                    job.warn("cell_cut", "table cells longer than 2000 characters were cut")
+                if item.is_merge_origin and item.span_height > 1:
+                    down[column] = (text, item.span_height)
+            cells.append(text)
+        down = {c: (t, left - 1) for c, (t, left) in down.items() if left > 1}
+        rows.append(cells)
+    return [cells for cells in rows if any(cells)]
 
 
 def slide_units(kind: str, data: bytes, job: Job) -> Units:

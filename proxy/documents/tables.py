@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from proxy.documents.markdown import cell, table
+from proxy.documents.table_form import cell, is_caption, table
 
 MIN_RULE_POINTS = 8.0
 """A stroke shorter than this is a glyph detail or a tick, not a table rule."""
@@ -45,8 +45,9 @@ def _inside(area: Any, x0: float, y0: float, x1: float, y1: float) -> bool:
 
 
 def text_with_tables(page: Any) -> tuple[str, int, bool] | None:
-    """The page's text with each table as Markdown where its cells were, the number of tables
-    and whether a cell was cut; None when the page has no table."""
+    """The page's text with each table as Markdown where its cells were (under the text right
+    above it, when that names it: "Table 3 ..."), the number of tables and whether a cell was
+    cut; None when the page has no table."""
     try:
         found = [t for t in page.find_tables().tables if t.row_count >= 2 and t.col_count >= 2]
     except Exception:
@@ -54,7 +55,7 @@ def text_with_tables(page: Any) -> tuple[str, int, bool] | None:
     if not found:
         return None
     cut = False
-    rendered: list[tuple[Any, str]] = []
+    rendered: list[tuple[Any, list[list[str]]]] = []
     for found_table in found:
         rows = []
         for row in found_table.extract():
@@ -62,22 +63,56 @@ def text_with_tables(page: Any) -> tuple[str, int, bool] | None:
             cut = cut or any(was_cut for _, was_cut in cells)
             rows.append([text for text, _ in cells])
         if tabular(rows):
-            rendered.append((found_table.bbox, table(rows)))
+            rendered.append((found_table.bbox, rows))
     if not rendered:
         return None
+    blocks = [block for block in page.get_text("blocks") if block[6] == 0]
+    where = [_table_of(block, rendered) for block in blocks]
+    captions = _captions(blocks, where, rendered)
     out: list[str] = []
     placed: set[int] = set()
-    for block in page.get_text("blocks"):
-        if block[6] != 0:
-            continue
-        index = _table_of(block, rendered)
+    for number, block in enumerate(blocks):
+        index = where[number]
         if index is None:
-            out.append(str(block[4]).rstrip())
+            if number not in captions.values():
+                out.append(str(block[4]).rstrip())
         elif index not in placed:
             placed.add(index)
-            out.append(rendered[index][1])
-    out.extend(markdown for index, (_, markdown) in enumerate(rendered) if index not in placed)
+            out.append(_markdown(rendered[index][1], blocks, captions.get(index)))
+    out.extend(
+        _markdown(rows, blocks, captions.get(index))
+        for index, (_, rows) in enumerate(rendered)
+        if index not in placed
+    )
     return "\n\n".join(part for part in out if part), len(found), cut
+
+
+CAPTION_GAP_POINTS = 30.0
+"""A caption sits at most this far above its table (about two lines of text)."""
+
+
+def _captions(
+    blocks: list[Any], where: list[int | None], rendered: list[tuple[Any, list[list[str]]]]
+) -> dict[int, int]:
+    """Table index -> the text block right above it that names it ("Table 3 ...")."""
+    captions: dict[int, int] = {}
+    for index, (bbox, _) in enumerate(rendered):
+        best: int | None = None
+        for number, block in enumerate(blocks):
+            x0, _, x1, y1 = block[:4]
+            above = bbox[1] - CAPTION_GAP_POINTS <= y1 <= bbox[1] + 2
+            beside = where[number] is None and above and x0 < bbox[2] and x1 > bbox[0]
+            if beside and (best is None or y1 > blocks[best][3]):
+                best = number
+        if best is None or best in captions.values():
+            continue
+        if is_caption(" ".join(str(blocks[best][4]).split())):
+            captions[index] = best
+    return captions
+
+
+def _markdown(rows: list[list[str]], blocks: list[Any], caption: int | None) -> str:
+    return table(rows, "" if caption is None else str(blocks[caption][4]))
 
 
 def tabular(rows: list[list[str]]) -> bool:
@@ -89,7 +124,7 @@ def tabular(rows: list[list[str]]) -> bool:
     return bool(cells) and filled * 2 >= len(cells) and full_rows >= 2
 
 
-def _table_of(block: Any, rendered: list[tuple[Any, str]]) -> int | None:
+def _table_of(block: Any, rendered: list[tuple[Any, list[list[str]]]]) -> int | None:
     x = (block[0] + block[2]) / 2
     y = (block[1] + block[3]) / 2
     for index, (bbox, _) in enumerate(rendered):

@@ -14,7 +14,7 @@ from odf.namespaces import PRESENTATIONNS
 from odf.opendocument import OpenDocumentPresentation, OpenDocumentSpreadsheet, OpenDocumentText
 from odf.presentation import Notes
 from odf.style import MasterPage, PageLayout
-from odf.table import Table, TableCell, TableRow
+from odf.table import CoveredTableCell, Table, TableCell, TableRow
 from odf.text import H, List, ListItem, P
 
 _mupdf: Any = pymupdf
@@ -139,10 +139,13 @@ def scanned_pdf(lines: list[str], dpi: int = 200) -> tuple[bytes, bytes]:
     return scan.tobytes(), picture.tobytes("png")
 
 
-def ruled_table_pdf() -> bytes:
+def ruled_table_pdf(caption: str = "") -> bytes:
+    """A page with a heading, a ruled 3 x 3 table (with `caption` right above it) and a line."""
     document = _mupdf.open()
     page = document.new_page()
     page.insert_text((72, 60), "Results by region", fontsize=14)
+    if caption:
+        page.insert_text((72, 92), caption)
     rows = [["Region", "Q1", "Q2"], ["North", "10", "12"], ["South", "7", "9"]]
     x0, y0, width, height = 72, 100, 120, 20
     for r in range(len(rows) + 1):
@@ -167,3 +170,80 @@ def _save_odf(document: Any) -> bytes:
     buffer = io.BytesIO()
     document.write(buffer)
     return buffer.getvalue()
+
+
+def costs_odt() -> bytes:
+    """An ODT with a LibreOffice-style caption (a Table sequence) over a table whose cells are
+    merged across (Total) and down (Group A)."""
+    from odf.text import Sequence
+
+    document = OpenDocumentText()
+    # Numbered by LibreOffice's Table sequence, worded without "Table": only the sequence
+    # says it is a caption.
+    caption = P(text="Costs of stage ")
+    sequence = Sequence(name="Table", formula="ooow:Table+1")
+    sequence.addText("1")
+    caption.addElement(sequence)
+    document.text.addElement(caption)
+    table = Table(name="Costs")
+
+    def row(*cells: TableCell) -> TableRow:
+        element = TableRow()
+        for item in cells:
+            element.addElement(item)
+        return element
+
+    def text_cell(value: str, **spans: int) -> TableCell:
+        item = TableCell(**spans)
+        item.addElement(P(text=value))
+        return item
+
+    table.addElement(row(text_cell("Group"), text_cell("Item"), text_cell("Sum")))
+    table.addElement(row(text_cell("A", numberrowsspanned=2), text_cell("Cable"), text_cell("480")))
+    table.addElement(row(CoveredTableCell(), text_cell("Plug"), text_cell("20")))
+    table.addElement(
+        row(text_cell("Total", numbercolumnsspanned=2), CoveredTableCell(), text_cell("500"))
+    )
+    document.text.addElement(table)
+    document.text.addElement(P(text="Prices include tax."))
+    return _save_odf(document)
+
+
+def blocks_xlsx() -> bytes:
+    """A sheet with two tables: one under a title row, one starting in column C after two
+    empty rows; and a sheet long enough to be cut into parts."""
+    book = openpyxl.Workbook()
+    sheet = book.active
+    sheet.title = "Costs"
+    sheet["A1"] = "Travel costs"
+    for row in (["Trip", "Cost"], ["Berlin", 420], ["Oslo", 610]):
+        sheet.append(row)
+    sheet.append([])
+    sheet.append([])
+    for row in (["Month", "Total"], ["May", 1030], ["June", 980]):
+        sheet.append([None, None, *row])
+    long = book.create_sheet("Ledger")
+    long.append(["Entry", "Description"])
+    for n in range(1, 61):
+        long.append([n, f"payment number {n} " + "for services rendered " * 4])
+    return _save(book)
+
+
+def merged_pptx() -> bytes:
+    deck = pptx.Presentation()
+    slide = deck.slides.add_slide(deck.slide_layouts[5])
+    slide.shapes.title.text = "Budget"
+    grid = slide.shapes.add_table(4, 3, 0, 0, 6000000, 2000000).table
+    values = [
+        ["Group", "Item", "Sum"],
+        ["A", "Cable", "480"],
+        ["", "Plug", "20"],
+        ["Total", "", "500"],
+    ]
+    for r, row in enumerate(values):
+        for c, value in enumerate(row):
+            if value:
+                grid.cell(r, c).text = value
+    grid.cell(1, 0).merge(grid.cell(2, 0))
+    grid.cell(3, 0).merge(grid.cell(3, 1))
+    return _save(deck)
