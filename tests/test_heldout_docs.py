@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import importlib.util
 import io
-import json
 import sys
 import zipfile
 from datetime import UTC, datetime
@@ -84,7 +83,7 @@ def test_a_cell_spanning_rows_and_columns_leaves_the_places_it_covers_empty(
 
 
 DOCBOOK = {
-    "/guide/index.html": """<html><head><title>Guide</title></head><body>
+    "/guide/index.ru.html": """<html><head><title>Guide</title></head><body>
         <div class="navheader">Next page</div><h1>Guide</h1>
         <div class="toc"><dl><dt><a href="ch01.html">1. Start</a></dt>
         <dd><dl><dt><a href="ch01s01.html#x">1.1 Sizes</a></dt></dl></dd></dl></div>
@@ -97,7 +96,7 @@ DOCBOOK = {
         <pre>cp a b
 rm c</pre><div class="navfooter">Home</div></body></html>""",
     "/guide/ch01s01.html": """<html><body><h3>1.1 Sizes</h3>
-        <div class="table"><p class="title"><b>Table 1.1. Sizes</b></p>
+        <div class="table"><p class="title"><b>Table 1.1. Sizes</b></p><a id="sizes"/>
         <table><tr><th>Kind</th><th>Disk</th></tr><tr><td>Desktop</td><td>10 GB</td></tr>
         </table></div></body></html>""",
 }
@@ -130,41 +129,49 @@ def test_docbook_pages_become_one_docx_in_table_of_contents_order(held: ModuleTy
     assert document.core_properties.created == datetime(2023, 1, 1, tzinfo=UTC)
 
 
-def test_iso_codes_become_a_workbook_with_readme_fields_and_one_sheet_per_standard(
+UCD = {
+    "ReadMe.txt": "# Unicode Character Database\n# Date: 2022\n#\n# For documentation, see X\n\n"
+    "This directory contains\nthe data files.\n",
+    "Blocks.txt": "# Blocks-15.0.0.txt\n#\n# Format:\n# Start Code..End Code; Block Name\n"
+    "# =====\n\n0000..007F; Basic Latin\n0080..00FF; Latin-1 Supplement\n",
+    "PropertyAliases.txt": "# PropertyAliases\n\n# Numeric Properties\nnv ; Numeric_Value\n"
+    "age ; Age\nscx ; Script_Extensions ; sx ; ext\n",
+    "NamedSequences.txt": "# NamedSequences\nTAMIL SYLLABLE KSSA;0B95 0BCD 0BB7\n",
+    "Jamo.txt": "# Jamo\n1100; G   # HANGUL CHOSEONG KIYEOK\n",
+}
+
+
+def test_unicode_data_becomes_a_workbook_with_readme_notes_and_one_sheet_per_file(
     held: ModuleType,
 ) -> None:
-    folder = "/usr/share/iso-codes/json/"
-    members: dict[str, bytes] = {}
-    for _title, name, key, columns in held.ISO_SHEETS:
-        rows = [{column: f"{key}-{column}" for column in columns if column != "common_name"}]
-        schema = {
-            "properties": {
-                key: {"items": {"properties": {c: {"description": f"about {c}"} for c in columns}}}
-            }
-        }
-        members[folder + name] = json.dumps({key: rows}).encode()
-        members[folder + name.replace("iso_", "schema-")] = json.dumps(schema).encode()
-    readme = b"# iso-codes\n\nThis package\nlists codes.\n\n\n## NEWS\n"
-    data = held.iso_codes_xlsx(members, readme)
-    assert data == held.iso_codes_xlsx(members, readme)
+    members = {f"/ucd/{name}": text.encode() for name, text in UCD.items()}
+    data = held.unicode_data_xlsx(members, "/ucd/")
+    assert data == held.unicode_data_xlsx(members, "/ucd/")
     book = openpyxl.load_workbook(io.BytesIO(data))
-    assert book.sheetnames == ["README", "Fields"] + [s[0] for s in held.ISO_SHEETS]
-    assert [r[0] for r in book["README"].iter_rows(values_only=True)] == [
-        "iso-codes README",
-        "# iso-codes",
-        "This package lists codes.",
-        "## NEWS",
+    assert book.sheetnames == ["ReadMe", "Notes", "Blocks", "Property aliases",
+                               "Named sequences", "Jamo"]  # fmt: skip
+    assert [r[0] for r in book["ReadMe"].iter_rows(values_only=True)] == [
+        "Unicode Character Database ReadMe",
+        "Unicode Character Database Date: 2022",
+        "For documentation, see X",
+        "This directory contains the data files.",
     ]
-    fields = list(book["Fields"].iter_rows(values_only=True))
-    assert fields[0] == ("sheet", "column", "description")
-    assert ("Currencies (ISO 4217)", "numeric", "about numeric") in fields
-    currencies = list(book["Currencies (ISO 4217)"].iter_rows(values_only=True))
-    assert currencies == [
-        ("alpha_3", "numeric", "name"),
-        ("4217-alpha_3", "4217-numeric", "4217-name"),
+    notes = list(book["Notes"].iter_rows(values_only=True))
+    assert ("Blocks", "Blocks.txt", "Format: Start Code..End Code; Block Name") in notes
+    assert list(book["Blocks"].iter_rows(values_only=True)) == [
+        ("First code point", "Last code point", "Block name"),
+        ("0000", "007F", "Basic Latin"),
+        ("0080", "00FF", "Latin-1 Supplement"),
     ]
-    languages = list(book["Languages (ISO 639-2)"].iter_rows(values_only=True))
-    assert languages[1][-1] is None  # a column the row lacks stays empty
+    assert list(book["Property aliases"].iter_rows(values_only=True))[1:] == [
+        ("nv", "Numeric_Value", None),
+        ("age", "Age", None),
+        ("scx", "Script_Extensions", "sx, ext"),
+    ]
+    assert list(book["Named sequences"].iter_rows(values_only=True))[1] == (
+        "TAMIL SYLLABLE KSSA", "0B95 0BCD 0BB7"
+    )  # fmt: skip
+    assert list(book["Jamo"].iter_rows(values_only=True))[1] == ("1100", "G")
 
 
 def test_the_check_counts_answers_per_document_and_never_prints_a_question_or_answer(
@@ -191,9 +198,9 @@ def test_the_check_counts_answers_per_document_and_never_prints_a_question_or_an
 
 
 def test_a_source_names_its_registry_package_path_and_conversion(held: ModuleType) -> None:
-    source = "apt:iso-codes=4.15.0-1:/usr/share/iso-codes/json/, convert: xlsx"
+    source = "apt:unicode-data=15.0.0-1:/usr/share/unicode/, convert: xlsx"
     assert held.parse_source(source) == (
-        "apt", "iso-codes=4.15.0-1", "/usr/share/iso-codes/json/", "xlsx"
+        "apt", "unicode-data=15.0.0-1", "/usr/share/unicode/", "xlsx"
     )  # fmt: skip
     assert held.parse_source("pypi:brotli==1.2.1:brotli-1.2.1/tests/testdata/a.txt") == (
         "pypi", "brotli==1.2.1", "brotli-1.2.1/tests/testdata/a.txt", None

@@ -284,6 +284,10 @@ def docbook_docx(members: dict[str, bytes], folder: str) -> bytes:
                         document.add_paragraph(text)
                 else:
                     walk(child, list_style)
+            elif child.css_first(_BLOCKS):
+                # an inline element around blocks: XHTML's <a id="x"/> read as HTML opens an
+                # <a> that holds the rest of its parent (a table, say)
+                walk(child, list_style)
             elif text := inline(child):
                 document.add_paragraph(text)
 
