@@ -283,8 +283,19 @@ def test_upstream_failures_reach_the_sdk(base: str, upstream: FakeUpstream) -> N
     with pytest.raises(openai.InternalServerError, match="boom"):
         sdk(base).responses.create(model="m", input="hi")
     upstream.chat_mode = "die"  # the upstream breaks off mid-stream
-    with pytest.raises(openai.APIError, match="broke off"):
-        list(sdk(base).responses.create(model="m", input="hi", stream=True))
+    events = list(sdk(base).responses.create(model="m", input="hi", stream=True))
+    # As OpenAI's own stream fails: an `error` event, then `response.failed`, never [DONE].
+    assert [event.type for event in events[-2:]] == ["error", "response.failed"]
+    failed = events[-1].response  # type: ignore[union-attr]
+    assert failed.status == "failed" and failed.id == events[0].response.id  # type: ignore[union-attr]
+    assert failed.error is not None and "broke off the stream" in failed.error.message
+    numbers = [event.sequence_number for event in events]
+    assert numbers == list(range(len(numbers)))
+    with (
+        pytest.raises(RuntimeError, match="response.completed"),
+        sdk(base).responses.stream(model="m", input="hi") as stream,
+    ):
+        stream.get_final_response()
 
 
 def test_responses_are_in_the_decision_log(base: str) -> None:
