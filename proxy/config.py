@@ -413,6 +413,9 @@ class VectorStoresSettings(Section):
     # Results of a search (and of file_search) when the request sets no max_num_results.
     default_max_results: int = Field(10, ge=1, le=50)
     max_files_per_store: int = Field(10_000, ge=1)
+    # Files waiting to be indexed in this process: per key, and all together (429 past them).
+    max_queued_per_key: int = Field(2000, ge=1)
+    max_queued: int = Field(10_000, ge=1)
 
 
 class Settings(Section):

@@ -230,6 +230,8 @@ def make_vector_stores(services: Services, objects: S3Store | None) -> VectorSto
         runner=replica_name(),
     )
     stores.start()
+    # A key's quota holds its uploads and the indexes its stores built from them.
+    services.files.other_usage = stores.index_usage
     return stores
 
 
