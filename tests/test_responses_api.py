@@ -292,7 +292,7 @@ def test_upstream_failures_reach_the_sdk(base: str, upstream: FakeUpstream) -> N
     numbers = [event.sequence_number for event in events]
     assert numbers == list(range(len(numbers)))
     with (
-        pytest.raises(RuntimeError, match="response.completed"),
+        pytest.raises(RuntimeError, match=r"response\.completed"),
         sdk(base).responses.stream(model="m", input="hi") as stream,
     ):
         stream.get_final_response()

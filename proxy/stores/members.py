@@ -59,9 +59,7 @@ class StoreFiles:
         indexed again with its new attributes and chunking."""
         if store.expired(self.stores.clock()):
             raise StoreExpired(store.id)
-        # Refused before anything is saved: a queue with no room, a quota already full.
-        self.stores.jobs.check_room(store.owner, len(attachments))
-        await _run(self._check_storage, store.owner)
+        await self.admit(store.owner, len(attachments))
         limit = self.stores.settings.vector_stores.max_files_per_store
         present = {record.id for record in await _run(self.stores.registry.files, store.id)}
         if len(present | {a.file_id for a in attachments}) > limit:
@@ -89,6 +87,13 @@ class StoreFiles:
             self.stores.jobs.submit(store.id, record.id, store.owner)
         await self.stores.touch(store)
         return records
+
+    async def admit(self, owner: str, count: int) -> None:
+        """Refused before anything is saved: `count` more files to index for `owner`, with
+        the queue full or the key's quota full already."""
+        if count:
+            self.stores.jobs.check_room(owner, count)
+            await _run(self._check_storage, owner)
 
     def _check_storage(self, owner: str) -> None:
         """507 when the key's uploads and indexes fill its quota already (what a new index

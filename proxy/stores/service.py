@@ -166,6 +166,7 @@ class VectorStores:
             for file_id in asked.file_ids
         ]
         found = await self.files.visible(caller, attachments, "file_ids")
+        await self.files.admit(store.owner, len(attachments))
         await self._run(self.registry.save_store, store)
         await self.files.add(store, attachments, found)
         return await self.describe(store)
