@@ -13,7 +13,6 @@ import pytest
 from aiohttp import web
 
 from proxy.config import ConfigError, load_settings
-from proxy.http.browsers import ALLOWED_HEADERS, BrowserPolicy
 from tests.fakes.browser import Browser, find_chromium
 from tests.fakes.servers import ServerThread
 from tests.fakes.upstream import FakeUpstream
@@ -143,6 +142,8 @@ def test_keys_stop_pages_themselves(make_proxy: Callable[..., str], upstream: Fa
 
 
 def test_the_listen_address_is_a_name_of_the_proxy() -> None:
+    from proxy.http.browsers import BrowserPolicy
+
     settings = load_settings(None, environ={}, overrides={"server": {"host": "gpu-box.lan"}})
     policy = BrowserPolicy.of(settings.server)
     assert policy.host_allowed("gpu-box.lan:8000") and not policy.host_allowed("other.lan")
@@ -333,4 +334,3 @@ async def test_a_page_of_an_allowed_origin_calls_the_proxy_like_the_sdk(
     wrong = await browser.eval(fetch_js(base + "/v1/chat/completions", sdk_init(CHAT, "bad")))
     assert wrong["status"] == 401  # the page reads the error, as the SDK would
     assert not [r for r in upstream.requests if r.method == "OPTIONS"]
-    assert "Authorization" in ALLOWED_HEADERS
