@@ -82,6 +82,8 @@ def test_json_routes_take_json_only(make_proxy: Callable[..., str], upstream: Fa
         base + "/v1/files", files={"file": ("a.txt", b"x")}, data={"purpose": "user_data"}
     )
     assert uploaded.status_code == 200
+    audio = httpx.post(base + "/v1/audio/transcriptions", files={"file": ("a.wav", b"RIFF")})
+    assert audio.status_code == 200 and upstream.last.path == "/v1/audio/transcriptions"
     # A body-less POST (the SDK's cancel of a batch) needs no type.
     assert httpx.post(base + "/v1/vector_stores/vs_x/file_batches/b/cancel").status_code == 404
 

@@ -129,3 +129,21 @@ def test_an_object_store_failure_names_no_endpoint_bucket_or_owner(
         logs = capfd.readouterr()
     assert "object store failed" in logs.err + logs.out  # the operator learns why
     assert str(port) in logs.err + logs.out
+
+
+async def test_embedding_and_rerank_servers_are_named_without_their_credentials() -> None:
+    from proxy.retrieval.embeddings import OpenAIEmbedder
+    from proxy.retrieval.rerank import Reranker
+
+    port = free_port()
+    embedder = OpenAIEmbedder(f"http://{USER}:{SECRET}@127.0.0.1:{port}/v1", "m", max_retries=0)
+    reranker = Reranker(f"http://{USER}:{SECRET}@127.0.0.1:{port}/v1", "m")
+    try:
+        for failing in (embedder.embed_query("x"), reranker.scores("q", ["a", "b"])):
+            with pytest.raises(Exception) as failed:
+                await failing
+            text = str(failed.value)
+            assert f"127.0.0.1:{port}" in text and SECRET not in text and USER not in text
+    finally:
+        await embedder.close()
+        await reranker.close()

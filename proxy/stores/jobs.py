@@ -115,14 +115,14 @@ class IndexingJobs:
             for key, task in self._tasks.items()
             if not task.done() and self._owners.get(key) == owner
         )
-        for held, limit, what in (
-            (mine, self.max_queued_per_key, "this key's files waiting to be indexed"),
-            (queued, self.max_queued, "files waiting to be indexed"),
+        for held, limit, setting, what in (
+            (mine, self.max_queued_per_key, "max_queued_per_key", "this key's files waiting"),
+            (queued, self.max_queued, "max_queued", "files waiting"),
         ):
             if held + count > limit:
-                setting = "max_queued_per_key" if limit == self.max_queued_per_key else "max_queued"
                 raise ProxyError(
-                    f"{what}: {held}, and {count} more would pass vector_stores.{setting}"
+                    f"{what} to be indexed: {held}, and {count} more would pass"
+                    f" vector_stores.{setting}"
                     f" ({limit}); try again once some are indexed",
                     status=429,
                     type="rate_limit_error",

@@ -88,6 +88,7 @@ class FakeUpstream:
     response_headers: dict[str, str] = field(default_factory=dict)
     # The id /v1/responses gives its next response (upstreams that speak Responses).
     response_id: str = "resp_up"
+    responses_die: bool = False  # a streamed response breaks off after its first events
     conversations: int = 0
 
     def authorised(self, request: web.Request) -> None:
@@ -292,6 +293,11 @@ class FakeUpstream:
             event["sequence_number"] = number
             data = json.dumps(event)
             await stream.write(f"event: {event['type']}\ndata: {data}\n\n".encode())
+            if self.responses_die and number == 3:
+                await asyncio.sleep(0.05)  # what went out reaches the proxy first
+                assert request.transport is not None
+                request.transport.close()
+                return stream
         await stream.write_eof()
         return stream
 

@@ -212,3 +212,16 @@ def test_records_are_keyed_by_a_digest_and_keep_their_first_owner(tmp_path: Path
     assert found["id"] == hostile
     owners.record("response", "x" * 300, "team-a")  # no upstream gives such ids
     assert owners.owner("response", "x" * 300) is None
+
+
+def test_a_native_stream_cut_short_ends_failed_not_done(
+    native: Callable[[], str], upstream: FakeUpstream
+) -> None:
+    base = native()
+    upstream.responses_die = True
+    events = list(sdk(base, KEY_A).responses.create(model="m", input="Say hi", stream=True))
+    assert [event.type for event in events[-2:]] == ["error", "response.failed"]
+    failed = events[-1].response  # type: ignore[union-attr]
+    assert failed.id == events[0].response.id == "resp_up"  # type: ignore[union-attr]
+    assert failed.status == "failed" and "broke off" in failed.error.message  # type: ignore[union-attr]
+    assert [event.sequence_number for event in events] == list(range(len(events)))

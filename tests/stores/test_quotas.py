@@ -69,7 +69,7 @@ def test_indexes_count_against_the_keys_storage_quota(make_proxy: Callable[..., 
         assert done.status == "completed"
         charged.append(done.usage_bytes)
     assert failed is not None and len(charged) >= 2, charged
-    assert failed.last_error is not None
+    assert failed.last_error is not None and failed.last_error.code == "invalid_file"
     assert "max_storage_mb_per_key" in failed.last_error.message
     assert uploaded + sum(charged) <= quota
     # The same sizes again build nothing new and cost nothing more.
