@@ -104,6 +104,9 @@ def test_the_proxys_own_pages_and_clients_without_a_browser_get_in(
     linked = {"Sec-Fetch-Site": "cross-site", "Origin": "https://elsewhere.example"}
     assert httpx.get(base + "/healthz", headers=linked).status_code == 200
     assert httpx.get(base + "/ui", headers=linked).status_code == 200
+    # Health checks and scrapers may use any name (a service name in compose, say).
+    for path in ("/healthz", "/metrics"):
+        assert httpx.get(base + path, headers={"Host": "proxy:8000"}).status_code == 200
 
 
 def test_a_host_that_is_not_a_name_of_the_proxy_is_refused(

@@ -121,7 +121,8 @@ class BrowserPolicy:
         self, method: str, path: str, headers: Mapping[str, str], *, has_body: bool, open_path: bool
     ) -> ProxyError | None:
         """Why the request must not be served (only without keys), or None."""
-        if not self.guarded:
+        if not self.guarded or open_path:
+            # The open pages (health, metrics, /ui's files) may be linked or scraped by any name.
             return None
         host = headers.get("Host")
         if not self.host_allowed(host):
@@ -132,7 +133,7 @@ class BrowserPolicy:
                 type="permission_error",
                 code="host_not_allowed",
             )
-        if open_path or self.allowed_origin(headers) is not None:
+        if self.allowed_origin(headers) is not None:
             return None
         origin = headers.get("Origin")
         if origin is not None and origin_of(origin) not in own_origins(host):
