@@ -2,18 +2,22 @@
 
 from __future__ import annotations
 
+import base64
 import fnmatch
 import hashlib
 import os
+import re
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
 import yaml
+import yarl
 from pydantic import (
     BaseModel,
     BeforeValidator,
     ConfigDict,
     Field,
+    PrivateAttr,
     ValidationError,
     field_validator,
     model_validator,
@@ -54,6 +58,39 @@ class ApiKey(Section):
         return value
 
 
+HOST_NAME = re.compile(r"^[a-z0-9]([a-z0-9-]*[a-z0-9])?(\.[a-z0-9]([a-z0-9-]*[a-z0-9])?)*$")
+DEFAULT_PORTS = {"http": 80, "https": 443}
+
+
+def origin_of(value: str) -> str | None:
+    """`value` as the origin a browser would send (`scheme://host[:port]`, lower case, no
+    default port), or None when it is not an http(s) origin."""
+    try:
+        url = yarl.URL(value)
+    except ValueError:
+        return None
+    if url.scheme not in DEFAULT_PORTS or not url.host or url.user or url.password:
+        return None
+    if url.raw_path not in ("", "/") or url.raw_query_string or url.raw_fragment:
+        return None
+    host = url.raw_host or ""
+    origin = f"{url.scheme}://{'[' + host + ']' if ':' in host else host.lower()}"
+    if url.explicit_port is not None and url.explicit_port != DEFAULT_PORTS[url.scheme]:
+        origin += f":{url.explicit_port}"
+    return origin
+
+
+def without_credentials(url: str) -> str:
+    """`url` without a `user:password@` part, for printing it."""
+    try:
+        parsed = yarl.URL(url)
+    except ValueError:
+        return "(an invalid URL)"
+    if parsed.user is None and parsed.password is None:
+        return url
+    return str(parsed.with_user(None))
+
+
 def _named_key(value: Any) -> Any:
     # A plain string key is its own identity: named after a digest of it, not its position,
     # so removing another key from the list never hands its files to someone else.
@@ -80,6 +117,35 @@ class ServerSettings(Section):
     header_timeout_s: float = Field(30, gt=0)
     body_timeout_s: float = Field(30, gt=0)
     max_connections_per_client: int = Field(128, ge=0)  # 0: no cap
+    # Browsers (see README "Security"): names the Host header may carry besides loopback names,
+    # IP addresses and `host`; origins of web pages allowed to call the proxy (CORS).
+    allowed_hosts: list[str] = Field(default_factory=list)
+    cors_origins: list[str] = Field(default_factory=list)
+    max_vector_stores_per_key: int = Field(100, ge=1)
+
+    @field_validator("allowed_hosts")
+    @classmethod
+    def _host_names(cls, value: list[str]) -> list[str]:
+        names = [name.strip().lower().rstrip(".") for name in value]
+        for name, given in zip(names, value, strict=True):
+            if not HOST_NAME.match(name.removeprefix("*.")):
+                raise ValueError(
+                    f"{given!r} must be a host name (proxy.example.com, or *.example.com for"
+                    " every name below it), without a scheme or port"
+                )
+        return names
+
+    @field_validator("cors_origins")
+    @classmethod
+    def _origins(cls, value: list[str]) -> list[str]:
+        for origin in value:
+            if origin != origin_of(origin):
+                raise ValueError(
+                    f"{origin!r} must be an origin as a browser sends it: scheme, host and"
+                    " port only, lower case, no path (https://app.example.com,"
+                    " http://localhost:3000); '*' is not accepted"
+                )
+        return value
 
 
 class SpawnSettings(Section):
@@ -113,6 +179,12 @@ class UpstreamSettings(Section):
     tokenizer: Literal["auto", "llamacpp", "vllm", "tiktoken"] = "auto"
     context_ttl_s: float = Field(300, ge=0)
     spawn: SpawnSettings = Field(default_factory=SpawnSettings)
+    # Upstream routes forwarded besides the built-in allow-list (see proxy.upstream.routes):
+    # for every key, and for admin keys only. Entries: "GET /slots", "POST /slots/*", "/x".
+    allowed_routes: list[str] = Field(default_factory=list)
+    admin_routes: list[str] = Field(default_factory=list)
+    # `user:password@` taken out of base_url: sent as HTTP Basic auth, never printed.
+    _basic_auth: tuple[str, str] | None = PrivateAttr(default=None)
 
     @field_validator("base_url")
     @classmethod
@@ -120,6 +192,48 @@ class UpstreamSettings(Section):
         if not value.startswith(("http://", "https://")):
             raise ValueError("must start with http:// or https://")
         return value.rstrip("/")
+
+    @field_validator("allowed_routes", "admin_routes")
+    @classmethod
+    def _route_patterns(cls, value: list[str]) -> list[str]:
+        for entry in value:
+            method, _, path = entry.strip().rpartition(" ")
+            if not path.startswith("/") or (method and not method.isalpha()):
+                raise ValueError(
+                    f"{entry!r} must be a path, optionally after a method: '/slots',"
+                    " 'GET /slots', 'POST /slots/*' (* stands for one path segment)"
+                )
+        return [" ".join(entry.split()) for entry in value]
+
+    @model_validator(mode="after")
+    def _credentials_out_of_the_url(self) -> UpstreamSettings:
+        url = yarl.URL(self.base_url)
+        if url.user is None and url.password is None:
+            return self
+        if self.api_key:
+            raise ValueError(
+                "base_url carries credentials (user:password@) and api_key is set too: both"
+                " would be the Authorization header the upstream receives; keep one (the"
+                " credentials in base_url are sent as HTTP Basic auth)"
+            )
+        self._basic_auth = (url.user or "", url.password or "")
+        self.base_url = str(url.with_user(None)).rstrip("/")
+        return self
+
+    @property
+    def basic_auth(self) -> tuple[str, str] | None:
+        """The user and password that came in base_url (which no longer holds them)."""
+        return self._basic_auth
+
+    @property
+    def authorization(self) -> str | None:
+        """The Authorization header the upstream gets instead of the client's, if any."""
+        if self.api_key:
+            return f"Bearer {self.api_key}"
+        if self._basic_auth is not None:
+            pair = ":".join(self._basic_auth).encode()
+            return "Basic " + base64.b64encode(pair).decode()
+        return None
 
 
 class OcrSettings(Section):
@@ -299,6 +413,9 @@ class VectorStoresSettings(Section):
     # Results of a search (and of file_search) when the request sets no max_num_results.
     default_max_results: int = Field(10, ge=1, le=50)
     max_files_per_store: int = Field(10_000, ge=1)
+    # Files waiting to be indexed in this process: per key, and all together (429 past them).
+    max_queued_per_key: int = Field(2000, ge=1)
+    max_queued: int = Field(10_000, ge=1)
 
 
 class Settings(Section):

@@ -199,5 +199,33 @@ class Metrics:
         if upstream_s is not None:
             latency.observe(upstream_s)
 
-    def render(self) -> bytes:
-        return generate_latest(self.registry)
+    def render(self, detailed: bool = True) -> bytes:
+        """The exposition text. Not `detailed`: documents read are one series, whatever their
+        source, since where a document's text came from (parsed now, or cached because some
+        key sent the same bytes before) is not for every scraper to see."""
+        if detailed:
+            return generate_latest(self.registry)
+        return generate_latest(_Merged(self))
+
+
+class _Merged:
+    """The registry's metrics with `proxy_documents_total` summed over its sources."""
+
+    def __init__(self, metrics: Metrics) -> None:
+        self.metrics = metrics
+
+    def collect(self) -> Iterator[Metric]:
+        documents = self.metrics.documents
+        for family in self.metrics.registry.collect():
+            if family.name != documents.name:
+                yield family
+                continue
+            merged = CounterMetricFamily(
+                documents.name, documents.documentation, labels=("source",)
+            )
+            children = documents.children.values()
+            if children:
+                created = min(child.created for child in children)
+                total = sum(child.value for child in children)
+                merged.add_metric(["all"], total, created=created)
+            yield merged

@@ -32,6 +32,7 @@ if TYPE_CHECKING:
     from obstore.store import S3Store
 
     from proxy.documents.shared import SharedParseCache
+    from proxy.responses.owners import Owners
     from proxy.retrieval.embeddings import Embedder
     from proxy.retrieval.retriever import Retriever
     from proxy.stores.service import VectorStores
@@ -229,7 +230,27 @@ def make_vector_stores(services: Services, objects: S3Store | None) -> VectorSto
         runner=replica_name(),
     )
     stores.start()
+    # A key's quota holds its uploads and the indexes its stores built from them.
+    services.files.other_usage = stores.index_usage
     return stores
+
+
+def make_owners(settings: Settings, objects: S3Store | None) -> Owners | None:
+    """`upstream.responses: native`: the owners of the upstream's response and conversation
+    ids, under <data_dir>/responses or in the bucket the replicas share."""
+    if settings.upstream.responses != "native":
+        return None
+    from proxy.responses.owners import Owners
+    from proxy.stores.backend import DiskRecords, RecordBackend
+
+    backend: RecordBackend
+    if objects is not None:
+        from proxy.stores.bucket import BucketRecords
+
+        backend = BucketRecords(objects, root="responses")
+    else:
+        backend = DiskRecords(data_dir(settings) / "responses")
+    return Owners(backend)
 
 
 async def start_local_upstream(settings: Settings) -> LlamaServer | None:
@@ -258,7 +279,10 @@ async def build_services(
     local = await start_local_upstream(settings)
     upstream_settings = settings.upstream
     if local is not None:
-        upstream_settings = upstream_settings.model_copy(update={"base_url": local.base_url})
+        # Validated again: no credential of the configured URL follows to our own server.
+        upstream_settings = type(upstream_settings).model_validate(
+            {**upstream_settings.model_dump(), "base_url": local.base_url}
+        )
     upstream = UpstreamClient(upstream_settings, session)
     metrics = metrics or Metrics()
     objects = await asyncio.to_thread(make_object_store, settings)
@@ -279,4 +303,5 @@ async def build_services(
         local_upstream=local,
     )
     services.vector_stores = make_vector_stores(services, objects)
+    services.owners = make_owners(settings, objects)
     return services

@@ -25,6 +25,8 @@ from tests.test_logs_and_secrets import json_logs, log_events
 from tests.test_retrieval_flow import SMALL_CHUNKS, retrieval_body
 
 MESSAGES = [{"role": "user", "content": "Hi"}]
+# The fake upstream's test routes, which no real upstream has: forwarded once allowed.
+RELAYED = {"allowed_routes": ["/anything", "/gzip", "/long-sse", "/moved", "/chunked"]}
 
 
 def client(base: str, **kwargs: object) -> openai.OpenAI:
@@ -108,13 +110,16 @@ def test_unknown_fields_preserved(make_proxy: Callable[..., str], upstream: Fake
 def test_passthrough_any_method_and_path(
     make_proxy: Callable[..., str], upstream: FakeUpstream, method: str
 ) -> None:
-    base = make_proxy()
+    # With a proxy key, any body goes (without one, only JSON: see tests/test_browsers.py).
+    key = "relay-key-0123456789"
+    base = make_proxy(server={"api_keys": [key]}, upstream={"allowed_routes": ["/some/odd/*"]})
     body = b"\x00\x01binary" if method in {"POST", "PUT", "PATCH"} else b""
     response = httpx.request(
         method,
         base + "/some/odd/path?x=1&y=%20z",
         content=body,
         headers={
+            "Authorization": f"Bearer {key}",
             "X-Custom": "yes",
             # Hop-by-hop by name: a comma-separated list, with or without spaces.
             "Connection": "keep-alive,X-Hop, X-Hop-Two",
@@ -139,14 +144,14 @@ def test_passthrough_any_method_and_path(
 def test_passthrough_status_and_models(
     make_proxy: Callable[..., str], upstream: FakeUpstream
 ) -> None:
-    base = make_proxy()
+    base = make_proxy(upstream=RELAYED)
     assert httpx.get(base + "/anything", headers={"X-Want-Status": "418"}).status_code == 418
     models = client(base).models.list()
     assert models.data[0].id == "fake-model"
 
 
 def test_gzip_relayed_once(make_proxy: Callable[..., str]) -> None:
-    base = make_proxy()
+    base = make_proxy(upstream=RELAYED)
     raw = httpx.get(base + "/gzip", headers={"Accept-Encoding": "gzip"})
     assert raw.headers["Content-Encoding"] == "gzip"
     assert raw.json() == {"compressed": True}  # httpx decodes once: the bytes were not decoded
@@ -154,7 +159,7 @@ def test_gzip_relayed_once(make_proxy: Callable[..., str]) -> None:
 
 
 def test_long_sse_line(make_proxy: Callable[..., str]) -> None:
-    base = make_proxy()
+    base = make_proxy(upstream=RELAYED)
     with httpx.stream("GET", base + "/long-sse") as response:
         body = b"".join(response.iter_raw())
     first = body.split(b"\n\n")[0]
@@ -348,7 +353,7 @@ def test_redirects_are_relayed_not_followed(
     make_proxy: Callable[..., str], upstream: FakeUpstream
 ) -> None:
     # The client decides whether to follow: the proxy must not fetch another URL on its behalf.
-    base = make_proxy()
+    base = make_proxy(upstream=RELAYED)
     response = httpx.get(
         base + "/moved",
         headers={"X-Want-Status": "307", "X-Want-Location": "/v1/models"},
@@ -581,7 +586,7 @@ def test_a_plain_body_cut_short_reaches_the_client_incomplete(
     # Its first bytes are out: no error answer can follow them. The connection closes before
     # the body's end is marked, so the client knows its copy is truncated; the log says why.
     with json_logs("info"):
-        base = make_proxy()
+        base = make_proxy(upstream=RELAYED)
         received = b""
         with (
             pytest.raises(httpx.RemoteProtocolError, match="incomplete"),
@@ -607,11 +612,15 @@ def test_status_reason_headers_and_length_are_the_upstreams(
     make_proxy: Callable[..., str], upstream: FakeUpstream, padding: int
 ) -> None:
     # Small answers are relayed whole, large ones as they arrive: the client sees the same.
-    base = make_proxy(server={"max_body_mb": 8})
+    base = make_proxy(server={"max_body_mb": 8}, upstream=RELAYED)
     response = httpx.post(
         base + "/anything",
         content=b"x" * padding,
-        headers={"X-Want-Status": "203", "X-Want-Reason": "Relayed As Is"},
+        headers={
+            "Content-Type": "application/json",
+            "X-Want-Status": "203",
+            "X-Want-Reason": "Relayed As Is",
+        },
         timeout=30,
     )
     assert (response.status_code, response.reason_phrase) == (203, "Relayed As Is")
@@ -623,7 +632,7 @@ def test_status_reason_headers_and_length_are_the_upstreams(
 
 
 def test_an_answer_without_a_length_is_relayed_as_it_comes(make_proxy: Callable[..., str]) -> None:
-    response = httpx.get(make_proxy() + "/chunked", timeout=30)
+    response = httpx.get(make_proxy(upstream=RELAYED) + "/chunked", timeout=30)
     assert response.status_code == 200
     assert response.json() == {"parts": ["one", "two"]}
 

@@ -180,3 +180,27 @@ def test_a_large_upload_streams_in_parts_and_reads_back_whole_elsewhere(
     assert created.bytes == len(data)
     assert sdk(replicas[1]).files.content(created.id).read() == data
     sdk(replicas[2]).files.delete(created.id)
+
+
+def test_who_created_a_native_response_is_known_to_every_replica(
+    make_proxy: Callable[..., str], s3_files: FileStoreSettings, tmp_path: Path
+) -> None:
+    keys = [
+        {"name": "team-a", "key": "team-a-replica-key-01"},
+        {"name": "team-b", "key": "team-b-replica-key-02"},
+    ]
+    one, two = (
+        make_proxy(
+            server={"data_dir": str(tmp_path / f"replica-{n}"), "api_keys": keys},
+            upstream={"responses": "native"},
+            files=s3_files.model_dump(),
+        )
+        for n in range(2)
+    )
+    created = openai.OpenAI(base_url=one + "/v1", api_key=keys[0]["key"], max_retries=0)
+    assert created.responses.create(model="m", input="Say hi").id == "resp_up"
+    for key, expected in ((keys[1]["key"], 404), (keys[0]["key"], 200)):
+        answer = sdk(two)._client.get(
+            two + "/v1/responses/resp_up", headers={"Authorization": f"Bearer {key}"}
+        )
+        assert answer.status_code == expected

@@ -283,8 +283,19 @@ def test_upstream_failures_reach_the_sdk(base: str, upstream: FakeUpstream) -> N
     with pytest.raises(openai.InternalServerError, match="boom"):
         sdk(base).responses.create(model="m", input="hi")
     upstream.chat_mode = "die"  # the upstream breaks off mid-stream
-    with pytest.raises(openai.APIError, match="broke off"):
-        list(sdk(base).responses.create(model="m", input="hi", stream=True))
+    events = list(sdk(base).responses.create(model="m", input="hi", stream=True))
+    # As OpenAI's own stream fails: an `error` event, then `response.failed`, never [DONE].
+    assert [event.type for event in events[-2:]] == ["error", "response.failed"]
+    failed = events[-1].response  # type: ignore[union-attr]
+    assert failed.status == "failed" and failed.id == events[0].response.id  # type: ignore[union-attr]
+    assert failed.error is not None and "broke off the stream" in failed.error.message
+    numbers = [event.sequence_number for event in events]
+    assert numbers == list(range(len(numbers)))
+    with (
+        pytest.raises(RuntimeError, match=r"response\.completed"),
+        sdk(base).responses.stream(model="m", input="hi") as stream,
+    ):
+        stream.get_final_response()
 
 
 def test_responses_are_in_the_decision_log(base: str) -> None:
@@ -297,3 +308,28 @@ def test_responses_are_in_the_decision_log(base: str) -> None:
         "retrieval",
     )
     assert record["documents"][0]["name"] == "book.pdf"
+
+
+def test_a_stream_the_statuses_began_ends_failed_whatever_fails(
+    make_proxy: Callable[..., str], upstream: FakeUpstream
+) -> None:
+    # No status delay: the stream is the proxy's from the first status on, so a document that
+    # cannot be read, or an upstream that answers an error, ends it the Responses way.
+    client = sdk(make_proxy(server={"status_delay_s": 0.0}))
+    broken = {"filename": "broken.pdf", "file_data": "data:application/pdf;base64,JVBERi0xLjQKJeLj"}
+    upstream.chat_mode = "error"
+    for case in (pdf_input(**broken), pdf_input()):
+        events = list(client.responses.create(model="m", input=case, stream=True))
+        assert events[0].type == "response.created"
+        assert [event.type for event in events[-2:]] == ["error", "response.failed"]
+        failed = events[-1].response  # type: ignore[union-attr]
+        assert failed.id == events[0].response.id  # type: ignore[union-attr]
+        assert failed.status == "failed" and failed.error is not None
+        assert [event.sequence_number for event in events] == list(range(len(events)))
+    assert "broken.pdf" in events_error(client, pdf_input(**broken))
+
+
+def events_error(client: openai.OpenAI, given: list[dict[str, Any]]) -> str:
+    """The message of the `error` event a failed stream sends."""
+    events = list(client.responses.create(model="m", input=given, stream=True))  # type: ignore[arg-type]
+    return str(next(event for event in events if event.type == "error").message)  # type: ignore[union-attr]

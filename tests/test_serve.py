@@ -328,7 +328,8 @@ def test_headers_and_bodies_that_stop_arriving_time_out(
     assert read_all(trickle) == b""  # closed by the proxy, unanswered
     stalled = open_socket(base)
     stalled.sendall(
-        b"POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+        b"POST /v1/chat/completions HTTP/1.1\r\nHost: 127.0.0.1\r\n"
+        b"Content-Type: application/json\r\n"
         b'Content-Length: 1000\r\n\r\n{"messages": '
     )
     answer = read_all(stalled)
@@ -393,7 +394,8 @@ def test_the_warning_is_logged_at_start(upstream: FakeUpstream, tmp_path: Path) 
 # -- a client that goes away cancels its request upstream ------------------------------------
 
 CHAT_REQUEST = (
-    b"POST /v1/chat/completions HTTP/1.1\r\nHost: proxy\r\nContent-Type: application/json\r\n"
+    b"POST /v1/chat/completions HTTP/1.1\r\nHost: 127.0.0.1\r\n"
+    b"Content-Type: application/json\r\n"
     b"Content-Length: %d\r\n\r\n%s"
 )
 

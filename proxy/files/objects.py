@@ -10,6 +10,7 @@ from datetime import timedelta
 from typing import TYPE_CHECKING
 
 import obstore
+import structlog
 from obstore.exceptions import AlreadyExistsError, BaseError, NotFoundError, PreconditionError
 from obstore.store import S3Store
 
@@ -19,6 +20,8 @@ from proxy.errors import ProxyError
 if TYPE_CHECKING:
     from obstore.store import ClientConfig
 
+log = structlog.get_logger(__name__)
+
 # Conditional writes the store must honour: a create that fails on an existing key
 # (If-None-Match: *) and a replace that fails when the object changed (If-Match: ETag).
 CONFLICTS = (AlreadyExistsError, PreconditionError)
@@ -27,16 +30,21 @@ MISSING = (NotFoundError, FileNotFoundError)
 
 
 class StoreUnavailable(ProxyError):
-    """The object store failed (down, refused, timed out): 503, nothing half-done is visible."""
+    """The object store failed (down, refused, timed out): 503, nothing half-done is visible.
+
+    The caller learns what could not be done; the operator's log gets why. obstore's messages
+    name the endpoint, the bucket and the object's key (an owner's path among them), which are
+    the operator's business, not a caller's.
+    """
 
     status = 503
     type = "server_error"
 
     def __init__(self, what: str, error: BaseException) -> None:
-        detail = str(error).splitlines()[0][:200] if str(error) else type(error).__name__
+        detail = " ".join(str(error).split())[:1000] or type(error).__name__
+        log.warning("object store failed", what=what, error=type(error).__name__, detail=detail)
         super().__init__(
-            f"the proxy's object store could not {what} ({type(error).__name__}: {detail});"
-            " try again",
+            f"the proxy's object store could not {what}; try again (the proxy's log says why)",
             code="object_store_unavailable",
         )
 

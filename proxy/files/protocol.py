@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, BinaryIO, Protocol
 
@@ -26,18 +27,25 @@ class FileNotFound(ProxyError):
 
 
 class QuotaExceeded(ProxyError):
-    """The key's stored files would exceed server.max_storage_mb_per_key (507)."""
+    """The key's stored files and the indexes built from them would exceed
+    server.max_storage_mb_per_key (507)."""
 
     status = 507
     type = "insufficient_storage"
 
     def __init__(self, limit_bytes: int) -> None:
         super().__init__(
-            "this key's stored files would exceed server.max_storage_mb_per_key "
-            f"({limit_bytes / (1024 * 1024):g} MiB); delete some files first",
+            "this key's stored files and their vector store indexes would exceed "
+            f"server.max_storage_mb_per_key ({limit_bytes / (1024 * 1024):g} MiB); delete some"
+            " files first",
             param="file",
             code="storage_quota_exceeded",
         )
+
+
+def nothing_else(owner: str) -> int:
+    """A file store's `other_usage` until the vector stores are there."""
+    return 0
 
 
 @dataclass(frozen=True)
@@ -133,3 +141,6 @@ class FileStore(Protocol):
     def usage(self, owner: str) -> int:
         """Bytes of the files `owner` holds (each upload counts in full, shared bytes or not)."""
         ...
+
+    # What else counts against the owner's quota (the vector stores' indexes, set by wiring).
+    other_usage: Callable[[str], int]

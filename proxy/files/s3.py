@@ -32,7 +32,15 @@ import obstore
 from obstore.exceptions import BaseError
 
 from proxy.files.objects import CONFLICTS, MISSING, StoreUnavailable
-from proxy.files.protocol import FILE_ID, FileNotFound, Owner, QuotaExceeded, Room, StoredFile
+from proxy.files.protocol import (
+    FILE_ID,
+    FileNotFound,
+    Owner,
+    QuotaExceeded,
+    Room,
+    StoredFile,
+    nothing_else,
+)
 from proxy.files.references import BlobReferences, with_file, without_file
 
 if TYPE_CHECKING:
@@ -69,6 +77,7 @@ class S3FileStore:
         self.store = store
         self.max_bytes = max_bytes
         self.quota_bytes = quota_bytes
+        self.other_usage: Callable[[str], int] = nothing_else
 
     # -- reading ---------------------------------------------------------------------------
 
@@ -139,7 +148,8 @@ class S3FileStore:
     # -- writing ---------------------------------------------------------------------------
 
     def begin_upload(self, owner: str) -> S3Upload:
-        room = Room.for_owner(self.max_bytes, self.quota_bytes, self.usage(owner))
+        used = 0 if self.quota_bytes is None else self.usage(owner) + self.other_usage(owner)
+        room = Room.for_owner(self.max_bytes, self.quota_bytes, used)
         return S3Upload(self, owner, room)
 
     def _commit(self, upload: S3Upload, filename: str, purpose: str) -> StoredFile:
@@ -155,7 +165,8 @@ class S3FileStore:
         # Checked again with what other replicas stored meanwhile (uploads in flight at the
         # same moment on several replicas can still pass together: see README).
         quota = self.quota_bytes
-        if quota is not None and self.usage(upload.owner) + upload.size > quota:
+        used = self.usage(upload.owner) + self.other_usage(upload.owner) if quota else 0
+        if quota is not None and used + upload.size > quota:
             self._delete_quietly(f"blobs/{upload.file_id}")
             raise QuotaExceeded(quota)
         blob = self._reference(stored.sha256, stored.id, upload.file_id)

@@ -11,12 +11,20 @@ import os
 import tempfile
 import time
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import asdict
 from pathlib import Path
 from typing import Any, BinaryIO
 
-from proxy.files.protocol import FILE_ID, FileNotFound, Owner, QuotaExceeded, Room, StoredFile
+from proxy.files.protocol import (
+    FILE_ID,
+    FileNotFound,
+    Owner,
+    QuotaExceeded,
+    Room,
+    StoredFile,
+    nothing_else,
+)
 
 UPLOAD_PREFIX = ".upload-"
 TEMP_PREFIX = ".tmp-"
@@ -60,6 +68,7 @@ class DiskFileStore:
         self.root = root
         self.max_bytes = max_bytes
         self.quota_bytes = quota_bytes
+        self.other_usage: Callable[[str], int] = nothing_else
         self.blobs = root / "blobs"
         self.meta = root / "meta"
         self.ledger_path = root / "ledger.json"
@@ -111,7 +120,8 @@ class DiskFileStore:
         return self._ledger()["usage"].get(owner, 0)
 
     def begin_upload(self, owner: str) -> DiskUpload:
-        room = Room.for_owner(self.max_bytes, self.quota_bytes, self.usage(owner))
+        used = 0 if self.quota_bytes is None else self.usage(owner) + self.other_usage(owner)
+        room = Room.for_owner(self.max_bytes, self.quota_bytes, used)
         return DiskUpload(self, owner, room)
 
     def _commit(self, upload: DiskUpload, filename: str, purpose: str) -> StoredFile:
@@ -125,10 +135,11 @@ class DiskFileStore:
             sha256=sha,
             owner=upload.owner,
         )
+        other = self.other_usage(upload.owner) if self.quota_bytes is not None else 0
         with self._locked():
             ledger = self._ledger()
             used = ledger["usage"].get(upload.owner, 0)
-            if self.quota_bytes is not None and used + upload.size > self.quota_bytes:
+            if self.quota_bytes is not None and other + used + upload.size > self.quota_bytes:
                 raise QuotaExceeded(self.quota_bytes)
             # Always renamed over the blob, whether or not the same bytes are stored already:
             # the same work either way, so no caller can time whether another holds them.

@@ -11,11 +11,17 @@ from aiohttp.typedefs import Handler
 from proxy.config import Settings
 from proxy.http import files, ui, vector_stores
 from proxy.http.body import max_body_bytes
+from proxy.http.browsers import BrowserPolicy
 from proxy.http.chat import chat_completions
 from proxy.http.decisions import decisions_route
-from proxy.http.keys import SERVICES
-from proxy.http.middleware import proxy_middleware
+from proxy.http.keys import BROWSERS, SERVICES
+from proxy.http.middleware import cors_headers, proxy_middleware
 from proxy.http.models import list_models
+from proxy.http.native_responses import (
+    create_native_response,
+    native_conversations,
+    stored_native_response,
+)
 from proxy.http.operations import healthz, metrics_route
 from proxy.http.passthrough import passthrough
 from proxy.http.preview import preview_route
@@ -31,6 +37,8 @@ def make_app(settings: Settings) -> web.Application:
         client_max_size=max_body_bytes(settings.server),
     )
     metrics = Metrics()
+    app[BROWSERS] = BrowserPolicy.of(settings.server)
+    app.on_response_prepare.append(cors_headers)
 
     async def edges(app: web.Application) -> AsyncIterator[None]:
         # auto_decompress=False: bytes go back as the upstream encoded them, never decoded twice.
@@ -62,8 +70,16 @@ def make_app(settings: Settings) -> web.Application:
     app.router.add_get("/metrics", metrics_route)
     app.router.add_post("/v1/chat/completions", chat_completions)
     app.router.add_get("/v1/models", list_models)
-    app.router.add_post("/v1/responses", create_response)
-    app.router.add_route("*", "/v1/responses/{tail:.+}", stored_response)
+    if settings.upstream.responses == "native":
+        app.router.add_post("/v1/responses", create_native_response)
+        app.router.add_route("*", "/v1/responses/{tail:.+}", stored_native_response)
+        app.router.add_route("*", "/v1/conversations", native_conversations)
+        app.router.add_route("*", "/v1/conversations/{tail:.+}", native_conversations)
+    else:
+        app.router.add_post("/v1/responses", create_response)
+        app.router.add_route("*", "/v1/responses/{tail:.+}", stored_response)
+        app.router.add_route("*", "/v1/conversations", stored_response)
+        app.router.add_route("*", "/v1/conversations/{tail:.+}", stored_response)
     app.router.add_post("/v1/enrich/preview", preview_route)
     app.router.add_get("/v1/enrich/decisions", decisions_route)
     ui.add_routes(app)

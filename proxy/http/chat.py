@@ -23,7 +23,7 @@ from proxy.pipeline.stages.options import OPTION_HEADERS
 from proxy.upstream.client import CLIENT_AUTHORIZATION
 from proxy.upstream.forward import Answer, Outgoing, forward
 from proxy.upstream.headers import client_response_headers, upstream_request_headers
-from proxy.upstream.relay import is_event_stream, relay_response, sse_error_event
+from proxy.upstream.relay import Ending, is_event_stream, relay_response, sse_error_event
 from proxy.upstream.sse import data_event
 
 
@@ -43,11 +43,14 @@ def status_channel(request: web.Request, services: Services) -> StatusChannel:
 
 
 async def end_with_error(
-    request: web.Request, started: web.StreamResponse, error: ProxyError
+    request: web.Request,
+    started: web.StreamResponse,
+    error: ProxyError,
+    ending: Ending = sse_error_event,
 ) -> web.StreamResponse:
     """A stream already started cannot get an error status: it ends with the error event."""
     request[FAILURE] = error
-    await started.write(sse_error_event(error))
+    await started.write(ending(error))
     await started.write_eof()
     return started
 
@@ -106,6 +109,7 @@ async def prepare_or_fail(
     services: Services,
     body: dict[str, Any] | None = None,
     file_search: FileSearch | None = None,
+    ending: Ending = sse_error_event,
 ) -> tuple[Exchange | None, StatusChannel, web.StreamResponse | None]:
     """`prepare_exchange` with the request's status channel, and the response it started (if
     preparing was slow). A failure after that start ends the stream with an error event and
@@ -117,7 +121,7 @@ async def prepare_or_fail(
         started = await status.finish()
         if started is None:
             raise
-        return None, status, await end_with_error(request, started, error)
+        return None, status, await end_with_error(request, started, error, ending)
     return exchange, status, await status.finish()
 
 
@@ -142,13 +146,14 @@ async def forward_exchange(
     exchange: Exchange,
     answer: Answer,
     started: web.StreamResponse | None,
+    ending: Ending = sse_error_event,
 ) -> web.StreamResponse:
     """Send the prepared body upstream; `answer` turns the upstream's response into the client's."""
     services.metrics.strategies.labels(exchange.strategy).inc()
     upstream = services.upstream
     headers = upstream_request_headers(
         request.headers,
-        api_key=upstream.settings.api_key,
+        authorization=upstream.settings.authorization,
         request_id=exchange.request_id,
         proxy_keys=bool(services.settings.server.api_keys),
         # We may rewrite the answer, so ask for it unencoded; the body is new JSON.
@@ -163,7 +168,9 @@ async def forward_exchange(
     def timed(seconds: float) -> None:
         request[UPSTREAM_SECONDS] = seconds
 
-    return await forward(upstream, outgoing, answer, started=started, on_headers=timed)
+    return await forward(
+        upstream, outgoing, answer, started=started, on_headers=timed, ending=ending
+    )
 
 
 async def relay_chat(

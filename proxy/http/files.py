@@ -182,7 +182,7 @@ async def delete_file(request: web.Request) -> web.Response:
     )
     stores = request.app[SERVICES].vector_stores
     if stores is not None:  # a deleted file's text is not found in any store any more
-        await stores.files.forget(stored.id)
+        await stores.files.forget(stored.id, stored.owner)
     return web.json_response({"id": stored.id, "object": "file", "deleted": True})
 
 

@@ -5,10 +5,12 @@ from __future__ import annotations
 from aiohttp import web
 
 from proxy.errors import ProxyError
+from proxy.http.browsers import BrowserPolicy
 from proxy.pipeline.exchange import Caller, Exchange
 from proxy.pipeline.services import Services
 
 SERVICES = web.AppKey("services", Services)
+BROWSERS = web.AppKey("browsers", BrowserPolicy)
 
 REQUEST_ID = web.RequestKey("request_id", str)
 UPSTREAM_SECONDS = web.RequestKey("upstream_seconds", float)

@@ -17,15 +17,18 @@ from aiohttp.typedefs import Handler
 from proxy import logs
 from proxy.config import ApiKey
 from proxy.errors import BadRequest, PayloadTooLarge, ProxyError
-from proxy.http.keys import CALLER, REQUEST_ID, ROUTE, SERVICES, UPSTREAM_SECONDS
+from proxy.http.browsers import BrowserPolicy, is_preflight
+from proxy.http.keys import BROWSERS, CALLER, REQUEST_ID, ROUTE, SERVICES, UPSTREAM_SECONDS
 from proxy.http.ui import PAGE_PATHS
 from proxy.pipeline.exchange import ANONYMOUS, Caller
+from proxy.pipeline.stages.options import unknown_option_header
 from proxy.upstream.relay import UpstreamCut
 
 log = structlog.get_logger("proxy.access")
 
 # Ids we accept from clients: printable, short, no header tricks.
 REQUEST_ID_SHAPE = re.compile(r"^[A-Za-z0-9._:\-]{1,128}$")
+PREFLIGHT = web.RequestKey("preflight", bool)
 OPEN_PATHS = frozenset({"/healthz", "/metrics"})
 OPEN_METHODS = frozenset({"GET", "HEAD"})
 
@@ -70,6 +73,44 @@ def _http_exception_error(exc: web.HTTPException) -> ProxyError:
     return ProxyError(exc.reason, status=exc.status, type=kind)
 
 
+def preflight_response(
+    browsers: BrowserPolicy, request: web.Request, request_id: str
+) -> web.StreamResponse:
+    """A CORS preflight, answered here (never forwarded): allowed for the origins of
+    server.cors_origins, refused for any other."""
+    request[PREFLIGHT] = True
+    headers = browsers.preflight(request.headers)
+    if headers is None:
+        origin = request.headers.get("Origin", "")
+        return error_response(
+            ProxyError(
+                f"web pages of {origin!r} may not call this proxy (server.cors_origins)",
+                status=403,
+                type="permission_error",
+                code="cross_origin_request",
+            ),
+            request_id,
+        )
+    return web.Response(status=204, headers=headers)
+
+
+async def cors_headers(request: web.Request, response: web.StreamResponse) -> None:
+    """Every answer, streams and errors included: no upstream's own `Access-Control-*` header
+    passes (an empty `Access-Control-Allow-Origin:` would be relayed otherwise); an allowed
+    origin's page gets the proxy's."""
+    if request.get(PREFLIGHT):
+        return
+    for name in [n for n in response.headers if n.lower().startswith("access-control-")]:
+        response.headers.popall(name, None)
+    browsers = request.app.get(BROWSERS)
+    if browsers is None:
+        return
+    for name, value in browsers.response_headers(request.headers).items():
+        if name == "Vary" and "Vary" in response.headers:
+            value = f"{response.headers['Vary']}, {value}"
+        response.headers[name] = value
+
+
 def caller_of(request: web.Request, keys: list[ApiKey]) -> Caller | None:
     """The identity of the proxy key the request presents, or None when it presents none of
     them. Every key is compared (in constant time), so timing tells nothing about which."""
@@ -109,9 +150,18 @@ async def proxy_middleware(request: web.Request, handler: Handler) -> web.Stream
         caller = caller_of(request, keys) if keys else ANONYMOUS
         if caller is not None:
             request[CALLER] = caller
-        refused = target_error(request)
+        browsers = request.app.get(BROWSERS) or BrowserPolicy.of(services.settings.server)
+        refused = target_error(request) or browsers.refusal(
+            request.method,
+            request.path,
+            request.headers,
+            has_body=request.body_exists,
+            open_path=is_open(request),
+        )
         if refused is not None:
             response: web.StreamResponse = error_response(refused, request_id)
+        elif is_preflight(request.method, request.headers):
+            response = preflight_response(browsers, request, request_id)
         elif caller is None and not is_open(request):
             response = error_response(
                 ProxyError(
@@ -122,6 +172,8 @@ async def proxy_middleware(request: web.Request, handler: Handler) -> web.Stream
                 ),
                 request_id,
             )
+        elif (unknown := unknown_option_header(request.headers)) is not None:
+            response = error_response(unknown, request_id)
         else:
             try:
                 response = await handler(request)

@@ -47,7 +47,7 @@ async def list_models(request: web.Request) -> web.StreamResponse:
     upstream = services.upstream
     headers = upstream_request_headers(
         request.headers,
-        api_key=upstream.settings.api_key,
+        authorization=upstream.settings.authorization,
         request_id=request[REQUEST_ID],
         proxy_keys=bool(services.settings.server.api_keys),
         drop=("accept-encoding",),

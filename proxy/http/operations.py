@@ -5,7 +5,7 @@ from __future__ import annotations
 from aiohttp import web
 
 from proxy.errors import ProxyError
-from proxy.http.keys import SERVICES
+from proxy.http.keys import CALLER, SERVICES
 
 
 async def healthz(request: web.Request) -> web.Response:
@@ -40,5 +40,10 @@ async def healthz(request: web.Request) -> web.Response:
 
 
 async def metrics_route(request: web.Request) -> web.Response:
-    body = request.app[SERVICES].metrics.render()
+    """Open to any scraper; with server.api_keys, the sources of documents read (which tell
+    whether someone sent the same bytes before) only to an admin key."""
+    services = request.app[SERVICES]
+    caller = request.get(CALLER)
+    detailed = not services.settings.server.api_keys or (caller is not None and caller.admin)
+    body = services.metrics.render(detailed)
     return web.Response(body=body, headers={"Content-Type": "text/plain; version=0.0.4"})

@@ -10,7 +10,7 @@ from typing import Any
 import aiohttp
 from aiohttp import web
 
-from proxy.errors import BadRequest, ProxyError, UpstreamError
+from proxy.errors import ProxyError, UpstreamError
 from proxy.http.body import parse_body, serialise
 from proxy.http.chat import (
     end_with_error,
@@ -21,20 +21,17 @@ from proxy.http.chat import (
 )
 from proxy.http.decorate import Transform, chat_events, citation_fields, is_done
 from proxy.http.keys import ROUTE, SERVICES
-from proxy.http.passthrough import passthrough
 from proxy.http.recording import recorded
 from proxy.http.status import StatusChannel
 from proxy.pipeline.exchange import Exchange
-from proxy.pipeline.services import Services
 from proxy.responses.answer import Cited, Ids, file_search_item, response_from_chat
 from proxy.responses.events import ResponseStream, sse
-from proxy.responses.items import STATELESS, translate_input
-from proxy.responses.native import NativeStream, cite_response, patch_input
+from proxy.responses.items import STATELESS
 from proxy.responses.replay import events_from_response
-from proxy.responses.request import chat_request, take_file_search
+from proxy.responses.request import chat_request
 from proxy.upstream.headers import client_response_headers
-from proxy.upstream.relay import is_event_stream, relay_response
-from proxy.upstream.sse import data_event, event_json, sse_events
+from proxy.upstream.relay import error_message, is_event_stream, relay_response
+from proxy.upstream.sse import sse_events
 
 
 def cited(exchange: Exchange, ids: Ids | None = None, include_results: bool = False) -> Cited:
@@ -51,32 +48,42 @@ async def create_response(request: web.Request) -> web.StreamResponse:
     request[ROUTE] = "responses"
     services = request.app[SERVICES]
     body = await parse_body(await read_request_body(request, services))
-    if services.settings.upstream.responses == "native":
-        return await _native(request, services, body)
     chat, asked = chat_request(body)
-    exchange, status, started = await prepare_or_fail(request, services, chat, asked.file_search)
+    ids, created_at = Ids.new(), int(time.time())
+    # One stream of events from the first to the last, failures included: a stream the
+    # statuses started and that breaks off ends with `error` and `response.failed`.
+    stream = ResponseStream(asked, ids, Cited([], "", {}, None), created_at)
+    exchange, status, started = await prepare_or_fail(
+        request, services, chat, asked.file_search, stream.ending
+    )
     if exchange is None:
         assert started is not None
         return started
-    ids, created_at = Ids.new(), int(time.time())
 
     async def answer(response: aiohttp.ClientResponse) -> web.StreamResponse:
         extra = {**exchange.response_headers, "X-Request-ID": exchange.request_id}
         if response.status >= 400:
-            return await relay_response(request, response, extra_headers=extra, already=started)
+            return await relay_response(
+                request, response, extra_headers=extra, already=started, ending=stream.ending
+            )
         sources = cited(exchange, ids, asked.include_results)
         if asked.stream and is_event_stream(response):
-            stream = ResponseStream(asked, ids, sources, created_at)
+            stream.cited = sources
             transform = to_events(stream, exchange, status.pending())
             return await relay_response(
-                request, response, extra_headers=extra, already=started, transform=transform
+                request,
+                response,
+                extra_headers=extra,
+                already=started,
+                transform=transform,
+                ending=stream.ending,
             )
         try:
             completion = await _json_answer(response)
         except ProxyError as error:
             if started is None:
                 raise
-            return await end_with_error(request, started, error)
+            return await end_with_error(request, started, error, stream.ending)
         converter = exchange.response_converter
         if converter is not None:
             completion = converter.convert_json(completion)
@@ -88,7 +95,7 @@ async def create_response(request: web.Request) -> web.StreamResponse:
         headers["Content-Type"] = "application/json"
         return web.Response(status=response.status, body=await serialise(result), headers=headers)
 
-    return await forward_exchange(request, services, exchange, answer, started)
+    return await forward_exchange(request, services, exchange, answer, started, stream.ending)
 
 
 async def _json_answer(response: aiohttp.ClientResponse) -> dict[str, Any]:
@@ -137,7 +144,10 @@ def to_events(stream: ResponseStream, exchange: Exchange, preface: bytes) -> Tra
                         yield out  # a comment: keeps the connection alive
                     continue
                 if "error" in out and "choices" not in out:
-                    yield data_event(out)  # the upstream failed mid-stream: the SDK raises it
+                    # The upstream failed mid-stream (vLLM sends its error as an event).
+                    message = error_message(out) or "the upstream failed mid-stream"
+                    for event in stream.fail(message, "upstream_error"):
+                        yield sse(event)
                     continue
                 for event in stream.feed(out):
                     yield sse(event)
@@ -147,93 +157,8 @@ def to_events(stream: ResponseStream, exchange: Exchange, preface: bytes) -> Tra
     return transform
 
 
-async def _native(
-    request: web.Request, services: Services, body: dict[str, Any]
-) -> web.StreamResponse:
-    """Upstreams that speak Responses: the pipeline enriches `input`, the answer is theirs."""
-    if "input" not in body:
-        raise BadRequest("input: is required", param="input", code="missing_required_parameter")
-    messages, origins = translate_input(body["input"])
-    chat: dict[str, Any] = {"messages": messages, "stream": body.get("stream") is True}
-    if isinstance(body.get("model"), str):
-        chat["model"] = body["model"]
-    if "enrich" in body:
-        chat["enrich"] = body.pop("enrich")
-    file_search, include_results = take_file_search(body)
-    exchange, status, started = await prepare_or_fail(request, services, chat, file_search)
-    if exchange is None:
-        assert started is not None
-        return started
-    if exchange.upstream_path != "/v1/chat/completions":
-        raise ProxyError(
-            "upstream.responses is native, but this model is set to a text adapter",
-            status=500,
-            type="server_error",
-        )
-    items = body["input"]
-    if isinstance(items, str):
-        items = [{"role": "user", "content": items}]
-    body["input"] = patch_input(items, origins, len(messages), exchange.messages)
-    if "model" in exchange.body:
-        body["model"] = exchange.body["model"]  # an alias resolved to the real name
-    exchange.body = body
-    exchange.upstream_path = "/v1/responses"
-    sources = cited(exchange, Ids.new(), include_results)
-
-    async def answer(response: aiohttp.ClientResponse) -> web.StreamResponse:
-        extra = {**exchange.response_headers, "X-Request-ID": exchange.request_id}
-        if response.status >= 400 or not (sources.search_results or sources.file_search):
-            if not is_event_stream(response) or response.status >= 400:
-                return await relay_response(request, response, extra_headers=extra, already=started)
-            return await relay_response(
-                request,
-                response,
-                extra_headers=extra,
-                already=started,
-                transform=_preface_only(status.pending()),
-            )
-        if is_event_stream(response):
-            transform = native_events(NativeStream(sources), status.pending())
-            return await relay_response(
-                request, response, extra_headers=extra, already=started, transform=transform
-            )
-        result = cite_response(await _json_answer(response), sources)
-        headers = client_response_headers(response.headers)
-        headers.update(extra)
-        headers["Content-Type"] = "application/json"
-        return web.Response(status=response.status, body=await serialise(result), headers=headers)
-
-    return await forward_exchange(request, services, exchange, answer, started)
-
-
-def _preface_only(preface: bytes) -> Transform:
-    async def transform(chunks: AsyncIterator[bytes]) -> AsyncIterator[bytes]:
-        if preface:
-            yield preface
-        async for chunk in chunks:
-            yield chunk
-
-    return transform
-
-
-def native_events(stream: NativeStream, preface: bytes) -> Transform:
-    async def transform(chunks: AsyncIterator[bytes]) -> AsyncIterator[bytes]:
-        if preface:
-            yield preface
-        async for raw in sse_events(chunks):
-            payload = event_json(raw)
-            if not isinstance(payload, dict) or "type" not in payload:
-                yield raw
-                continue
-            for event in stream.feed(payload):
-                yield sse(event)
-
-    return transform
-
-
 async def stored_response(request: web.Request) -> web.StreamResponse:
-    """GET/DELETE /v1/responses/{id} and friends: the upstream's, or none kept here."""
-    if request.app[SERVICES].settings.upstream.responses == "native":
-        return await passthrough(request)
+    """GET/DELETE /v1/responses/{id}, conversations and friends: none are kept here (with
+    `upstream.responses: native` see proxy.http.native_responses)."""
     request[ROUTE] = "responses"
     raise ProxyError(STATELESS, status=404, code="response_not_found", param="response_id")

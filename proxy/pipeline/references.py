@@ -39,6 +39,7 @@ class Found:
     messages: list[dict[str, Any]]
     last_user_index: int | None
     query: str
+    markers: int = 0  # `[attached: name]` markers put in place of file parts
 
 
 def last_user_index(messages: list[dict[str, Any]]) -> int | None:
@@ -87,12 +88,13 @@ def _text_of(parts: list[Any]) -> str:
     )
 
 
-def attached_marker(name: Any) -> str:
-    """`[attached: name]`, in place of a file part of an earlier message; the name guarded."""
-    return f"[attached: {safe_name(str(name))}]"
+def attached_marker(name: Any, tokens: tuple[str, ...] = ()) -> str:
+    """`[attached: name]`, in place of a file part of an earlier message; the name guarded
+    like document text (`tokens`: the model's control tokens and the text adapter's markers)."""
+    return f"[attached: {safe_name(str(name), tokens)}]"
 
 
-def _without_file_parts(message: dict[str, Any]) -> dict[str, Any]:
+def _without_file_parts(message: dict[str, Any], tokens: tuple[str, ...]) -> dict[str, Any]:
     """A non-user message with any file part replaced by a marker: upstreams reject them, and
     only users attach documents."""
     content = message.get("content")
@@ -106,27 +108,32 @@ def _without_file_parts(message: dict[str, Any]) -> dict[str, Any]:
             inner = part.get("file")
             fields: dict[str, Any] = inner if isinstance(inner, dict) else part
             name = fields.get("filename") or fields.get("file_name") or "file"
-            parts.append({"type": "text", "text": attached_marker(name)})
+            parts.append({"type": "text", "text": attached_marker(name, tokens)})
         else:
             parts.append(part)
     return {**message, "content": parts}
 
 
-def find_references(messages: list[dict[str, Any]], *, path_prefix: str | None) -> Found:
+def find_references(
+    messages: list[dict[str, Any]], *, path_prefix: str | None, tokens: tuple[str, ...] = ()
+) -> Found:
     """File parts and `#file:` references of user messages; the last user message's are new.
 
     The returned messages have every file part removed (upstreams reject them); in earlier
-    messages a short `[attached: name]` marker keeps the conversation readable. Path references
-    in text become their plain path.
+    messages a short `[attached: name]` marker keeps the conversation readable (its name guarded
+    against `tokens`). Path references in text become their plain path.
     """
     last = last_user_index(messages)
     pattern = _path_pattern(path_prefix) if path_prefix else None
     refs: list[FileRef] = []
     cleaned: list[dict[str, Any]] = []
     query = ""
+    markers = 0
     for index, message in enumerate(messages):
         if message.get("role") != "user":
-            cleaned.append(_without_file_parts(message))
+            out = _without_file_parts(message, tokens)
+            markers += out is not message
+            cleaned.append(out)
             continue
         new = index == last
         content = message.get("content")
@@ -151,7 +158,8 @@ def find_references(messages: list[dict[str, Any]], *, path_prefix: str | None) 
                     spec = _spec_from_part(part, where, index, new, len(refs))
                     refs.append(spec)
                     if not new:
-                        parts.append({"type": "text", "text": attached_marker(spec.name)})
+                        parts.append({"type": "text", "text": attached_marker(spec.name, tokens)})
+                        markers += 1
                     continue
                 if (
                     pattern is not None
@@ -176,4 +184,4 @@ def find_references(messages: list[dict[str, Any]], *, path_prefix: str | None) 
             if new:
                 query = _text_of(parts)
         cleaned.append(out)
-    return Found(refs, cleaned, last, query)
+    return Found(refs, cleaned, last, query, markers)

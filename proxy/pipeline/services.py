@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
@@ -12,12 +13,14 @@ from proxy.config import Settings
 from proxy.metrics import Metrics
 from proxy.pipeline.decision_log import DecisionLog
 from proxy.upstream.client import UpstreamClient
+from proxy.upstream.routes import UpstreamRoutes
 
 if TYPE_CHECKING:
     from proxy.documents.parser import DocumentParser
     from proxy.files.protocol import FileStore
     from proxy.formats import FormatRegistry
     from proxy.guard.texts import GuardedTexts
+    from proxy.responses.owners import Owners
     from proxy.retrieval.retriever import Retriever
     from proxy.stores.service import VectorStores
     from proxy.upstream.introspection import ModelIntrospection
@@ -42,7 +45,15 @@ class Services:
     retriever_factory: Callable[[], Retriever] | None = field(repr=False, default=None)
     local_upstream: LlamaServer | None = field(default=None, repr=False)
     vector_stores: VectorStores | None = field(default=None, repr=False)
+    # upstream.responses: native: who created each response and conversation id.
+    owners: Owners | None = field(default=None, repr=False)
     _opening: asyncio.Task[Retriever] | None = field(default=None, repr=False)
+
+    @functools.cached_property
+    def routes(self) -> UpstreamRoutes:
+        """The upstream routes a request may be forwarded to."""
+        upstream = self.settings.upstream
+        return UpstreamRoutes(upstream.allowed_routes, upstream.admin_routes)
 
     async def retriever(self) -> Retriever:
         """The vector index, opened on first use: requests that never retrieve never load it.

@@ -6,6 +6,7 @@ import json
 from dataclasses import dataclass, field
 from typing import Any
 
+from proxy.errors import ProxyError
 from proxy.responses.answer import (
     INCOMPLETE,
     Cited,
@@ -58,6 +59,7 @@ class ResponseStream:
     message: _Message | None = None
     calls: dict[int, _Call] = field(default_factory=dict)
     done_items: dict[int, dict[str, Any]] = field(default_factory=dict)
+    started: bool = False
 
     def _event(self, kind: str, **fields: Any) -> dict[str, Any]:
         event = {"type": kind, "sequence_number": self.sequence, **fields}
@@ -78,6 +80,7 @@ class ResponseStream:
         )
 
     def start(self) -> list[dict[str, Any]]:
+        self.started = True
         response = self._response("in_progress")
         return [
             self._event("response.created", response=response),
@@ -261,6 +264,39 @@ class ResponseStream:
         response = {**self._response("completed"), **self.cited.fields}
         events.append(self._event("response.completed", response=response))
         return events
+
+    def fail(self, message: str, code: str | None = None) -> list[dict[str, Any]]:
+        """The stream broke off (the upstream died, or failed): it ends failed (once)."""
+        if self.finished:
+            return []
+        # The SDK's stream helper wants to know the response before it can fail.
+        opened = [] if self.started else self.start()
+        self.finished = True
+        events = failure_events(self.sequence, self._response("failed"), message, code)
+        self.sequence += len(events)
+        return [*opened, *events]
+
+    def ending(self, error: ProxyError) -> bytes:
+        """The stream's last bytes when `error` ends it (see proxy.upstream.relay.Ending)."""
+        return b"".join(sse(event) for event in self.fail(error.message, error.code))
+
+
+def failure_events(
+    sequence: int, response: dict[str, Any], message: str, code: str | None
+) -> list[dict[str, Any]]:
+    """How a Responses stream that cannot finish ends: an `error` event, then
+    `response.failed` with the response as far as it got (never chat's `data: [DONE]`)."""
+    failed = {**response, "status": "failed", "error": {"code": "server_error", "message": message}}
+    return [
+        {
+            "type": "error",
+            "sequence_number": sequence,
+            "code": code or "server_error",
+            "message": message,
+            "param": None,
+        },
+        {"type": "response.failed", "sequence_number": sequence + 1, "response": failed},
+    ]
 
 
 def sse(event: dict[str, Any]) -> bytes:

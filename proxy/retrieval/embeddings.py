@@ -12,6 +12,7 @@ from typing import Any, Protocol
 import numpy as np
 import openai
 
+from proxy.config import without_credentials
 from proxy.errors import UpstreamError
 
 # Calibrated on corpus documents (tests/retrieval/test_calibration.py): passages answering
@@ -258,7 +259,7 @@ class OpenAIEmbedder:
         return vectors
 
     def _error(self, reason: str) -> UpstreamError:
-        message = f"embedding server {self.base_url}: {reason}"
+        message = f"embedding server {without_credentials(self.base_url)}: {reason}"
         return UpstreamError(message, code="embeddings_failed")
 
 

@@ -7,6 +7,7 @@ from typing import Any
 
 import aiohttp
 
+from proxy.config import without_credentials
 from proxy.errors import UpstreamError
 
 
@@ -72,7 +73,8 @@ class Reranker:
         return [float(score) for score in scores if score is not None]
 
     def _error(self, reason: str) -> UpstreamError:
-        return UpstreamError(f"rerank server {self.url}: {reason}", code="rerank_failed")
+        shown = without_credentials(self.url)
+        return UpstreamError(f"rerank server {shown}: {reason}", code="rerank_failed")
 
     async def close(self) -> None:
         if self._session is not None:

@@ -12,6 +12,7 @@ if TYPE_CHECKING:
     from proxy.stores.jobs import IndexingJobs
     from proxy.stores.records import StoreRecord
     from proxy.stores.registry import StoreRegistry
+    from proxy.stores.usage import IndexUsage
 
 
 class Caller(Protocol):
@@ -34,6 +35,10 @@ class Stores(Protocol):
     parser: DocumentParser
     jobs: IndexingJobs
     clock: Callable[[], float]
+    quota_bytes: int | None
+    usage: IndexUsage
+
+    def index_usage(self, owner: str) -> int: ...
 
     @property
     def sizes(self) -> tuple[int, int]: ...

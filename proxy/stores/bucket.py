@@ -31,14 +31,16 @@ def _calling(what: str, call: Any) -> Any:
 
 
 class BucketRecords:
-    """The same calls as DiskRecords, against the object store (blocking: obstore's sync API)."""
+    """The same calls as DiskRecords, against the object store (blocking: obstore's sync API),
+    under `root` (vector_stores/ unless said otherwise)."""
 
-    def __init__(self, store: S3Store) -> None:
+    def __init__(self, store: S3Store, root: str = ROOT) -> None:
         self.store = store
+        self.root = root
 
     def _get(self, key: str) -> tuple[bytes, str] | None:
         try:
-            found = obstore.get(self.store, f"{ROOT}/{key}")
+            found = obstore.get(self.store, f"{self.root}/{key}")
         except MISSING:
             return None
         return bytes(found.bytes()), str(found.meta["e_tag"])
@@ -50,18 +52,18 @@ class BucketRecords:
     def put(self, key: str, data: bytes) -> None:
         _calling(
             "save a vector store record",
-            lambda: obstore.put(self.store, f"{ROOT}/{key}", data),
+            lambda: obstore.put(self.store, f"{self.root}/{key}", data),
         )
 
     def delete(self, key: str) -> None:
         with contextlib.suppress(*MISSING):
             _calling(
                 "delete a vector store record",
-                lambda: obstore.delete(self.store, f"{ROOT}/{key}"),
+                lambda: obstore.delete(self.store, f"{self.root}/{key}"),
             )
 
     def names(self, folder: str) -> list[str]:
-        prefix = f"{ROOT}/{folder}"
+        prefix = f"{self.root}/{folder}"
 
         def listing() -> list[str]:
             found = obstore.list_with_delimiter(self.store, prefix.rstrip("/") + "/")
@@ -70,7 +72,7 @@ class BucketRecords:
         return list(_calling("list vector store records", listing))
 
     def update(self, key: str, change: Change) -> bytes | None:
-        path = f"{ROOT}/{key}"
+        path = f"{self.root}/{key}"
         for attempt in range(SWAP_ATTEMPTS):
             found = _calling("read a vector store record", lambda: self._get(key))
             current, etag = found if found is not None else (None, None)

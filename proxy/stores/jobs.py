@@ -22,10 +22,11 @@ from typing import TYPE_CHECKING
 import structlog
 
 from proxy.errors import DocumentError, PayloadTooLarge, ProxyError
-from proxy.files.protocol import FileNotFound
+from proxy.files.protocol import FileNotFound, QuotaExceeded
 from proxy.stores.chunking import Variants, keyed
 from proxy.stores.records import ErrorCode, FileRecord, LastError
 from proxy.stores.registry import StoreRegistry
+from proxy.stores.usage import IndexUsage
 
 if TYPE_CHECKING:
     from proxy.documents.parser import DocumentParser
@@ -66,6 +67,10 @@ class IndexingJobs:
         concurrency: int = 2,
         lease_s: float = 30.0,
         clock: Callable[[], float] = time.time,
+        usage: IndexUsage | None = None,
+        quota_bytes: int | None = None,
+        max_queued_per_key: int = 2000,
+        max_queued: int = 10_000,
     ) -> None:
         self.registry = registry
         self.files = files
@@ -74,8 +79,13 @@ class IndexingJobs:
         self.runner = runner
         self.lease_s = lease_s
         self.clock = clock
+        self.usage = usage
+        self.quota_bytes = quota_bytes
+        self.max_queued_per_key = max_queued_per_key
+        self.max_queued = max_queued
         self._slots = asyncio.Semaphore(concurrency)
         self._tasks: dict[tuple[str, str], asyncio.Task[None]] = {}
+        self._owners: dict[tuple[str, str], str] = {}  # who asked for each job
         self._sweeper: asyncio.Task[None] | None = None
         self._serial = itertools.count(1)
 
@@ -96,7 +106,30 @@ class IndexingJobs:
             with contextlib.suppress(BaseException):
                 await task
 
-    def submit(self, store_id: str, file_id: str) -> None:
+    def check_room(self, owner: str, count: int) -> None:
+        """429 unless `count` more jobs of `owner` fit in this process's queue (its own share
+        and the whole); checked before anything is saved."""
+        queued = sum(1 for key in self._tasks if not self._tasks[key].done())
+        mine = sum(
+            1
+            for key, task in self._tasks.items()
+            if not task.done() and self._owners.get(key) == owner
+        )
+        for held, limit, setting, what in (
+            (mine, self.max_queued_per_key, "max_queued_per_key", "this key's files waiting"),
+            (queued, self.max_queued, "max_queued", "files waiting"),
+        ):
+            if held + count > limit:
+                raise ProxyError(
+                    f"{what} to be indexed: {held}, and {count} more would pass"
+                    f" vector_stores.{setting}"
+                    f" ({limit}); try again once some are indexed",
+                    status=429,
+                    type="rate_limit_error",
+                    code="indexing_queue_full",
+                )
+
+    def submit(self, store_id: str, file_id: str, owner: str = "") -> None:
         """Index the file in the background, unless this process does already."""
         key = (store_id, file_id)
         running = self._tasks.get(key)
@@ -105,6 +138,7 @@ class IndexingJobs:
         # A context of its own: the job outlives the request that started it (its logs too).
         task = asyncio.create_task(self._run(store_id, file_id), context=contextvars.Context())
         self._tasks[key] = task
+        self._owners[key] = owner
         task.add_done_callback(lambda done: self._forget(key, done))
 
     def cancel(self, store_id: str, file_id: str) -> None:
@@ -118,6 +152,7 @@ class IndexingJobs:
     def _forget(self, key: tuple[str, str], done: asyncio.Task[None]) -> None:
         if self._tasks.get(key) is done:
             del self._tasks[key]
+            self._owners.pop(key, None)
         if not done.cancelled() and (error := done.exception()) is not None:
             log.warning("vector store job failed", file=key[1], error=repr(error)[:300])
 
@@ -130,7 +165,7 @@ class IndexingJobs:
             records = await asyncio.to_thread(self.registry.files, store.id)
             for record in records:
                 if record.claimable(self.runner, now):
-                    self.submit(store.id, record.id)
+                    self.submit(store.id, record.id, store.owner)
                     started += 1
         return started
 
@@ -227,7 +262,7 @@ class IndexingJobs:
         except DocumentError as error:
             code: ErrorCode = "unsupported_file" if error.code in UNSUPPORTED else "invalid_file"
             return failed(code, error.message)
-        except PayloadTooLarge as error:
+        except (PayloadTooLarge, QuotaExceeded) as error:
             return failed("invalid_file", error.message)
         except ProxyError as error:  # the embedder, the vector store, the parser pool
             return failed("server_error", error.message)
@@ -240,10 +275,23 @@ class IndexingJobs:
         document = await self.parser.parse(stored.filename, data)
         variants = await self.variants()
         retriever = variants.for_chunking(record.chunking)
-        indexed = keyed(document, variants.key(document.sha256, record.chunking))
+        index_key = variants.key(document.sha256, record.chunking)
+        indexed = keyed(document, index_key)
+        # The passages are cut (no embedding yet), so their size is known before the index
+        # grows: the upload's owner pays for each index built from it, within the quota.
+        passages = await retriever.passages(indexed)
+        usage = sum(len(chunk.text.encode()) for chunk in passages.chunks)
+        if self.usage is not None:
+            await asyncio.to_thread(
+                self.usage.charge,
+                stored.owner,
+                stored.id,
+                index_key,
+                usage,
+                quota=self.quota_bytes,
+                uploads=self.files.usage,
+            )
         # Another proxy sharing the Chroma server may be indexing the same content.
         while not await retriever.index_document(indexed):
             await asyncio.sleep(min(5.0, self.lease_s / 6))
-        passages = await retriever.passages(indexed)
-        usage = sum(len(chunk.text.encode()) for chunk in passages.chunks)
         return Outcome("completed", usage, document.sha256, document.kind)

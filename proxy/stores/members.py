@@ -7,7 +7,7 @@ from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from proxy.errors import BadRequest
-from proxy.files.protocol import FILE_ID, FileNotFound, StoredFile
+from proxy.files.protocol import FILE_ID, FileNotFound, QuotaExceeded, StoredFile
 from proxy.stores import params as p
 from proxy.stores.chunking import keyed
 from proxy.stores.errors import StoreExpired, StoreFileNotFound
@@ -59,6 +59,7 @@ class StoreFiles:
         indexed again with its new attributes and chunking."""
         if store.expired(self.stores.clock()):
             raise StoreExpired(store.id)
+        await self.admit(store.owner, len(attachments))
         limit = self.stores.settings.vector_stores.max_files_per_store
         present = {record.id for record in await _run(self.stores.registry.files, store.id)}
         if len(present | {a.file_id for a in attachments}) > limit:
@@ -83,9 +84,25 @@ class StoreFiles:
             await _run(self.stores.registry.save_file, record)
             records.append(record)
         for record in records:
-            self.stores.jobs.submit(store.id, record.id)
+            self.stores.jobs.submit(store.id, record.id, store.owner)
         await self.stores.touch(store)
         return records
+
+    async def admit(self, owner: str, count: int) -> None:
+        """Refused before anything is saved: `count` more files to index for `owner`, with
+        the queue full or the key's quota full already."""
+        if count:
+            self.stores.jobs.check_room(owner, count)
+            await _run(self._check_storage, owner)
+
+    def _check_storage(self, owner: str) -> None:
+        """507 when the key's uploads and indexes fill its quota already (what a new index
+        takes is known once its passages are cut: the indexing job checks that)."""
+        quota = self.stores.quota_bytes
+        if quota is None:
+            return
+        if self.stores.uploads.usage(owner) + self.stores.index_usage(owner) >= quota:
+            raise QuotaExceeded(quota)
 
     def describe(self, record: FileRecord) -> dict[str, Any]:
         return file_object(record, *self.stores.sizes)
@@ -99,8 +116,13 @@ class StoreFiles:
 
     async def _file(self, caller: Caller, store_id: str, file_id: str) -> FileRecord:
         await self.stores.owned(caller, store_id)
-        record = await _run(self.stores.registry.file, store_id, file_id)
-        if record is None or not FILE_ID.match(file_id):
+        # The id's pattern first: it becomes part of a file name (or an object key).
+        record = (
+            await _run(self.stores.registry.file, store_id, file_id)
+            if FILE_ID.match(file_id)
+            else None
+        )
+        if record is None:
             raise StoreFileNotFound(store_id, file_id)
         return record
 
@@ -180,8 +202,11 @@ class StoreFiles:
     async def load(self, record: FileRecord, key: str) -> ParsedDocument:
         return keyed(await self.document(record), key)
 
-    async def forget(self, file_id: str) -> None:
-        """A File was deleted: it leaves every store (its text must not be found any more)."""
+    async def forget(self, file_id: str, owner: str | None = None) -> None:
+        """A File was deleted: it leaves every store (its text must not be found any more),
+        and its indexes count against its `owner` no more."""
+        if owner is not None:
+            await _run(self.stores.usage.release, owner, file_id)
         for store in await _run(self.stores.registry.stores):
             if await _run(self.stores.registry.file, store.id, file_id) is not None:
                 self.stores.jobs.cancel(store.id, file_id)

@@ -8,6 +8,7 @@ from collections.abc import Awaitable, Callable, Mapping
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from proxy.config import Settings
+from proxy.errors import BadRequest
 from proxy.stores import params as p
 from proxy.stores.access import Caller
 from proxy.stores.batches import FileBatches
@@ -27,6 +28,7 @@ from proxy.stores.records import (
 from proxy.stores.registry import StoreRegistry
 from proxy.stores.search import StoreHit, best_hits, search_files, searchable
 from proxy.stores.shapes import deleted, list_page, store_object
+from proxy.stores.usage import IndexUsage
 
 if TYPE_CHECKING:
     from proxy.documents.parser import DocumentParser
@@ -66,6 +68,9 @@ class VectorStores:
         self._variants: Variants | None = None
         self.clock = clock
         config = settings.vector_stores
+        quota = settings.server.max_storage_mb_per_key
+        self.quota_bytes = None if quota is None else int(quota * 1024 * 1024)
+        self.usage = IndexUsage(registry.backend)
         self.jobs = IndexingJobs(
             registry,
             files,
@@ -75,6 +80,10 @@ class VectorStores:
             concurrency=config.indexing_concurrency,
             lease_s=config.indexing_lease_s,
             clock=clock,
+            usage=self.usage,
+            quota_bytes=self.quota_bytes,
+            max_queued_per_key=config.max_queued_per_key,
+            max_queued=config.max_queued,
         )
         self.files = StoreFiles(self)
         self.batches = FileBatches(self, self.files)
@@ -124,8 +133,23 @@ class VectorStores:
         records = await self._run(self.registry.files, store.id)
         return store_object(store, records, self.clock())
 
+    def index_usage(self, owner: str) -> int:
+        """Bytes of the indexes built from `owner`'s uploads (blocking)."""
+        return self.usage.total(owner)
+
+    def _count_of(self, owner: str) -> int:
+        return sum(1 for store in self.registry.stores() if store.owner == owner)
+
     async def create(self, caller: Caller, body: Any) -> dict[str, Any]:
         asked = p.validated(p.CreateStore, body)
+        limit = self.settings.server.max_vector_stores_per_key
+        if await self._run(self._count_of, caller.name) >= limit:
+            raise BadRequest(
+                f"a key has at most {limit} vector stores (server.max_vector_stores_per_key);"
+                " delete one first",
+                param="vector_store",
+                code="too_many_vector_stores",
+            )
         now = self.clock()
         store = StoreRecord(
             id=new_store_id(),
@@ -142,6 +166,7 @@ class VectorStores:
             for file_id in asked.file_ids
         ]
         found = await self.files.visible(caller, attachments, "file_ids")
+        await self.files.admit(store.owner, len(attachments))
         await self._run(self.registry.save_store, store)
         await self.files.add(store, attachments, found)
         return await self.describe(store)

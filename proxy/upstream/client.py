@@ -47,8 +47,8 @@ class UpstreamClient:
 
     def auth_headers(self) -> dict[str, str]:
         """The credential of the proxy's own calls: the upstream key, else the client's."""
-        if self.settings.api_key:
-            return {"Authorization": f"Bearer {self.settings.api_key}"}
+        if self.settings.authorization:
+            return {"Authorization": self.settings.authorization}
         authorization = CLIENT_AUTHORIZATION.get()
         if authorization:
             return {"Authorization": authorization}

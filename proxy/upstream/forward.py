@@ -12,7 +12,7 @@ from aiohttp import web
 from multidict import CIMultiDict
 
 from proxy.upstream.client import UpstreamClient
-from proxy.upstream.relay import sse_error_event, translate_client_error
+from proxy.upstream.relay import Ending, sse_error_event, translate_client_error
 
 Answer = Callable[[aiohttp.ClientResponse], Awaitable[web.StreamResponse]]
 """Turns the upstream's response into the client's: relayed as is, or decorated."""
@@ -35,12 +35,13 @@ async def forward(
     *,
     started: web.StreamResponse | None = None,
     on_headers: Callable[[float], None] | None = None,
+    ending: Ending = sse_error_event,
 ) -> web.StreamResponse:
     """Send `outgoing`; `answer` relays what comes back.
 
     `on_headers` learns how long the upstream took to answer with its headers. A connection
     failure is an OpenAI-shaped 502/504, or, when the client's stream was `started` already,
-    an SSE error event that ends it.
+    the stream's `ending`.
     """
     sent = time.perf_counter()
     try:
@@ -62,6 +63,6 @@ async def forward(
         error = translate_client_error(exc, upstream.base_url)
         if started is None:
             raise error from exc
-        await started.write(sse_error_event(error))
+        await started.write(ending(error))
         await started.write_eof()
         return started

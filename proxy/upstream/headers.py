@@ -7,6 +7,8 @@ from functools import lru_cache
 
 from multidict import CIMultiDict
 
+OPTION_PREFIX = "x-enrich-"
+
 # Hop-by-hop headers, plus the ones aiohttp recomputes for the new connection.
 HOP_BY_HOP = frozenset(
     {
@@ -49,19 +51,22 @@ def end_to_end(headers: Mapping[str, str], drop: Iterable[str] = ()) -> CIMultiD
 def upstream_request_headers(
     incoming: Mapping[str, str],
     *,
-    api_key: str | None,
+    authorization: str | None,
     request_id: str,
     proxy_keys: bool,
     drop: Iterable[str] = (),
 ) -> CIMultiDict[str]:
-    """The client's headers as they go upstream, with the upstream key and request id set.
+    """The client's headers as they go upstream, with the upstream's own credential
+    (`authorization`: upstream.api_key, or base_url's user and password) and request id set.
 
     With `proxy_keys`, the client's credentials are the proxy's own and never go upstream.
     """
     credentials = ("authorization", "x-api-key") if proxy_keys else ()
-    headers = end_to_end(incoming, (*drop, *credentials))
-    if api_key:
-        headers["Authorization"] = f"Bearer {api_key}"
+    # The proxy's own option headers are for the proxy: none goes upstream, on any route.
+    options = tuple(name for name in incoming if name.lower().startswith(OPTION_PREFIX))
+    headers = end_to_end(incoming, (*drop, *credentials, *options))
+    if authorization:
+        headers["Authorization"] = authorization
     headers["X-Request-ID"] = request_id
     return headers
 

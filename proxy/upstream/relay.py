@@ -40,6 +40,11 @@ def sse_error_event(error: ProxyError) -> bytes:
     return b"data: " + json.dumps(error.to_dict()).encode() + b"\n\ndata: [DONE]\n\n"
 
 
+Ending = Callable[[ProxyError], bytes]
+"""The last bytes of an event stream that failed: chat's error event and `[DONE]` by default;
+the Responses API ends with its own events (`error`, `response.failed`)."""
+
+
 def translate_client_error(exc: BaseException, url: str) -> ProxyError:
     """A connection-level failure talking to the upstream, as the client should see it."""
     if isinstance(exc, asyncio.TimeoutError | aiohttp.ServerTimeoutError):
@@ -59,18 +64,19 @@ async def relay_response(
     extra_headers: Mapping[str, str] | None = None,
     already: web.StreamResponse | None = None,
     transform: Callable[[AsyncIterator[bytes]], AsyncIterator[bytes]] | None = None,
+    ending: Ending = sse_error_event,
 ) -> web.StreamResponse:
     """Send the upstream's answer to the client: small bodies whole, the rest as they arrive.
 
     `already` is a response this proxy has started itself (status comments went out before the
     upstream answered); then the upstream's status and headers can no longer be sent, and an
-    upstream error is turned into an SSE error event.
+    upstream error is turned into the stream's `ending`.
     """
     headers = client_response_headers(upstream.headers)
     if extra_headers:
         headers.update(extra_headers)
     if already is not None:
-        return await _relay_into_started(upstream, already, transform)
+        return await _relay_into_started(upstream, already, transform, ending)
     length = upstream.content_length
     streaming = is_event_stream(upstream) or length is None or length > SMALL_BODY
     if not streaming and transform is None:
@@ -84,7 +90,8 @@ async def relay_response(
     await response.prepare(request)
     chunks = upstream.content.iter_any()
     source = transform(chunks) if transform is not None else chunks
-    await _pump(response, source, sse=is_event_stream(upstream), url=str(upstream.url))
+    sse = is_event_stream(upstream)
+    await _pump(response, source, sse=sse, url=str(upstream.url), ending=ending)
     return response
 
 
@@ -92,6 +99,7 @@ async def _relay_into_started(
     upstream: aiohttp.ClientResponse,
     response: web.StreamResponse,
     transform: Callable[[AsyncIterator[bytes]], AsyncIterator[bytes]] | None,
+    ending: Ending,
 ) -> web.StreamResponse:
     if upstream.status >= 400 or not is_event_stream(upstream):
         body = await upstream.read()
@@ -102,7 +110,7 @@ async def _relay_into_started(
         if upstream.status >= 400:
             message = error_message(payload) or body.decode("utf-8", "replace")[:2000]
             error = ProxyError(message, status=upstream.status, type="upstream_error")
-            await response.write(sse_error_event(error))
+            await response.write(ending(error))
         elif isinstance(payload, dict):
             # A non-streamed answer to a streamed request: send it as one event.
             await response.write(b"data: " + body + b"\n\ndata: [DONE]\n\n")
@@ -110,7 +118,7 @@ async def _relay_into_started(
         return response
     chunks = upstream.content.iter_any()
     source = transform(chunks) if transform is not None else chunks
-    await _pump(response, source, sse=True, url=str(upstream.url))
+    await _pump(response, source, sse=True, url=str(upstream.url), ending=ending)
     return response
 
 
@@ -126,7 +134,12 @@ def error_message(payload: Any) -> str | None:
 
 
 async def _pump(
-    response: web.StreamResponse, source: AsyncIterator[bytes], *, sse: bool, url: str
+    response: web.StreamResponse,
+    source: AsyncIterator[bytes],
+    *,
+    sse: bool,
+    url: str,
+    ending: Ending = sse_error_event,
 ) -> None:
     """Copy bytes as they arrive; if the upstream dies mid-stream, end the SSE stream cleanly."""
     # The last two non-empty chunks, kept by reference: the stream's last two bytes are only
@@ -152,5 +165,5 @@ async def _pump(
             )
         tail = (before[-1:] + last)[-2:]
         separator = b"" if tail.endswith(b"\n\n") or not tail else b"\n\n"
-        await response.write(separator + sse_error_event(error))
+        await response.write(separator + ending(error))
     await response.write_eof()

@@ -84,6 +84,12 @@ class FakeUpstream:
     set_cookie: str | None = None  # /v1/models sets this cookie when given
     # A whole chat.completion to answer with (json mode), or any other JSON instead of one.
     reply: dict[str, Any] | list[Any] | None = None
+    # Headers added to every whole (not streamed) answer: llama-server's own CORS headers.
+    response_headers: dict[str, str] = field(default_factory=dict)
+    # The id /v1/responses gives its next response (upstreams that speak Responses).
+    response_id: str = "resp_up"
+    responses_die: bool = False  # a streamed response breaks off after its first events
+    conversations: int = 0
 
     def authorised(self, request: web.Request) -> None:
         if (
@@ -100,6 +106,7 @@ class FakeUpstream:
         app.router.add_post("/v1/chat/completions", self.chat)
         app.router.add_post("/v1/completions", self.completions)
         app.router.add_post("/v1/responses", self.responses)
+        app.router.add_post("/v1/conversations", self.create_conversation)
         app.router.add_get("/health", self.health)
         app.router.add_get("/props", self.props)
         app.router.add_get("/v1/models", self.models)
@@ -124,6 +131,8 @@ class FakeUpstream:
         self.requests.append(entry)
         request[RECORDED] = entry
         response = await handler(request)
+        if isinstance(response, web.Response):
+            response.headers.update(self.response_headers)
         accepted = request.headers.get("Accept-Encoding", "*")  # none named: any is fine
         if (
             self.compress_json
@@ -250,7 +259,7 @@ class FakeUpstream:
         item = {"id": "msg_up", "type": "message", "role": "assistant", "status": "completed"}
         done = {**item, "content": [part]}
         response = {
-            "id": "resp_up",
+            "id": self.response_id,
             "object": "response",
             "created_at": 1,
             "status": "completed",
@@ -284,8 +293,25 @@ class FakeUpstream:
             event["sequence_number"] = number
             data = json.dumps(event)
             await stream.write(f"event: {event['type']}\ndata: {data}\n\n".encode())
+            if self.responses_die and number == 3:
+                await asyncio.sleep(0.05)  # what went out reaches the proxy first
+                assert request.transport is not None
+                request.transport.close()
+                return stream
         await stream.write_eof()
         return stream
+
+    async def create_conversation(self, request: web.Request) -> web.Response:
+        """OpenAI's Conversations API: `POST /v1/conversations` → a conversation object."""
+        self.conversations += 1
+        return web.json_response(
+            {
+                "id": f"conv_{self.conversations:040x}",
+                "object": "conversation",
+                "created_at": 1,
+                "metadata": {},
+            }
+        )
 
     # -- llama.cpp / vLLM introspection ----------------------------------------------------
     async def health(self, request: web.Request) -> web.Response:

@@ -33,6 +33,8 @@ from tests.fakes.upstream import FakeUpstream
 
 BUCKET = "enrich-replicas"
 KEYS = {"team-a": "team-a-key-0123456789", "team-b": "team-b-key-0123456789"}
+# The operator's key: its /metrics scrape keeps where documents came from (see Security).
+OPS_KEY = "operator-key-0123456789"
 
 
 @dataclass
@@ -83,7 +85,10 @@ class Replica:
 
     def metric(self, name: str) -> dict[str, float]:
         """A metric's samples, keyed by their label text."""
-        with urllib.request.urlopen(self.base_url + "/metrics", timeout=10) as answer:
+        scrape = urllib.request.Request(
+            self.base_url + "/metrics", headers={"Authorization": f"Bearer {OPS_KEY}"}
+        )
+        with urllib.request.urlopen(scrape, timeout=10) as answer:
             text = answer.read().decode()
         samples: dict[str, float] = {}
         for line in text.splitlines():
@@ -118,7 +123,10 @@ def replica_config(bed: Bed, data_dir: Path, port: int) -> dict[str, Any]:
             "data_dir": str(data_dir),
             "status_delay_s": 0.0,
             "log_format": "json",
-            "api_keys": [{"name": name, "key": key} for name, key in KEYS.items()],
+            "api_keys": [
+                *({"name": name, "key": key} for name, key in KEYS.items()),
+                {"name": "ops", "key": OPS_KEY, "admin": True},
+            ],
             "max_connections_per_client": 0,  # every test client comes from 127.0.0.1
             "shutdown_grace_s": 2,
         },

@@ -30,7 +30,9 @@ def provisional(ref: FileRef, position: int) -> FileRef:
     return dataclasses.replace(ref, name=numbered_name(ref.name, position, kind), named=False)
 
 
-def rename_marker(messages: list[dict[str, Any]], ref: FileRef, name: str) -> None:
+def rename_marker(
+    messages: list[dict[str, Any]], ref: FileRef, name: str, tokens: tuple[str, ...] = ()
+) -> None:
     """An earlier message's `[attached: old]` marker (see find_references) follows the rename."""
     if ref.new or not 0 <= ref.message_index < len(messages):
         return
@@ -40,10 +42,10 @@ def rename_marker(messages: list[dict[str, Any]], ref: FileRef, name: str) -> No
         return
     # A part with a file id and no filename was marked with the id (see find_references).
     for shown in (ref.name, ref.locator) if ref.origin == "file_id" else (ref.name,):
-        old = {"type": "text", "text": attached_marker(shown)}
+        old = {"type": "text", "text": attached_marker(shown, tokens)}
         if old in content:
             parts = list(content)
-            parts[parts.index(old)] = {"type": "text", "text": attached_marker(name)}
+            parts[parts.index(old)] = {"type": "text", "text": attached_marker(name, tokens)}
             messages[ref.message_index] = {**message, "content": parts}
             return
 
@@ -56,7 +58,7 @@ async def name_references(exchange: Exchange, services: Services) -> None:
             position += 1
             named = provisional(ref, position)
             if named is not ref:
-                rename_marker(exchange.messages, ref, named.name)
+                rename_marker(exchange.messages, ref, named.name, exchange.control_tokens)
                 refs[index] = named
 
 
@@ -71,6 +73,6 @@ def titled(
     name = None if ref.named else titled_name(document.title, ref.name, document.kind)
     if name is None or name == ref.name:
         return document
-    rename_marker(exchange.messages, ref, name)
+    rename_marker(exchange.messages, ref, name, exchange.control_tokens)
     refs[index] = dataclasses.replace(ref, name=name)
     return dataclasses.replace(document, name=name)

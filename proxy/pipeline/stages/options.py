@@ -30,6 +30,21 @@ HEADER_NAMES = {
 }
 
 
+def unknown_option_header(headers: Mapping[str, str]) -> BadRequest | None:
+    """An `X-Enrich-*` request header the proxy does not know is a typo, refused like an
+    unknown `enrich` key (and never forwarded, known or not)."""
+    for name in headers:
+        lowered = name.lower()
+        if lowered.startswith("x-enrich-") and lowered not in OPTION_HEADERS:
+            known = ", ".join(HEADER_NAMES.values())
+            return BadRequest(
+                f"{name}: unknown option header; the known ones are {known}",
+                param=name,
+                code="unknown_parameter",
+            )
+    return None
+
+
 def _validated(raw: dict[str, Any], name_of: Mapping[str, str], fallback: str) -> EnrichFields:
     try:
         return EnrichFields.model_validate(raw)

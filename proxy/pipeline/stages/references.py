@@ -14,6 +14,7 @@ from proxy.files.remote import fetch_document
 from proxy.pipeline.exchange import Exchange
 from proxy.pipeline.references import FileRef, find_references
 from proxy.pipeline.services import Services
+from proxy.pipeline.stages.documents import learn_control_tokens
 
 DATA_URL = re.compile(r"^data:(?P<mime>[^;,]*)(?P<params>(;[^;,]*)*),(?P<data>.*)$", re.DOTALL)
 
@@ -77,9 +78,16 @@ async def read_reference(ref: FileRef, services: Services, scope: str | None) ->
 
 async def extract_references(exchange: Exchange, services: Services) -> None:
     documents = services.settings.documents
-    found = find_references(
-        exchange.messages, path_prefix=documents.reference_prefix if documents.roots else None
-    )
+    prefix = documents.reference_prefix if documents.roots else None
+    found = find_references(exchange.messages, path_prefix=prefix)
+    if found.markers:
+        # Earlier messages' files became `[attached: name]` markers: their names are guarded
+        # like document text, so the model's control tokens are needed now.
+        await learn_control_tokens(exchange, services)
+        if exchange.control_tokens:
+            found = find_references(
+                exchange.messages, path_prefix=prefix, tokens=exchange.control_tokens
+            )
     if len(found.refs) > documents.max_files_per_request:
         # Before any document is read or parsed: each costs a parse, and a body can hold
         # a thousand tiny file parts.

@@ -1,0 +1,81 @@
+"""Who created each response and conversation an upstream that speaks Responses gave out.
+
+The upstream keeps them under the proxy's own credential, for every key alike; the proxy
+records the key that created each id and lets only that key (or an admin) reach it. An id the
+proxy has no record of is refused the same way as another key's: a 404 that never reaches the
+upstream. Records are small JSON objects in the same place as the vector stores' (data_dir on
+disk, or the bucket the replicas share), named by a digest of the id (ids are the upstream's
+text, not safe file names). Blocking calls: run them off the event loop.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import time
+from typing import Any, Literal
+
+from proxy.errors import ProxyError
+from proxy.stores.backend import RecordBackend
+
+Kind = Literal["response", "conversation"]
+MAX_ID_CHARS = 256  # longer ids were never given out by an upstream we relay
+
+
+def record_key(kind: Kind, ident: str) -> str:
+    digest = hashlib.sha256(ident.encode("utf-8", "surrogateescape")).hexdigest()
+    return f"{kind}s/{digest[:2]}/{digest}.json"
+
+
+def not_found(kind: Kind, ident: str, param: str) -> ProxyError:
+    """The answer for an unknown id and for another key's, word for word the same."""
+    shown = ident if len(ident) <= 64 else ident[:61] + "..."
+    return ProxyError(
+        f"No {kind} found with id {shown!r}.",
+        status=404,
+        type="invalid_request_error",
+        param=param,
+        code=f"{kind}_not_found",
+    )
+
+
+class Owners:
+    """The owner of each id, by kind."""
+
+    def __init__(self, backend: RecordBackend, clock: Any = time.time) -> None:
+        self.backend = backend
+        self.clock = clock
+
+    def record(self, kind: Kind, ident: str, owner: str) -> None:
+        """`owner` created `ident`. An id already recorded keeps its first owner."""
+        if not ident or len(ident) > MAX_ID_CHARS:
+            return
+        data = json.dumps({"id": ident, "owner": owner, "created": self.clock()}).encode()
+        self.backend.update(
+            record_key(kind, ident), lambda current: None if current is not None else data
+        )
+
+    def owner(self, kind: Kind, ident: str) -> str | None:
+        if not ident or len(ident) > MAX_ID_CHARS:
+            return None
+        raw = self.backend.get(record_key(kind, ident))
+        if raw is None:
+            return None
+        try:
+            found = json.loads(raw)
+        except ValueError:
+            return None
+        if not isinstance(found, dict) or found.get("id") != ident:
+            return None
+        owner = found.get("owner")
+        return owner if isinstance(owner, str) else None
+
+    def may_use(self, kind: Kind, ident: str, name: str, admin: bool) -> bool:
+        """Whether the caller `name` may reach `ident`: its own, or any recorded one for an
+        admin key."""
+        owner = self.owner(kind, ident)
+        return owner is not None and (admin or owner == name)
+
+    def forget(self, kind: Kind, ident: str) -> None:
+        if ident and len(ident) <= MAX_ID_CHARS:
+            self.backend.delete(record_key(kind, ident))
