@@ -221,11 +221,13 @@ class Relay:
     def app(self) -> Any:
         from aiohttp import ClientSession, ClientTimeout, web
 
+        SESSION = web.AppKey("session", ClientSession)
+
         async def start(app: web.Application) -> None:
-            app["session"] = ClientSession(timeout=ClientTimeout(total=None, sock_read=900))
+            app[SESSION] = ClientSession(timeout=ClientTimeout(total=None, sock_read=900))
 
         async def stop(app: web.Application) -> None:
-            await app["session"].close()
+            await app[SESSION].close()
 
         async def forward(request: web.Request) -> web.StreamResponse:
             body = await request.read()
@@ -235,7 +237,7 @@ class Relay:
             skip = {"host", "content-length", "transfer-encoding"}
             headers = {k: v for k, v in request.headers.items() if k.lower() not in skip}
             url = self.target + request.path_qs
-            session = request.app["session"]
+            session = request.app[SESSION]
             async with session.request(request.method, url, data=body, headers=headers) as up:
                 drop = {"content-length", "transfer-encoding", "content-encoding", "connection"}
                 response = web.StreamResponse(
