@@ -43,6 +43,7 @@ import json
 import mimetypes
 import os
 import re
+import shutil
 import statistics
 import sys
 import tempfile
@@ -475,6 +476,7 @@ def run_mode(
         if upstream is not None:
             upstream.close()
         servers.close()
+        shutil.rmtree(folder, ignore_errors=True)  # a --data-dir of yours is left alone
     run.seconds = time.perf_counter() - started
     return run
 

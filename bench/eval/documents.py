@@ -744,6 +744,17 @@ def target_path(document: Document, cache: Path) -> Path:
     return cache / "documents" / document.id / document.file
 
 
+def in_corpus(document: Document, corpus: Path | None = None) -> Path | None:
+    """A corpus file used as it is is read where it lies, never copied."""
+    source = parse_source(document.source)
+    if source.scheme != "corpus" or document.convert or len(source.paths) != 1:
+        return None
+    pattern = source.paths[0].pattern
+    if any(char in pattern for char in "*?[") or pattern.endswith("/"):
+        return None
+    return (corpus or find_corpus()) / clean(pattern)
+
+
 def judge_hashes(document: Document, hashes: dict[str, str]) -> tuple[str, str]:
     """The status for the file's, its source's and its package's sha256 against the entry."""
     recorded = document.sha256
@@ -768,7 +779,14 @@ def fetch(
     runner: Runner = run,
     refresh: bool = False,
 ) -> Fetched:
-    """The document in the cache, fetched (and converted) when it is not there yet."""
+    """The document in the cache, fetched (and converted) when it is not there yet; a corpus
+    file where it lies."""
+    if (lying := in_corpus(document, corpus)) is not None:
+        if not lying.is_file():
+            raise DocumentError(f"{document.id}: {lying} does not exist")
+        digest = sha256(lying.read_bytes())
+        hashes = {"file": digest, "source": digest}
+        return Fetched(document, lying, *judge_hashes(document, hashes), hashes)
     path = target_path(document, cache)
     record = path.with_name(path.name + ".sha256.json")
     if path.exists() and record.exists() and not refresh:
@@ -827,12 +845,13 @@ def listing(documents: list[Document], cache: Path) -> list[str]:
     """One line per document: half, id, format, language, size and whether it checks."""
     lines = [f"cache: {cache}"]
     for document in documents:
-        path = target_path(document, cache)
+        path = in_corpus(document) or target_path(document, cache)
         record = path.with_name(path.name + ".sha256.json")
-        if not path.exists() or not record.exists():
+        if not path.exists() or (not record.exists() and in_corpus(document) is None):
             status, size = "not fetched", ""
         else:
-            hashes = {**json.loads(record.read_text()), "file": sha256(path.read_bytes())}
+            stored = json.loads(record.read_text()) if record.exists() else {}
+            hashes = {**stored, "file": sha256(path.read_bytes())}
             status = judge_hashes(document, hashes)[0]
             size = f"{path.stat().st_size / 1e6:.1f} MB"
         lines.append(

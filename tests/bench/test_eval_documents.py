@@ -336,3 +336,15 @@ def test_the_listing_says_what_is_fetched(tmp_path: Path, deb: Path) -> None:
     recorded = entry(sha256=sha(made.path.read_bytes()))
     line = documents.listing([recorded], cache)[1]
     assert "tuning" in line and "guide" in line and " ok " in line
+
+
+def test_a_corpus_file_is_read_where_it_lies_and_checked(tmp_path: Path) -> None:
+    corpus = tmp_path / "corpus"
+    (corpus / "pdf").mkdir(parents=True)
+    (corpus / "pdf" / "a.pdf").write_bytes(b"%PDF-1.4 a")
+    document = Document("a", "tuning", "a.pdf", "corpus:pdf/a.pdf", sha(b"%PDF-1.4 a"))
+    found = fetch(document, tmp_path / "cache", corpus=corpus)
+    assert (found.status, found.path) == ("ok", corpus / "pdf" / "a.pdf")
+    assert not (tmp_path / "cache").exists()  # nothing copied
+    changed = Document("a", "tuning", "a.pdf", "corpus:pdf/a.pdf", "0" * 64)
+    assert fetch(changed, tmp_path / "cache", corpus=corpus).status == "mismatch"
