@@ -159,6 +159,7 @@ class Question:
     answers: tuple[str, ...]
     kind: str
     half: str
+    origin: str = ""  # `from`: what the question was written from (toc, legacy...)
 
 
 def answers_of(item: dict[str, Any]) -> tuple[str, ...]:
@@ -182,6 +183,7 @@ def load_questions(halves: Iterable[str]) -> tuple[list[Question], dict[str, Doc
                     answers_of(item),
                     item.get("kind", ""),
                     half,
+                    item.get("from", ""),
                 )
             )
     documents = {document.id: document for document in load_documents(EVAL, halves)}
@@ -568,7 +570,8 @@ def summary_row(half: str, run: Run, documents: dict[str, Document]) -> str:
     median = statistics.median(seconds) if seconds else 0
     mean = statistics.fmean(seconds) if seconds else 0
     shares = [row.indexed for row in rows if row.indexed is not None]
-    share = f"{statistics.fmean(shares):.0%}" if shares and run.mode == "cold" else "100%"
+    # warm: complete by construction; cold: as the decision log said (no retrieval: no index)
+    share = f"{statistics.fmean(shares):.0%}" if shares else "–"
     errors = sum(row.error is not None for row in rows)
     return (
         f"| {half} | {run.mode} | {run.method} | {score(rows)} {score(english)} {score(other)}"
@@ -623,6 +626,12 @@ def details(
     def kind(row: Row) -> str:
         return row.question.kind or "?"
 
+    def origin(row: Row) -> str:
+        # the earlier eval's questions apart from those written by this evaluation's rule
+        if row.question.origin == "legacy":
+            return "legacy (the earlier 48-question eval's)"
+        return "written before the answer was read"
+
     lines = []
     for run in runs:
         rows = [row for row in run.rows if row.question.half == half]
@@ -630,6 +639,7 @@ def details(
         lines += breakdown(half, part, documents, "format", fmt)
         lines += breakdown(half, part, documents, "language", pair)
         lines += breakdown(half, part, documents, "kind", kind)
+        lines += breakdown(half, part, documents, "questions", origin)
     for run in runs:
         mine = {doc: s for doc, s in run.index_seconds.items() if documents[doc].half == half}
         if mine and half == "tuning":
@@ -693,8 +703,8 @@ def check(questions: list[Question], paths: dict[str, Path]) -> list[str]:
     for the held-out one."""
     from proxy.documents import DocumentParser
 
-    async def texts() -> dict[str, str]:
-        parser = DocumentParser(Path(tempfile.mkdtemp(prefix="retrieval-eval-check-")))
+    async def texts(cache: Path) -> dict[str, str]:
+        parser = DocumentParser(cache)
         try:
             found = {}
             for doc, path in paths.items():
@@ -704,7 +714,8 @@ def check(questions: list[Question], paths: dict[str, Path]) -> list[str]:
         finally:
             await parser.close()
 
-    extracted = asyncio.run(texts())
+    with tempfile.TemporaryDirectory(prefix="retrieval-eval-check-") as cache:
+        extracted = asyncio.run(texts(Path(cache)))
     lines = []
     for half in HALVES:
         mine = [question for question in questions if question.half == half]
