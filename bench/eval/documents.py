@@ -262,7 +262,11 @@ def download(source: Source, downloads: Path, runner: Runner = run) -> Path:
         version = source.version.split(":", 1)[-1]
         pattern = f"{source.package}_{version.replace(':', '%3a')}_*.deb"
         if (found := existing([pattern])) is None:
-            runner(["apt-get", "download", f"{source.package}={source.version}"], folder)
+            try:
+                runner(["apt-get", "download", f"{source.package}={source.version}"], folder)
+            except DocumentError as exc:
+                hint = " (apt-get update first; a version the archive dropped is gone for good)"
+                raise DocumentError(f"{exc}{hint}") from exc
             found = existing([pattern, "*.deb"])
     elif source.scheme == "pypi":
         wheel = existing([f"*-{source.version}-*.whl"])

@@ -260,3 +260,16 @@ def test_a_mode_asks_every_question_through_the_proxy(
     else:
         assert run.index_seconds == {}  # nobody waited for the index
         assert all(row.indexed is not None for row in run.rows)  # read from the decision log
+
+
+def test_a_heldout_document_is_not_named_while_it_is_indexed(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], cl100k: Any
+) -> None:
+    path = tmp_path / "note.md"
+    path.write_text(f"# Note\n\n{SECRET_A}\n", encoding="utf-8")
+    question = ev.Question("vault-01", "vault-doc", SECRET_Q, "en", (SECRET_A,), "fact", "heldout")
+    run = ev.run_mode("warm", "default", [question], {"vault-doc": path}, "fake", 0.0, None)
+    assert run.rows[0].hit  # a small document goes whole
+    err = capsys.readouterr().err
+    assert "a held-out document: indexed in" in err
+    assert "vault" not in err and SECRET_Q not in err
