@@ -348,3 +348,26 @@ def test_a_corpus_file_is_read_where_it_lies_and_checked(tmp_path: Path) -> None
     assert not (tmp_path / "cache").exists()  # nothing copied
     changed = Document("a", "tuning", "a.pdf", "corpus:pdf/a.pdf", "0" * 64)
     assert fetch(changed, tmp_path / "cache", corpus=corpus).status == "mismatch"
+
+
+def test_pypi_and_npm_are_asked_by_their_own_clients(tmp_path: Path) -> None:
+    calls: list[list[str]] = []
+
+    def pip_or_npm(argv: list[str], cwd: Path) -> None:
+        calls.append(argv)
+        if "pip" in argv and "--only-binary" in argv:
+            raise DocumentError("no wheel")  # an sdist-only release: pip is asked again
+        if "pip" in argv:
+            (cwd / "dist-1.0.tar.gz").write_bytes(b"sdist")
+        else:
+            (cwd / "scope-name-2.0.1.tgz").write_bytes(b"tarball")
+
+    pypi = documents.download(parse_source("pypi:dist==1.0:a.csv"), tmp_path, pip_or_npm)
+    assert pypi.name == "dist-1.0.tar.gz"
+    assert calls[0][1:4] == ["-m", "pip", "download"] and calls[0][-1] == "dist==1.0"
+    assert "--no-binary" in calls[1]
+    npm = documents.download(parse_source("npm:@scope/name@2.0.1:a.md"), tmp_path, pip_or_npm)
+    assert npm.name == "scope-name-2.0.1.tgz"
+    assert calls[2][:3] == ["npm", "pack", "@scope/name@2.0.1"]
+    documents.download(parse_source("pypi:dist==1.0:a.csv"), tmp_path, pip_or_npm)
+    assert len(calls) == 3  # downloaded once
