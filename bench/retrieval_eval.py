@@ -54,6 +54,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import httpx
+
 BENCH = Path(__file__).resolve().parent
 EVAL = BENCH / "eval"
 sys.path.insert(0, str(EVAL))
@@ -300,8 +302,6 @@ class Upstream:
     def count(self, text: str) -> int:
         """Tokens of `text` in the window's tokenizer: llama.cpp's /tokenize, else cl100k."""
         if self.kind != "fake":
-            import httpx
-
             try:
                 response = httpx.post(self.target + "/tokenize", json={"content": text}, timeout=60)
                 if response.status_code == 200:
@@ -350,8 +350,6 @@ class Proxy:
         )
 
     def post(self, path: str, payload: dict[str, Any]) -> dict[str, Any]:
-        import httpx
-
         response = httpx.post(self.base + path, json=payload, timeout=1800)
         if response.status_code != 200:
             raise RuntimeError(f"{path}: {response.status_code} {response.text[:300]}")
@@ -359,8 +357,6 @@ class Proxy:
         return result
 
     def last_decision(self) -> dict[str, Any]:
-        import httpx
-
         try:
             response = httpx.get(self.base + "/v1/enrich/decisions?limit=1", timeout=60)
             data = response.json().get("data") or [{}]
@@ -422,6 +418,22 @@ def ask(proxy: Proxy, upstream: Upstream, mode: str, part: dict[str, Any], query
 MAX_TOKENS = [128]  # --max-tokens: a cold question's answer, as a user would get it
 
 
+INDEX_LIMIT_S = 3 * 3600  # warm: a document not indexed by then is reported, not waited for
+
+
+def wait_indexed(proxy: Proxy, part: dict[str, Any]) -> None:
+    """Asks about the document until its dense index is complete (or it needs none)."""
+    deadline = time.monotonic() + INDEX_LIMIT_S
+    while True:
+        preview = proxy.post("/v1/enrich/preview", chat_body(part, ABOUT_QUESTION))
+        share = indexed_share(preview["decision"])
+        if share is None or share >= 1:
+            return
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"{share:.0%} indexed after {INDEX_LIMIT_S} s")
+        time.sleep(2)
+
+
 def run_mode(
     mode: str,
     method: str,
@@ -446,25 +458,24 @@ def run_mode(
         parts = {doc: file_part(path) for doc, path in paths.items()}
         if mode == "warm":
             for doc in dict.fromkeys(question.doc for question in questions):
-                began = time.perf_counter()
-                while True:
-                    about = chat_body(parts[doc], ABOUT_QUESTION)
-                    preview = proxy.post("/v1/enrich/preview", about)
-                    share = indexed_share(preview["decision"])
-                    if share is None or share >= 1:
-                        break
-                    time.sleep(2)
-                run.index_seconds[doc] = time.perf_counter() - began
                 heldout = any(q.half == "heldout" for q in questions if q.doc == doc)
                 name = "a held-out document" if heldout else doc  # its name stays unseen too
+                began = time.perf_counter()
+                try:
+                    wait_indexed(proxy, parts[doc])
+                except (RuntimeError, TimeoutError) as exc:
+                    # its questions fail in turn, each counted as a miss with its error
+                    progress(f"  {name}: not indexed: {'' if heldout else exc}")
+                    continue
+                run.index_seconds[doc] = time.perf_counter() - began
                 progress(f"  {name}: indexed in {run.index_seconds[doc]:.0f} s")
         for number, question in enumerate(questions, 1):
             began = time.perf_counter()
             try:
                 prompt = ask(proxy, upstream, mode, parts[question.doc], question.q)
                 error = None
-            except RuntimeError as exc:
-                prompt, error = "", str(exc)
+            except (RuntimeError, httpx.HTTPError) as exc:
+                prompt, error = "", str(exc) or type(exc).__name__
             seconds = time.perf_counter() - began
             share = indexed_share(proxy.last_decision()) if mode == "cold" else 1.0
             hit, rr = judge(prompt, list(question.answers))

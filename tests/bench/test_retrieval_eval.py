@@ -273,3 +273,21 @@ def test_a_heldout_document_is_not_named_while_it_is_indexed(
     err = capsys.readouterr().err
     assert "a held-out document: indexed in" in err
     assert "vault" not in err and SECRET_Q not in err
+
+
+@pytest.mark.parametrize("mode", ["warm", "cold"])
+def test_a_refused_document_is_a_miss_with_its_error_and_the_run_goes_on(
+    tmp_path: Path, mode: str, cl100k: Any
+) -> None:
+    empty = tmp_path / "empty.pdf"
+    empty.write_bytes(b"")
+    note = tmp_path / "note.md"
+    note.write_text(f"# Note\n\n{ANSWER}\n", encoding="utf-8")
+    questions = [
+        ev.Question("e-01", "empty", "What does it say?", "en", (ANSWER,), "fact", "tuning"),
+        ev.Question("n-01", "note", "Where was the whale seen?", "en", (ANSWER,), "fact", "tuning"),
+    ]
+    run = ev.run_mode(mode, "default", questions, {"empty": empty, "note": note}, "fake", 0, None)
+    refused, answered = run.rows
+    assert not refused.hit and refused.error is not None and "400" in refused.error
+    assert answered.hit and answered.error is None
