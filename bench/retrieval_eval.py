@@ -1,49 +1,80 @@
-"""Retrieval quality: does the answering passage reach the model? Hit rate and MRR per method.
+"""Retrieval quality: does the answering sentence reach the model? Hit rate and MRR per half.
 
-    python bench/retrieval_eval.py                         # every method of this checkout
-    python bench/retrieval_eval.py --methods "dense;hybrid"  # some of them (; between)
-    python bench/retrieval_eval.py --proxy-root ../main --methods today   # another checkout
-    python bench/retrieval_eval.py --calibrate default     # + the threshold calibration table
+    python bench/eval/documents.py                          # fetch the documents (once)
+    python bench/retrieval_eval.py                          # tuning: warm + cold, fake upstream
+    python bench/retrieval_eval.py --set heldout            # the held-out half: aggregates only
+    python bench/retrieval_eval.py --mode cold --pause 5    # a user's think time between questions
+    python bench/retrieval_eval.py --upstream spawn         # Gemma 3 270M via xllamacpp, n_ctx 4096
+    python bench/retrieval_eval.py --upstream http://127.0.0.1:8080   # a llama.cpp server of yours
+    python bench/retrieval_eval.py --methods "default;hybrid+neighbours"   # named settings
+    python bench/retrieval_eval.py --proxy-root ../main --methods today    # another checkout
+    python bench/retrieval_eval.py --check                  # every answer in its document's text
+    python bench/retrieval_eval.py --show-misses            # the tuning half's misses, one by one
 
-The questions (`bench/retrieval_questions.json`) are written in a user's own words over seven
-corpus documents (`../shared/corpus`): a 352-page book, a two-column paper, two HTML pages, an
-EPUB novel, German lecture notes and a Russian title block, with English questions on the
-German and Russian ones too. Each carries a phrase of the document that answers it.
+The questions are in `bench/eval/<set>.json` (see `bench/eval/tuning.json`'s `about`); the
+documents are fetched by `bench/eval/documents.py` into a cache outside the repository.
+Every question goes through the checkout's real pipeline, with default settings (a method
+changes named settings over them): a proxy in front of an upstream with a 4,096-token window,
+the document attached to the question as a file part, in a new chat each time.
 
-Every question goes through the real pipeline: `POST /v1/enrich/preview` of a proxy in front of
-a fake llama.cpp upstream with a 4,096-token window (counted with cl100k), the document attached
-as a file part and `strategy: retrieval` forced. A question is a **hit** when its answer phrase
-(whitespace collapsed) is in the text that would be forwarded upstream; its reciprocal rank is
-1/N for the first `Citation N` that holds the phrase. Documents are indexed completely before
-the questions are asked (the first question on each is timed separately). Prints tables and
-asserts nothing.
+- **warm**: every document is indexed completely before its questions are asked (the question
+  goes to `POST /v1/enrich/preview`, which returns the exact body that would go upstream);
+- **cold**: a fresh proxy (new data_dir, nothing parsed or indexed) is asked the questions back
+  to back, in the file's order, as `POST /v1/chat/completions` requests (`--pause S` between
+  them); what reached the upstream is read by a recording relay in front of it.
+
+A question is a **hit** when its answer (the answering sentence or table row, or one of its
+`answers`) is inside one passage of what was forwarded — a citation of the retrieval prompt, or
+the document of a full-content prompt — after NFKC, removal of soft hyphens, zero-width and
+control characters, and whitespace collapsing; a table row also counts when some line holds
+exactly its cells. Its reciprocal rank is 1/N for the first citation N that holds it. Tokens are
+those of the forwarded last user message, in the upstream's tokenizer (cl100k for the fake).
+For `--set heldout` only aggregate figures are printed or written: never a question, an answer
+or a per-question result. Prints tables, asserts nothing.
 """
 
 from __future__ import annotations
 
 import argparse
+import asyncio
 import base64
+import contextlib
 import json
+import mimetypes
 import os
 import re
+import shutil
 import statistics
 import sys
 import tempfile
 import time
+import unicodedata
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import httpx
+
 BENCH = Path(__file__).resolve().parent
-CORPUS = BENCH.parent.parent / "shared" / "corpus"
-QUESTIONS = BENCH / "retrieval_questions.json"
+EVAL = BENCH / "eval"
+sys.path.insert(0, str(EVAL))
+
+from documents import Document, DocumentError, default_cache, ensure, load_documents  # noqa: E402
+
+HALVES = ("tuning", "heldout")
+WINDOW = 4096
+ABOUT_QUESTION = "What is this document about?"
 
 CITATION = re.compile(r'^Citation \d+: "', re.M)
 CITATIONS_END = '"\n\nUse the citations above'
-
-MIME = {".pdf": "application/pdf", ".html": "text/html", ".epub": "application/epub+zip"}
+FULL_CONTENT = re.compile(
+    r"\*\* (?P<name>.+?) full content \*\*\n\n(?P<body>.*?)\n\n\*\* end of (?P=name) \*\*", re.S
+)
 
 # Each method is a set of settings over the defaults of the checkout under test.
 METHODS: dict[str, dict[str, Any]] = {
+    "default": {},
     "today": {},  # main's defaults, for --proxy-root ../main
     "dense": {"retrieval": {"ranking": "dense", "fill": "none"}},
     "dense+fill": {"retrieval": {"ranking": "dense", "fill": "passages"}},
@@ -52,223 +83,453 @@ METHODS: dict[str, dict[str, Any]] = {
     "hybrid+fill": {"retrieval": {"ranking": "hybrid", "fill": "passages"}},
     "hybrid+neighbours": {"retrieval": {"ranking": "hybrid", "fill": "neighbours"}},
     "hybrid+fill+rerank": {"retrieval": {"ranking": "hybrid", "fill": "passages", "rerank": {}}},
-    "default": {},
-    "hybrid+fill, passages of 128": {"retrieval": {"chunk_tokens": 128, "chunk_overlap": 16}},
-    # Every question as if it were the first on a new document: lexical candidates only.
-    "new-document K=8": {"retrieval": {"new_document_candidates": 8}, "first": True},
-    "new-document K=16": {"retrieval": {"new_document_candidates": 16}, "first": True},
-    "new-document K=64": {"retrieval": {"new_document_candidates": 64}, "first": True},
+    "passages of 128": {"retrieval": {"chunk_tokens": 128, "chunk_overlap": 16}},
 }
-DEFAULT_METHODS = ";".join(name for name in METHODS if name != "today")
 
 
-def collapse(text: str) -> str:
+# ---------------------------------------------------------------------------------------------
+# Judging what was forwarded
+
+
+INVISIBLE = re.compile("[\u00ad\u200b\u200c\u200d\u2060\ufeff\x00-\x08\x0b\x0c\x0e-\x1f\x7f]")
+
+
+def normalise(text: str) -> str:
+    """NFKC; soft hyphens, zero-width and control characters removed; whitespace collapsed."""
+    text = INVISIBLE.sub("", unicodedata.normalize("NFKC", text))
     return re.sub(r"\s+", " ", text).strip()
+
+
+def cells(row: str) -> list[str]:
+    return [cell.strip() for cell in normalise(row).strip("|").split("|") if cell.strip()]
+
+
+def holds(passage: str, answer: str) -> bool:
+    """The answer is in the passage (a table row also when one line has exactly its cells)."""
+    if normalise(answer) in normalise(passage):
+        return True
+    stripped = answer.strip()
+    if stripped.startswith("|") and stripped.endswith("|"):
+        wanted = cells(stripped)
+        return any(
+            cells(line) == wanted for line in passage.splitlines() if line.strip().startswith("|")
+        )
+    return False
+
+
+def places(prompt: str) -> list[str]:
+    """The passages of a forwarded message, in order: its citations, or its full documents."""
+    starts = [match.end() for match in CITATION.finditer(prompt)]
+    if starts:
+        ends = [match.start() - 3 for match in CITATION.finditer(prompt)][1:]  # '"\n\n' before
+        ends.append(prompt.rfind(CITATIONS_END) if CITATIONS_END in prompt else len(prompt))
+        return [prompt[start:end] for start, end in zip(starts, ends, strict=True)]
+    return [match.group("body") for match in FULL_CONTENT.finditer(prompt)]
+
+
+def judge(prompt: str, answers: list[str]) -> tuple[bool, float]:
+    """Hit and reciprocal rank of the first passage that holds any of the answers."""
+    for rank, passage in enumerate(places(prompt), 1):
+        if any(holds(passage, answer) for answer in answers):
+            return True, 1.0 / rank
+    return False, 0.0
+
+
+def last_user_text(body: dict[str, Any]) -> str:
+    """The forwarded last user message (chat), or the rendered prompt (completions)."""
+    if "messages" not in body:
+        return str(body.get("prompt", ""))
+    for message in reversed(body["messages"]):
+        if message.get("role") == "user":
+            content = message.get("content")
+            if isinstance(content, list):
+                return "".join(p.get("text", "") for p in content if isinstance(p, dict))
+            return str(content or "")
+    return ""
+
+
+# ---------------------------------------------------------------------------------------------
+# The evaluation's questions
+
+
+@dataclass(frozen=True)
+class Question:
+    id: str
+    doc: str
+    q: str
+    lang: str
+    answers: tuple[str, ...]
+    kind: str
+    half: str
+    origin: str = ""  # `from`: what the question was written from (toc, legacy...)
+
+
+def answers_of(item: dict[str, Any]) -> tuple[str, ...]:
+    return (item["answer"], *item.get("answers", []))
+
+
+def load_questions(halves: Iterable[str]) -> tuple[list[Question], dict[str, Document]]:
+    questions: list[Question] = []
+    for half in halves:
+        path = EVAL / f"{half}.json"
+        if not path.exists():
+            raise SystemExit(f"{path} does not exist (yet)")
+        spec = json.loads(path.read_text(encoding="utf-8"))
+        for item in spec["questions"]:
+            questions.append(
+                Question(
+                    item["id"],
+                    item["doc"],
+                    item["q"],
+                    item["lang"],
+                    answers_of(item),
+                    item.get("kind", ""),
+                    half,
+                    item.get("from", ""),
+                )
+            )
+    documents = {document.id: document for document in load_documents(EVAL, halves)}
+    unknown = {question.doc for question in questions} - set(documents)
+    if unknown:
+        raise SystemExit(f"questions about documents with no entry: {len(unknown)}")
+    return questions, documents
 
 
 def file_part(path: Path) -> dict[str, Any]:
     data = base64.b64encode(path.read_bytes()).decode()
-    mime = MIME.get(path.suffix, "application/octet-stream")
+    mime = mimetypes.guess_type(path.name)[0] or "application/octet-stream"
     return {
         "type": "file",
         "file": {"filename": path.name, "file_data": f"data:{mime};base64,{data}"},
     }
 
 
-def body(part: dict[str, Any], query: str, threshold: float | None = None) -> dict[str, Any]:
-    enrich: dict[str, Any] = {"strategy": "retrieval"}
-    if threshold is not None:
-        enrich["affinity_threshold"] = threshold
+def chat_body(part: dict[str, Any], query: str, **extra: Any) -> dict[str, Any]:
     content = [{"type": "text", "text": query}, part]
-    return {"model": "m", "messages": [{"role": "user", "content": content}], "enrich": enrich}
+    return {"model": "m", "messages": [{"role": "user", "content": content}], **extra}
 
 
-def forwarded(preview: dict[str, Any]) -> str:
-    content = preview["upstream"]["body"]["messages"][-1]["content"]
-    return str(content[0]["text"] if isinstance(content, list) else content)
+# ---------------------------------------------------------------------------------------------
+# The upstream: fake, spawned or yours, behind a relay that records what reached it
 
 
-def citations(prompt: str) -> list[str]:
-    """The passages of a citation prompt, in order (passages may hold quotes and newlines)."""
-    starts = [match.end() for match in CITATION.finditer(prompt)]
-    if not starts:
-        return []
-    ends = [match.start() - 3 for match in CITATION.finditer(prompt)][1:]  # '"\n\n' before
-    ends.append(prompt.index(CITATIONS_END))
-    return [prompt[start:end] for start, end in zip(starts, ends, strict=True)]
+class Relay:
+    """Forwards every request to the upstream as it is and keeps the bodies of generation
+    requests (chat, completions), so the forwarded prompt of a real chat request can be read."""
+
+    GENERATION = ("/chat/completions", "/completions", "/responses", "/completion")
+
+    def __init__(self, target: str) -> None:
+        self.target = target.rstrip("/")
+        self.generations: list[dict[str, Any]] = []
+
+    def app(self) -> Any:
+        from aiohttp import ClientSession, ClientTimeout, web
+
+        SESSION = web.AppKey("session", ClientSession)
+
+        async def start(app: web.Application) -> None:
+            app[SESSION] = ClientSession(timeout=ClientTimeout(total=None, sock_read=900))
+
+        async def stop(app: web.Application) -> None:
+            await app[SESSION].close()
+
+        async def forward(request: web.Request) -> web.StreamResponse:
+            body = await request.read()
+            if request.method == "POST" and request.path.endswith(self.GENERATION):
+                with contextlib.suppress(ValueError):
+                    self.generations.append(json.loads(body))
+            skip = {"host", "content-length", "transfer-encoding"}
+            headers = {k: v for k, v in request.headers.items() if k.lower() not in skip}
+            url = self.target + request.path_qs
+            session = request.app[SESSION]
+            async with session.request(request.method, url, data=body, headers=headers) as up:
+                drop = {"content-length", "transfer-encoding", "content-encoding", "connection"}
+                response = web.StreamResponse(
+                    status=up.status,
+                    headers={k: v for k, v in up.headers.items() if k.lower() not in drop},
+                )
+                await response.prepare(request)
+                async for chunk in up.content.iter_any():
+                    await response.write(chunk)
+                await response.write_eof()
+                return response
+
+        app = web.Application(client_max_size=512 * 1024 * 1024)
+        app.on_startup.append(start)
+        app.on_cleanup.append(stop)
+        app.router.add_route("*", "/{tail:.*}", forward)
+        return app
 
 
-def judge(preview: dict[str, Any], answer: str) -> tuple[bool, float, int]:
-    """Hit, reciprocal rank and the forwarded passages' size in characters."""
-    passages = citations(forwarded(preview))
-    phrase = collapse(answer)
-    rank = next((i for i, text in enumerate(passages, 1) if phrase in collapse(text)), None)
-    return rank is not None, (1.0 / rank if rank else 0.0), sum(len(p) for p in passages)
+class Upstream:
+    """`fake` (a fake llama.cpp, 4,096 tokens counted with cl100k), `spawn` (Gemma 3 270M
+    started by the proxy's own spawn machinery, n_ctx 4096) or a URL; each behind a Relay."""
 
+    def __init__(self, kind: str, servers: Any, data_dir: Path) -> None:
+        self.kind = kind
+        self.servers = servers
+        self.local: Any = None
+        if kind == "fake":
+            from tests.fakes.upstream import FakeUpstream
 
-def ready(preview: dict[str, Any]) -> bool:
-    record = preview["decision"].get("retrieval") or {}
-    indexed = record.get("indexed")  # absent in checkouts that index before answering
-    return indexed is None or all(value >= 100 for value in indexed.values())
+            target = servers.serve(FakeUpstream(n_ctx=WINDOW).app())
+        elif kind == "spawn":
+            from proxy.config import load_settings
+            from proxy.upstream.local import make_local_server
 
+            spawn = {"enabled": True, "ctx_size": WINDOW}
+            settings = load_settings(
+                None,
+                environ={},
+                overrides={"upstream": {"spawn": spawn}, "server": {"data_dir": str(data_dir)}},
+            )
+            log = data_dir / "llama-server.log"
+            self.local, _ = servers.call(make_local_server(settings, log))
+            servers.call(self.local.start(), timeout=900)
+            target = self.local.base_url
+        else:
+            target = kind
+        self.target = target.rstrip("/")
+        self.relay = Relay(self.target)
+        self.url = servers.serve(self.relay.app())
 
-class Proxy:
-    """A proxy of the checkout under test in front of a fake llama.cpp upstream (4,096 tokens)."""
+    @property
+    def settings(self) -> dict[str, Any]:
+        # The fake's own /tokenize counts words: the proxy counts its window with cl100k.
+        return {"tokenizer": "tiktoken"} if self.kind == "fake" else {}
 
-    def __init__(self, data_dir: Path, overrides: dict[str, Any], reranker: str | None) -> None:
-        from proxy.config import load_settings
-        from proxy.http.app import make_app
-        from tests.fakes.servers import ServerThread
-        from tests.fakes.upstream import FakeUpstream
+    def count(self, text: str) -> int:
+        """Tokens of `text` in the window's tokenizer: llama.cpp's /tokenize, else cl100k."""
+        if self.kind != "fake":
+            try:
+                response = httpx.post(self.target + "/tokenize", json={"content": text}, timeout=60)
+                if response.status_code == 200:
+                    return len(response.json()["tokens"])
+            except (httpx.HTTPError, KeyError, ValueError):
+                pass
+        import tiktoken
 
-        overrides = {key: value for key, value in overrides.items() if key != "first"}
-
-        self.servers = ServerThread()
-        upstream = FakeUpstream(n_ctx=WINDOW[0])
-        upstream_url = self.servers.serve(upstream.app())
-        sections: dict[str, Any] = {
-            "upstream": {"base_url": upstream_url, "tokenizer": "tiktoken"},
-            "server": {"data_dir": str(data_dir), "max_body_mb": 64},
-            "documents": {"max_file_mb": 60},
-        }
-        for key, value in json.loads(json.dumps(overrides)).items():
-            if key == "retrieval" and "rerank" in value:
-                value["rerank"] = {"base_url": reranker, "model": "stand-in", **value["rerank"]}
-            sections[key] = {**sections.get(key, {}), **value}
-        settings = load_settings(None, environ={}, overrides=sections)
-        self.app = make_app(settings)
-        self.base = self.servers.serve(self.app)
-
-    def forget_dense_index(self) -> None:
-        """From now on every question is answered as the first on a new document: from its
-        lexical candidates alone, embedded for that question (nothing indexed in the back)."""
-        from proxy.http.keys import SERVICES
-
-        async def forget() -> None:
-            retriever = await self.app[SERVICES].retriever()
-            retriever.background = False
-            await retriever.indexer.close()  # stops background indexing
-            retriever.indexer._progress.clear()
-            retriever.index._cache.clear()
-            manifest = retriever.index.manifest()
-            records = await retriever.index.call(lambda: manifest.get()["ids"])
-            if records:
-                await retriever.index.call(lambda: manifest.delete(ids=records))
-
-        self.servers.call(forget())
-
-    def preview(self, payload: dict[str, Any]) -> dict[str, Any]:
-        import httpx
-
-        response = httpx.post(self.base + "/v1/enrich/preview", json=payload, timeout=600)
-        response.raise_for_status()
-        result: dict[str, Any] = response.json()
-        return result
+        return len(tiktoken.get_encoding("cl100k_base").encode(text))
 
     def close(self) -> None:
-        self.servers.close()
+        if self.local is not None:
+            self.servers.call(self.local.stop(), timeout=60)
 
 
-def start_reranker() -> tuple[Any, str]:
+def start_reranker(servers: Any) -> str:
     """A stand-in reranker: `/v1/rerank` scoring by MiniLM cosine (no reranking GGUF is to be
     had from the package registries here)."""
     from tests.fakes.reranker import FakeReranker
+
+    return str(servers.serve(FakeReranker(scorer="minilm").app())) + "/v1"
+
+
+class Proxy:
+    """The checkout's proxy with the method's settings over its defaults."""
+
+    def __init__(
+        self, servers: Any, upstream: Upstream, data_dir: Path, method: dict[str, Any]
+    ) -> None:
+        from proxy.config import load_settings
+        from proxy.http.app import make_app
+
+        sections: dict[str, Any] = {
+            "upstream": {"base_url": upstream.url, **upstream.settings},
+            "server": {"data_dir": str(data_dir)},
+        }
+        for key, value in json.loads(json.dumps(method)).items():
+            if key == "retrieval" and "rerank" in value:
+                value["rerank"] = {"base_url": start_reranker(servers), "model": "stand-in"}
+            sections[key] = {**sections.get(key, {}), **value}
+        settings = load_settings(None, environ={}, overrides=sections)
+        self.base = (
+            servers.serve_proxy(settings)
+            if hasattr(servers, "serve_proxy")
+            else (servers.serve(make_app(settings)))
+        )
+
+    def post(self, path: str, payload: dict[str, Any]) -> dict[str, Any]:
+        response = httpx.post(self.base + path, json=payload, timeout=1800)
+        if response.status_code != 200:
+            raise RuntimeError(f"{path}: {response.status_code} {response.text[:300]}")
+        result: dict[str, Any] = response.json()
+        return result
+
+    def last_decision(self) -> dict[str, Any]:
+        try:
+            response = httpx.get(self.base + "/v1/enrich/decisions?limit=1", timeout=60)
+            data = response.json().get("data") or [{}]
+            decision: dict[str, Any] = data[0].get("decision") or {}
+            return decision
+        except (httpx.HTTPError, ValueError):
+            return {}
+
+
+def indexed_share(decision: dict[str, Any]) -> float | None:
+    """The smallest share of a file's dense index ready when the question was answered."""
+    record = decision.get("retrieval") or {}
+    indexed = record.get("indexed")
+    return min(indexed.values()) / 100 if indexed else None
+
+
+# ---------------------------------------------------------------------------------------------
+# Running a half in one mode
+
+
+@dataclass
+class Row:
+    question: Question
+    hit: bool
+    rr: float
+    tokens: int
+    seconds: float
+    indexed: float | None = None
+    error: str | None = None
+
+
+@dataclass
+class Run:
+    mode: str
+    method: str
+    upstream: str
+    rows: list[Row] = field(default_factory=list)
+    index_seconds: dict[str, float] = field(default_factory=dict)  # warm: per document
+    seconds: float = 0.0
+    calibration: dict[str, list[float]] | None = None  # warm --calibrate
+
+
+def progress(text: str) -> None:
+    print(text, file=sys.stderr, flush=True)
+
+
+def ask(proxy: Proxy, upstream: Upstream, mode: str, part: dict[str, Any], query: str) -> str:
+    """The forwarded last user message for one question: warm asks the preview, cold sends a
+    real chat request and reads what reached the upstream."""
+    if mode == "warm":
+        preview = proxy.post("/v1/enrich/preview", chat_body(part, query))
+        return last_user_text(preview["upstream"]["body"])
+    before = len(upstream.relay.generations)
+    proxy.post("/v1/chat/completions", chat_body(part, query, max_tokens=MAX_TOKENS[0]))
+    sent = upstream.relay.generations[before:]
+    return last_user_text(sent[-1]) if sent else ""
+
+
+MAX_TOKENS = [128]  # --max-tokens: a cold question's answer, as a user would get it
+
+
+INDEX_LIMIT_S = 3 * 3600  # warm: a document not indexed by then is reported, not waited for
+
+
+def wait_indexed(proxy: Proxy, part: dict[str, Any]) -> None:
+    """Asks about the document until its dense index is complete (or it needs none)."""
+    deadline = time.monotonic() + INDEX_LIMIT_S
+    while True:
+        preview = proxy.post("/v1/enrich/preview", chat_body(part, ABOUT_QUESTION))
+        share = indexed_share(preview["decision"])
+        if share is None or share >= 1:
+            return
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"{share:.0%} indexed after {INDEX_LIMIT_S} s")
+        time.sleep(2)
+
+
+def run_mode(
+    mode: str,
+    method: str,
+    questions: list[Question],
+    paths: dict[str, Path],
+    upstream_kind: str,
+    pause: float,
+    data_dir: Path | None,
+    calibrate: bool = False,
+) -> Run:
     from tests.fakes.servers import ServerThread
 
     servers = ServerThread()
-    fake = FakeReranker(scorer="minilm")
-    return servers, servers.serve(fake.app()) + "/v1"
-
-
-def run_method(
-    name: str,
-    questions: list[dict[str, Any]],
-    documents: dict[str, Any],
-    data_dir: Path,
-    reranker: str | None,
-    calibrate: bool,
-) -> dict[str, Any]:
-    proxy = Proxy(data_dir, METHODS[name], reranker)
-    parts = {doc: file_part(CORPUS / info["path"]) for doc, info in documents.items()}
-    first: dict[str, float] = {}
+    folder = Path(tempfile.mkdtemp(prefix=f"retrieval-eval-{mode}-"))
+    data = data_dir if (mode == "warm" and data_dir) else folder / "data"
+    run = Run(mode, method, upstream_kind)
+    started = time.perf_counter()
+    upstream = None
     try:
-        for doc, part in parts.items():
-            started = time.perf_counter()
-            preview = proxy.preview(body(part, "What is this document about?"))
-            first[doc] = time.perf_counter() - started
-            while not METHODS[name].get("first") and not ready(preview):
-                # the index finishes first: quality is measured on complete indexes
-                time.sleep(2)
-                preview = proxy.preview(body(part, "What is this document about?"))
-        rows = []
-        first_question = bool(METHODS[name].get("first"))
-        for question in questions:
-            if first_question:
-                proxy.forget_dense_index()
-            started = time.perf_counter()
-            preview = proxy.preview(body(parts[question["doc"]], question["q"]))
-            seconds = time.perf_counter() - started
-            hit, rr, size = judge(preview, question["answer"])
-            rows.append({**question, "hit": hit, "rr": rr, "seconds": seconds, "chars": size})
-        calibration = measure_calibration(proxy, questions, parts) if calibrate else None
+        upstream = Upstream(upstream_kind, servers, folder)
+        proxy = Proxy(servers, upstream, data, METHODS[method])
+        parts = {doc: file_part(path) for doc, path in paths.items()}
+        if mode == "warm":
+            for doc in dict.fromkeys(question.doc for question in questions):
+                heldout = any(q.half == "heldout" for q in questions if q.doc == doc)
+                name = "a held-out document" if heldout else doc  # its name stays unseen too
+                began = time.perf_counter()
+                try:
+                    wait_indexed(proxy, parts[doc])
+                except (RuntimeError, TimeoutError) as exc:
+                    # its questions fail in turn, each counted as a miss with its error
+                    progress(f"  {name}: not indexed: {'' if heldout else exc}")
+                    continue
+                run.index_seconds[doc] = time.perf_counter() - began
+                progress(f"  {name}: indexed in {run.index_seconds[doc]:.0f} s")
+        for number, question in enumerate(questions, 1):
+            began = time.perf_counter()
+            try:
+                prompt = ask(proxy, upstream, mode, parts[question.doc], question.q)
+                error = None
+            except (RuntimeError, httpx.HTTPError) as exc:
+                prompt, error = "", str(exc) or type(exc).__name__
+            seconds = time.perf_counter() - began
+            share = indexed_share(proxy.last_decision()) if mode == "cold" else 1.0
+            hit, rr = judge(prompt, list(question.answers))
+            tokens = upstream.count(prompt) if prompt else 0
+            run.rows.append(Row(question, hit, rr, tokens, seconds, share, error))
+            if number % 10 == 0:
+                progress(f"  {mode} {method}: {number}/{len(questions)}")
+            if mode == "cold" and pause:
+                time.sleep(pause)
+        if calibrate and mode == "warm":
+            run.calibration = measure_calibration(proxy, questions, parts)
     finally:
-        proxy.close()
-    return {"method": name, "rows": rows, "first": first, "calibration": calibration}
+        if upstream is not None:
+            upstream.close()
+        servers.close()
+        shutil.rmtree(folder, ignore_errors=True)  # a --data-dir of yours is left alone
+    run.seconds = time.perf_counter() - started
+    return run
+
+
+def best_scores(preview: dict[str, Any]) -> list[tuple[str, float]]:
+    """(passage, cosine) of each citation of a preview asked with no threshold."""
+    prompt = last_user_text(preview["upstream"]["body"])
+    scores = [float(result.get("score") or 0.0) for result in preview.get("search_results", [])]
+    return list(zip(places(prompt), scores, strict=False))
 
 
 def measure_calibration(
-    proxy: Proxy, questions: list[dict[str, Any]], parts: dict[str, dict[str, Any]]
+    proxy: Proxy, questions: list[Question], parts: dict[str, dict[str, Any]]
 ) -> dict[str, list[float]]:
-    """Scores with no threshold: of the passage that answers, and of the best passage for a
-    question about another document."""
+    """With no threshold: the score of the passage that holds the answer, and the best score
+    of the same question asked of another document of its half (scores only: aggregates)."""
     answering: list[float] = []
     unrelated: list[float] = []
-    docs = sorted(parts)
     for i, question in enumerate(questions):
-        preview = proxy.preview(body(parts[question["doc"]], question["q"], threshold=0.0))
-        scores = [result["score"] for result in preview["search_results"]]
-        for text, score in zip(citations(forwarded(preview)), scores, strict=False):
-            if collapse(question["answer"]) in collapse(text):
-                answering.append(score)
+        body = chat_body(parts[question.doc], question.q, enrich={"affinity_threshold": 0.0})
+        for passage, cosine in best_scores(proxy.post("/v1/enrich/preview", body)):
+            if any(holds(passage, answer) for answer in question.answers):
+                answering.append(cosine)
                 break
-        other = docs[(docs.index(question["doc"]) + 1 + i % (len(docs) - 1)) % len(docs)]
-        preview = proxy.preview(body(parts[other], question["q"], threshold=0.0))
-        scores = [result["score"] for result in preview["search_results"]]
-        unrelated.append(max(scores, default=0.0))
+        docs = sorted({q.doc for q in questions if q.half == question.half} - {question.doc})
+        if docs:
+            other = docs[i % len(docs)]
+            body = chat_body(parts[other], question.q, enrich={"affinity_threshold": 0.0})
+            found = best_scores(proxy.post("/v1/enrich/preview", body))
+            unrelated.append(max((cosine for _, cosine in found), default=0.0))
     return {"answering": answering, "unrelated": unrelated}
 
 
-def summarise(result: dict[str, Any]) -> str:
-    rows = result["rows"]
-
-    def part(selected: list[dict[str, Any]]) -> str:
-        hits = sum(row["hit"] for row in selected)
-        return f"{hits}/{len(selected)}"
-
-    english = [r for r in rows if r["lang"] == "en" and r["doc"] not in NON_ENGLISH]
-    german = [r for r in rows if r["doc"] == "GeoTopo-komprimiert.pdf"]
-    russian = [r for r in rows if r["doc"] == "issue20232.pdf"]
-    hits = sum(row["hit"] for row in rows)
-    mrr = statistics.fmean(row["rr"] for row in rows)
-    per_q = statistics.median(row["seconds"] for row in rows)
-    chars = statistics.fmean(row["chars"] for row in rows)
-    return (
-        f"| {result['method']} | {hits}/{len(rows)} ({hits / len(rows):.0%}) | {mrr:.2f} | "
-        f"{part(english)} | {part(german)} | {part(russian)} | {chars:,.0f} | "
-        f"{per_q * 1000:.0f} ms |"
-    )
-
-
-WINDOW = [4096]  # --window
-
-NON_ENGLISH = {"GeoTopo-komprimiert.pdf", "issue20232.pdf"}
-
-
-def calibration_table(result: dict[str, Any]) -> str:
-    calibration = result["calibration"]
+def calibration_table(run: Run) -> list[str]:
+    calibration = run.calibration
     if not calibration:
-        return ""
-    lines = [f"\ncalibration ({result['method']}, score = the passage's `score` in search_results)"]
+        return []
+    lines = [f"\ncalibration ({run.method}; score = the passage's `score` in search_results)"]
     for label, values in calibration.items():
         if values:
             quartiles = statistics.quantiles(values, n=4) if len(values) > 1 else values * 3
@@ -285,61 +546,305 @@ def calibration_table(result: dict[str, Any]) -> str:
             f" | unrelated questions still given a passage {stray}/"
             f"{len(calibration['unrelated'])} |"
         )
-    return "\n".join(lines)
+    return lines
+
+
+# ---------------------------------------------------------------------------------------------
+# Reporting
+
+
+def is_english(question: Question, documents: dict[str, Document]) -> bool:
+    return question.lang == "en" and documents[question.doc].lang == "en"
+
+
+def language_pair(question: Question, documents: dict[str, Document]) -> str:
+    doc_lang = documents[question.doc].lang
+    if question.lang == doc_lang == "en":
+        return "English question, English document"
+    if question.lang == doc_lang:
+        return "question in its document's language (not English)"
+    return "question in another language than its document"
+
+
+def score(rows: list[Row]) -> str:
+    if not rows:
+        return "– | – |"
+    hits = sum(row.hit for row in rows)
+    mrr = statistics.fmean(row.rr for row in rows)
+    return f"{hits}/{len(rows)} ({hits / len(rows):.0%}) | {mrr:.2f} |"
+
+
+def summary_row(half: str, run: Run, documents: dict[str, Document]) -> str:
+    rows = run.rows
+    english = [row for row in rows if is_english(row.question, documents)]
+    other = [row for row in rows if not is_english(row.question, documents)]
+    tokens = statistics.fmean(row.tokens for row in rows) if rows else 0
+    seconds = [row.seconds for row in rows]
+    median = statistics.median(seconds) if seconds else 0
+    mean = statistics.fmean(seconds) if seconds else 0
+    shares = [row.indexed for row in rows if row.indexed is not None]
+    # warm: complete by construction; cold: as the decision log said (no retrieval: no index)
+    share = f"{statistics.fmean(shares):.0%}" if shares else "–"
+    errors = sum(row.error is not None for row in rows)
+    return (
+        f"| {half} | {run.mode} | {run.method} | {score(rows)} {score(english)} {score(other)}"
+        f" {tokens:,.0f} | {median:.2f} s / {mean:.2f} s | {share} | {errors} |"
+    )
+
+
+SUMMARY_HEADER = (
+    "| half | mode | method | hit rate | MRR | English | MRR | other languages | MRR "
+    "| tokens forwarded (mean) | time/question (median / mean) | dense index ready (mean) "
+    "| errors |\n|---|---|---|---|---|---|---|---|---|---|---|---|---|"
+)
+
+
+def breakdown(
+    half: str,
+    run: Run,
+    documents: dict[str, Document],
+    label: str,
+    key: Callable[[Row], str],
+) -> list[str]:
+    groups: dict[str, list[Row]] = {}
+    for row in run.rows:
+        groups.setdefault(key(row), []).append(row)
+    return [
+        f"| {half} | {run.mode} | {run.method} | {label}: {name} | {score(rows)}"
+        for name, rows in sorted(groups.items())
+    ]
+
+
+def summary(half: str, runs: list[Run], documents: dict[str, Document]) -> list[str]:
+    lines = []
+    for run in runs:
+        rows = [row for row in run.rows if row.question.half == half]
+        if rows:
+            part = Run(run.mode, run.method, run.upstream, rows)
+            lines.append(summary_row(half, part, documents))
+    return lines
+
+
+def details(
+    half: str, runs: list[Run], documents: dict[str, Document], show_misses: bool
+) -> list[str]:
+    """Rows per format, language pair and kind of question; index times; the tuning misses."""
+
+    def fmt(row: Row) -> str:
+        return documents[row.question.doc].format
+
+    def pair(row: Row) -> str:
+        return language_pair(row.question, documents)
+
+    def kind(row: Row) -> str:
+        return row.question.kind or "?"
+
+    def origin(row: Row) -> str:
+        # the earlier eval's questions apart from those written by this evaluation's rule
+        if row.question.origin == "legacy":
+            return "legacy (the earlier 48-question eval's)"
+        return "written before the answer was read"
+
+    lines = []
+    for run in runs:
+        rows = [row for row in run.rows if row.question.half == half]
+        part = Run(run.mode, run.method, run.upstream, rows)
+        lines += breakdown(half, part, documents, "format", fmt)
+        lines += breakdown(half, part, documents, "language", pair)
+        lines += breakdown(half, part, documents, "kind", kind)
+        lines += breakdown(half, part, documents, "questions", origin)
+    for run in runs:
+        mine = {doc: s for doc, s in run.index_seconds.items() if documents[doc].half == half}
+        if mine and half == "tuning":
+            each = ", ".join(f"{doc} {seconds:.0f} s" for doc, seconds in mine.items())
+            lines.append(f"\nindexing before the questions ({run.method}, warm): {each}")
+        elif mine:
+            lines.append(
+                f"\nindexing before the questions ({run.method}, warm): "
+                f"{sum(mine.values()):.0f} s for {len(mine)} documents"
+            )
+    if show_misses and half == "tuning":
+        for run in runs:
+            misses = [row for row in run.rows if row.question.half == half and not row.hit]
+            lines.append(f"\nmissed ({run.mode}, {run.method}): {len(misses)}")
+            for row in misses:
+                where = f" [{row.error}]" if row.error else ""
+                lines.append(f"  {row.question.id} ({row.question.lang}): {row.question.q}{where}")
+    return lines
+
+
+def result_json(half: str, runs: list[Run], documents: dict[str, Document]) -> dict[str, Any]:
+    """Per-question rows for the tuning half; for the held-out half only the counts."""
+    out = []
+    for run in runs:
+        rows = [row for row in run.rows if row.question.half == half]
+        entry: dict[str, Any] = {
+            "half": half,
+            "mode": run.mode,
+            "method": run.method,
+            "upstream": run.upstream,
+            "questions": len(rows),
+            "hits": sum(row.hit for row in rows),
+            "mrr": statistics.fmean(row.rr for row in rows) if rows else 0.0,
+            "english": [sum(r.hit for r in rows if is_english(r.question, documents)),
+                        sum(is_english(r.question, documents) for r in rows)],
+            "tokens_mean": statistics.fmean(row.tokens for row in rows) if rows else 0.0,
+        }  # fmt: skip
+        if half == "tuning":
+            entry["rows"] = [
+                {
+                    "id": row.question.id,
+                    "hit": row.hit,
+                    "rr": row.rr,
+                    "tokens": row.tokens,
+                    "seconds": round(row.seconds, 3),
+                    "indexed": row.indexed,
+                    "error": row.error,
+                }
+                for row in rows
+            ]
+        out.append(entry)
+    return {"runs": out}
+
+
+# ---------------------------------------------------------------------------------------------
+# --check: every answer in its document's extracted text
+
+
+def check(questions: list[Question], paths: dict[str, Path]) -> list[str]:
+    """The answers the checkout's parser does not give: listed for the tuning half, counted
+    for the held-out one."""
+    from proxy.documents import DocumentParser
+
+    async def texts(cache: Path) -> dict[str, str]:
+        parser = DocumentParser(cache)
+        try:
+            found = {}
+            for doc, path in paths.items():
+                parsed = await parser.parse(path.name, path.read_bytes())
+                found[doc] = normalise(parsed.text)
+            return found
+        finally:
+            await parser.close()
+
+    with tempfile.TemporaryDirectory(prefix="retrieval-eval-check-") as cache:
+        extracted = asyncio.run(texts(Path(cache)))
+    lines = []
+    for half in HALVES:
+        mine = [question for question in questions if question.half == half]
+        if not mine:
+            continue
+        missing = []
+        for question in mine:
+            text = extracted[question.doc]
+            for answer in question.answers:
+                if normalise(answer) not in text:
+                    missing.append((question, answer))
+        lines.append(
+            f"{half}: {len(mine)} questions, {len(missing)} answers not in their document's text"
+        )
+        if half == "tuning":
+            lines += [f"  {question.id}: {answer[:100]}" for question, answer in missing]
+    return lines
+
+
+# ---------------------------------------------------------------------------------------------
+
+
+def quiet_logs() -> None:
+    """The proxy's log lines at warning and above (its request lines would bury the tables)."""
+    try:
+        from proxy.logs import configure_logging
+
+        configure_logging(level="warning")
+    except (ImportError, TypeError, KeyError):
+        pass
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--methods", default=DEFAULT_METHODS)
+    parser.add_argument("--set", default="tuning", choices=[*HALVES, "all"])
+    parser.add_argument("--mode", default="both", choices=["warm", "cold", "both"])
+    parser.add_argument("--upstream", default="fake", help="fake | spawn | http://host:port")
+    parser.add_argument("--methods", default="default", help="names joined by ; (or all)")
     parser.add_argument("--proxy-root", type=Path, default=BENCH.parent)
-    parser.add_argument("--data-dir", type=Path, help="reuse indexes between runs")
+    parser.add_argument("--pause", type=float, default=0.0, help="cold: seconds between questions")
+    parser.add_argument("--max-tokens", type=int, default=128, help="cold: the answer's length")
+    parser.add_argument("--data-dir", type=Path, help="warm: reuse indexes between runs")
+    parser.add_argument("--cache", type=Path, help="the documents' cache")
+    parser.add_argument("--docs", default="", help="only these tuning documents (ids, comma)")
+    parser.add_argument("--check", action="store_true", help="only check the answers")
+    parser.add_argument("--show-misses", action="store_true", help="tuning half only")
+    parser.add_argument("--json", type=Path, help="write the results here")
     parser.add_argument(
-        "--calibrate", default="", help="methods to also calibrate the threshold with, e.g. default"
+        "--calibrate", action="store_true", help="warm: also the threshold's calibration table"
     )
-    parser.add_argument("--json", type=Path, help="write every row here")
-    parser.add_argument("--window", type=int, default=4096, help="the model's context window")
+    parser.add_argument("--verbose", action="store_true", help="the proxy's own log lines")
     args = parser.parse_args()
-    WINDOW[0] = args.window
+    MAX_TOKENS[0] = args.max_tokens
     sys.path.insert(0, str(args.proxy_root.resolve()))
+    if not args.verbose:
+        quiet_logs()
     os.environ.setdefault("TIKTOKEN_CACHE_DIR", str(Path.home() / ".cache" / "tiktoken"))
 
-    spec = json.loads(QUESTIONS.read_text())
-    questions, documents = spec["questions"], spec["documents"]
-    names = [name.strip() for name in args.methods.split(";") if name.strip()]
-    reranker_servers, reranker = None, None
-    if any("rerank" in json.dumps(METHODS[name]) for name in names):
-        reranker_servers, reranker = start_reranker()
-    data_dir = args.data_dir or Path(tempfile.mkdtemp(prefix="retrieval-eval-"))
-    results = []
+    halves = HALVES if args.set == "all" else (args.set,)
+    questions, documents = load_questions(halves)
+    if args.docs:
+        if "heldout" in halves:
+            raise SystemExit("--docs picks tuning documents; the held-out half runs whole")
+        chosen = set(args.docs.split(","))
+        questions = [question for question in questions if question.doc in chosen]
+    needed = {question.doc: documents[question.doc] for question in questions}
     try:
-        for name in names:
-            started = time.perf_counter()
-            calibrate = name in args.calibrate.split(";")
-            results.append(run_method(name, questions, documents, data_dir, reranker, calibrate))
-            print(f"{name}: {time.perf_counter() - started:.0f} s", file=sys.stderr, flush=True)
-            print(summarise(results[-1]), file=sys.stderr, flush=True)
-    finally:
-        if reranker_servers is not None:
-            reranker_servers.close()
+        fetched = ensure(needed.values(), args.cache or default_cache())
+    except DocumentError as exc:
+        raise SystemExit(f"{exc}\n(run: python bench/eval/documents.py)") from exc
+    paths = {doc: result.path for doc, result in fetched.items()}
 
-    print(f"{len(questions)} questions over {len(documents)} documents; window {args.window:,}")
+    if args.check:
+        print("\n".join(check(questions, paths)))
+        return
+
+    names = list(METHODS) if args.methods == "all" else args.methods.split(";")
+    names = [name.strip() for name in names if name.strip()]
+    unknown = [name for name in names if name not in METHODS]
+    if unknown:
+        raise SystemExit(f"unknown methods {unknown}; known: {', '.join(METHODS)}")
+    modes = ["warm", "cold"] if args.mode == "both" else [args.mode]
+    runs = []
+    for name in names:
+        for mode in modes:
+            progress(f"{mode} / {name} / upstream {args.upstream}: {len(questions)} questions")
+            run = run_mode(
+                mode,
+                name,
+                questions,
+                paths,
+                args.upstream,
+                args.pause,
+                args.data_dir,
+                args.calibrate,
+            )
+            runs.append(run)
+            progress(f"{mode} / {name}: {run.seconds:.0f} s")
+
     print(
-        "| method | hit rate | MRR | English (36) | German doc (9) | Russian doc (3) "
-        "| forwarded chars/question | median time/question |"
+        f"{len(questions)} questions over {len(needed)} documents; window {WINDOW:,}; "
+        f"upstream {args.upstream}; checkout {args.proxy_root.resolve()}"
     )
-    print("|---|---|---|---|---|---|---|---|")
-    for result in results:
-        print(summarise(result))
-    for result in results:
-        first = ", ".join(f"{doc} {seconds:.1f} s" for doc, seconds in result["first"].items())
-        print(f"first question per document ({result['method']}): {first}")
-    for result in results:
-        misses = [f"{r['doc']}: {r['q']}" for r in result["rows"] if not r["hit"]]
-        print(f"\nmissed by {result['method']} ({len(misses)}):\n  " + "\n  ".join(misses))
-    for result in results:
-        print(calibration_table(result))
+    print(SUMMARY_HEADER)
+    for half in halves:
+        print("\n".join(summary(half, runs, documents)))
+    print("\n| half | mode | method | split | hit rate | MRR |\n|---|---|---|---|---|---|")
+    for half in halves:
+        print("\n".join(details(half, runs, documents, args.show_misses)))
+    for run in runs:
+        print("\n".join(calibration_table(run)))
+    if args.show_misses and "heldout" in halves:
+        print("\n(--show-misses lists the tuning half only: the held-out half stays unseen)")
     if args.json:
-        args.json.write_text(json.dumps(results, indent=1, ensure_ascii=False))
+        payload = {half: result_json(half, runs, documents) for half in halves}
+        args.json.write_text(json.dumps(payload, indent=1, ensure_ascii=False))
 
 
 if __name__ == "__main__":
