@@ -23,7 +23,12 @@ from proxy.pipeline.stages.options import OPTION_HEADERS
 from proxy.upstream.client import CLIENT_AUTHORIZATION
 from proxy.upstream.forward import Answer, Outgoing, forward
 from proxy.upstream.headers import client_response_headers, upstream_request_headers
-from proxy.upstream.relay import is_event_stream, relay_response, sse_error_event
+from proxy.upstream.relay import (
+    is_stream,
+    openai_error_body,
+    relay_response,
+    sse_error_event,
+)
 from proxy.upstream.sse import data_event
 
 
@@ -175,6 +180,10 @@ async def relay_chat(
 ) -> web.StreamResponse:
     """The upstream's answer with what the proxy adds: citations, statuses, the chat shape."""
     ok = response.status < 400
+    if not ok and started is None:
+        converted = await converted_error(exchange, response)
+        if converted is not None:
+            return converted
     if (
         ok
         and not exchange.stream
@@ -191,7 +200,7 @@ async def relay_chat(
     if (
         ok
         and exchange.stream
-        and not is_event_stream(response)
+        and not is_stream(response)
         and "Content-Encoding" not in response.headers
     ):
         return await _stream_whole_answer(request, exchange, response, started, status)
@@ -205,6 +214,27 @@ async def relay_chat(
         already=started,
         transform=transform,
     )
+
+
+async def converted_error(
+    exchange: Exchange, response: aiohttp.ClientResponse
+) -> web.Response | None:
+    """An upstream error in OpenAI's shape: as the exchange's converter reads the upstream's
+    (Ollama's native API), or the other servers' shapes; None: relay it as it came (it is
+    OpenAI's already, or nothing readable)."""
+    raw = await response.read()  # kept by aiohttp: a relay after this reads it again
+    try:
+        payload = json.loads(raw)
+    except ValueError:
+        return None
+    converter = exchange.response_converter
+    body = converter.convert_error(response.status, payload) if converter is not None else None
+    if body is None:
+        body = openai_error_body(response.status, payload)
+    if body is None:
+        return None
+    headers = {**exchange.response_headers, "X-Request-ID": exchange.request_id}
+    return web.json_response(body, status=response.status, headers=headers)
 
 
 async def _stream_whole_answer(

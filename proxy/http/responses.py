@@ -13,6 +13,7 @@ from aiohttp import web
 from proxy.errors import BadRequest, ProxyError, UpstreamError
 from proxy.http.body import parse_body, serialise
 from proxy.http.chat import (
+    converted_error,
     end_with_error,
     event_stream,
     forward_exchange,
@@ -33,7 +34,7 @@ from proxy.responses.native import NativeStream, cite_response, patch_input
 from proxy.responses.replay import events_from_response
 from proxy.responses.request import chat_request, take_file_search
 from proxy.upstream.headers import client_response_headers
-from proxy.upstream.relay import is_event_stream, relay_response
+from proxy.upstream.relay import is_event_stream, is_stream, relay_response
 from proxy.upstream.sse import data_event, event_json, sse_events
 
 
@@ -63,9 +64,13 @@ async def create_response(request: web.Request) -> web.StreamResponse:
     async def answer(response: aiohttp.ClientResponse) -> web.StreamResponse:
         extra = {**exchange.response_headers, "X-Request-ID": exchange.request_id}
         if response.status >= 400:
+            if started is None:
+                converted = await converted_error(exchange, response)
+                if converted is not None:
+                    return converted
             return await relay_response(request, response, extra_headers=extra, already=started)
         sources = cited(exchange, ids, asked.include_results)
-        if asked.stream and is_event_stream(response):
+        if asked.stream and is_stream(response):
             stream = ResponseStream(asked, ids, sources, created_at)
             transform = to_events(stream, exchange, status.pending())
             return await relay_response(
@@ -166,7 +171,9 @@ async def _native(
         return started
     if exchange.upstream_path != "/v1/chat/completions":
         raise ProxyError(
-            "upstream.responses is native, but this model is set to a text adapter",
+            "upstream.responses is native, but this request goes to the upstream's "
+            f"{exchange.upstream_path} (a text adapter, or Ollama's native chat for a prompt "
+            "over its loaded window)",
             status=500,
             type="server_error",
         )

@@ -74,6 +74,10 @@ class ResponseConverter(Protocol):
 
     def convert_event(self, event: bytes, payload: Any) -> list[bytes | dict[str, Any]]: ...
 
+    def convert_error(self, status: int, payload: Any) -> dict[str, Any] | None:
+        """An error answer in OpenAI's shape; None when it is one already."""
+        ...
+
 
 @dataclass
 class Exchange:
