@@ -140,6 +140,10 @@ class OllamaSettings(Section):
 
     overflow: Literal["native", "refuse"] = "native"
     max_num_ctx: int = Field(32768, ge=2048)
+    # The window `ollama serve` runs a model with when neither request nor Modelfile sets one
+    # (its OLLAMA_CONTEXT_LENGTH); None: the smallest its default can be (4096; 2048 before
+    # 0.6.7), as no endpoint says it.
+    context_length: int | None = Field(None, ge=256)
 
 
 class UpstreamSettings(Section):

@@ -76,9 +76,11 @@ async def prepare_exchange(
     status: StatusChannel | None = None,
     body: dict[str, Any] | None = None,
     file_search: FileSearch | None = None,
+    fixed_route: bool = False,
 ) -> Exchange:
     """Parse the body (unless given, already in chat shape) and run every stage; what would go
-    upstream is then in `exchange.body`. `file_search`: a Responses file_search tool."""
+    upstream is then in `exchange.body`. `file_search`: a Responses file_search tool;
+    `fixed_route`: the body goes to a route of the caller's (native Responses)."""
     exchange = Exchange(
         request_id=request[REQUEST_ID],
         body=(
@@ -91,6 +93,7 @@ async def prepare_exchange(
             if name.lower().startswith("x-enrich-")
         },
         file_search=file_search,
+        fixed_route=fixed_route,
     )
     request[EXCHANGE] = exchange
     if not services.settings.server.api_keys:
@@ -111,13 +114,14 @@ async def prepare_or_fail(
     services: Services,
     body: dict[str, Any] | None = None,
     file_search: FileSearch | None = None,
+    fixed_route: bool = False,
 ) -> tuple[Exchange | None, StatusChannel, web.StreamResponse | None]:
     """`prepare_exchange` with the request's status channel, and the response it started (if
     preparing was slow). A failure after that start ends the stream with an error event and
     gives no exchange; before it, the error is raised for an ordinary error answer."""
     status = status_channel(request, services)
     try:
-        exchange = await prepare_exchange(request, services, status, body, file_search)
+        exchange = await prepare_exchange(request, services, status, body, file_search, fixed_route)
     except ProxyError as error:
         started = await status.finish()
         if started is None:

@@ -165,15 +165,15 @@ async def _native(
     if "enrich" in body:
         chat["enrich"] = body.pop("enrich")
     file_search, include_results = take_file_search(body)
-    exchange, status, started = await prepare_or_fail(request, services, chat, file_search)
+    exchange, status, started = await prepare_or_fail(
+        request, services, chat, file_search, fixed_route=True
+    )
     if exchange is None:
         assert started is not None
         return started
     if exchange.upstream_path != "/v1/chat/completions":
         raise ProxyError(
-            "upstream.responses is native, but this request goes to the upstream's "
-            f"{exchange.upstream_path} (a text adapter, or Ollama's native chat for a prompt "
-            "over its loaded window)",
+            "upstream.responses is native, but this model is set to a text adapter",
             status=500,
             type="server_error",
         )

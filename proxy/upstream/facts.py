@@ -75,7 +75,8 @@ class ContextWindow:
     """A model's context window as the proxy plans with it, and where it was learnt.
 
     `tokens` is None when nobody says. `loaded` is the window the server runs the model with
-    and `trained` the model's own maximum, where the server tells them apart (Ollama, LM Studio);
+    (for Ollama: for a request that sets none) and `trained` the model's own maximum, where the
+    server tells them apart (Ollama, LM Studio); `running` what Ollama runs it with right now;
     `hint` says how to make it larger. `keep` is False when the answer must be asked for again
     next time (refused for want of a key, or a model not loaded yet)."""
 
@@ -85,6 +86,7 @@ class ContextWindow:
     keep: bool = True
     loaded: int | None = None
     trained: int | None = None
+    running: int | None = None
     hint: str = ""
 
     def fact(self) -> Fact[int | None]:

@@ -236,6 +236,8 @@ class ModelIntrospection:
                 entry["loaded"] = window.loaded
             if window.trained is not None:
                 entry["trained"] = window.trained
+            if window.running is not None:
+                entry["running"] = window.running
             models[name or "(no model named)"] = entry
         if models:
             record["windows"] = models

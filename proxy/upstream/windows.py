@@ -76,10 +76,16 @@ async def from_listing(
 async def ollama(
     upstream: UpstreamClient, model: str | None, settings: Settings, found: Detection
 ) -> ContextWindow:
-    """The window Ollama runs the model with (`/api/ps`, the Modelfile's `num_ctx`, or its
-    default) and the model's trained one (`/api/show`). Planning uses the trained one, capped
-    by `upstream.ollama.max_num_ctx`, when the proxy may ask for it (`overflow: native`), else
-    the loaded one."""
+    """The window Ollama runs the model with for a request that sets none, as its OpenAI
+    endpoint's are (`loaded`), and the model's trained one (`/api/show`). Planning uses the
+    trained one, capped by `upstream.ollama.max_num_ctx`, when the proxy may ask for it
+    (`overflow: native`), else the loaded one.
+
+    `/api/ps` says what the model runs with right now (`running`), but not whether a request
+    that sets no num_ctx would keep it: a model loaded with a num_ctx of someone's is loaded
+    again with the default for such a request (server/sched.go needsReload). So the loaded
+    window is the Modelfile's num_ctx, else the server's default as the operator states it
+    (`upstream.ollama.context_length`), else the smallest default it can be."""
     if not model:
         return ContextWindow(None, f"{UNKNOWN} (Ollama needs a model name)", keep=False)
     status, shown = await upstream.post_json("/api/show", {"model": model})
@@ -88,18 +94,18 @@ async def ollama(
     if status != 200:
         return ContextWindow(None, f"{UNKNOWN} (Ollama /api/show answered {status})", keep=False)
     show = read_show(shown)
-    status, running = await upstream.get_json("/api/ps")
-    loaded = loaded_context(running, model) if status == 200 else None
-    keep = True
-    if loaded is not None:
-        loaded_source, loaded_exact = "/api/ps context_length", True
-    elif show.modelfile_num_ctx:
+    status, processes = await upstream.get_json("/api/ps")
+    running = loaded_context(processes, model) if status == 200 else None
+    options = settings.upstream.ollama
+    if show.modelfile_num_ctx:
         loaded, loaded_source, loaded_exact = show.modelfile_num_ctx, "Modelfile num_ctx", True
+    elif options.context_length:
+        loaded, loaded_source = options.context_length, "upstream.ollama.context_length"
+        loaded_exact = True
     else:
-        # Not loaded yet: the server's default, the smallest it can be. Asked again next
-        # time, when /api/ps knows.
         loaded = default_num_ctx(found.version)
-        loaded_source, loaded_exact, keep = f"Ollama {found.version or '?'} default", False, False
+        loaded_source = f"the smallest default of Ollama {found.version or '?'}"
+        loaded_exact = False
     if show.trained is not None:
         loaded = min(loaded, show.trained)  # Ollama never runs a model past its trained window
     trained_text = (
@@ -107,31 +113,31 @@ async def ollama(
         if show.trained
         else "trained window unknown"
     )
-    described = f"loaded {loaded} ({loaded_source}), {trained_text}"
+    now = f", running with {running} (/api/ps context_length)" if running else ""
+    described = f"loaded {loaded} ({loaded_source}), {trained_text}{now}"
     hint = (
         f"Ollama runs {model} with a {loaded}-token window; set OLLAMA_CONTEXT_LENGTH for "
-        "`ollama serve` or PARAMETER num_ctx in the model's Modelfile"
+        "`ollama serve` (and upstream.ollama.context_length) or PARAMETER num_ctx in the "
+        "model's Modelfile"
     )
-    options = settings.upstream.ollama
     if options.overflow == "native":
-        reachable = min(show.trained or loaded, options.max_num_ctx)
-        reachable = max(reachable, loaded)
+        reachable = max(min(show.trained or loaded, options.max_num_ctx), loaded)
         return ContextWindow(
             reachable,
             f"ollama: {described}, capped at {options.max_num_ctx} (upstream.ollama.max_num_ctx)",
             exact=show.trained is not None or loaded_exact,
-            keep=keep,
             loaded=loaded,
             trained=show.trained,
+            running=running,
             hint=hint + f", or raise upstream.ollama.max_num_ctx ({options.max_num_ctx})",
         )
     return ContextWindow(
         loaded,
         f"ollama: {described}",
         exact=loaded_exact,
-        keep=keep,
         loaded=loaded,
         trained=show.trained,
+        running=running,
         hint=hint + ", or let the proxy ask for it (upstream.ollama.overflow: native)",
     )
 

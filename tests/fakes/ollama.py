@@ -237,11 +237,11 @@ class FakeOllama:
         num_ctx = asked or model.modelfile_num_ctx or self.default_num_ctx
         num_ctx = min(num_ctx, model.trained)
         current = self.loaded.get(model.name)
-        if current is not None and current != (num_ctx, auto):
-            if not (current[1] and auto):
-                self.reloads += 1
-            else:
-                num_ctx = current[0]
+        if current is not None:
+            running, running_auto = current
+            if (running_auto and auto) or running == num_ctx:
+                return running  # kept as it runs
+            self.reloads += 1
         self.loaded[model.name] = (num_ctx, auto)
         return num_ctx
 
@@ -297,7 +297,9 @@ class FakeOllama:
         body = request[RECORDED].json
         model = self.model(str(body.get("model") or ""))
         if model is None:
-            return web.json_response({"error": f"model '{body.get('model')}' not found"}, 404)
+            return web.json_response(
+                {"error": f"model '{body.get('model')}' not found"}, status=404
+            )
         options = dict(body.get("options") or {})
         options["_truncate"] = body.get("truncate", True) is not False
         status, outcome = self.run("/api/chat", model, body.get("messages") or [], options)

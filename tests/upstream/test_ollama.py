@@ -117,7 +117,7 @@ def test_the_decision_record_says_kind_window_tokenizer_and_route(
     assert upstream["kind"] == "ollama" and upstream["kind_source"] == "GET /api/version"
     assert upstream["window"] == 32768 and upstream["window_exact"] is True
     assert "trained 131072 (/api/show model_info.llama.context_length)" in upstream["window_source"]
-    assert "loaded 4096 (Ollama 0.13.0 default)" in upstream["window_source"]
+    assert "loaded 4096 (the smallest default of Ollama 0.13.0)" in upstream["window_source"]
     assert upstream["loaded_window"] == 4096
     assert upstream["tokenizer"] == "tiktoken:cl100k_basex1.25"
     assert upstream["tokenizer_exact"] is False
@@ -261,18 +261,70 @@ def test_a_document_over_the_cap_is_retrieved_not_cut(
     assert not any(seen.truncated for seen in ollama.seen)
 
 
-def test_the_loaded_window_is_read_from_ps_and_the_modelfile(
+def test_the_loaded_window_is_the_modelfiles_or_the_stated_default(
     start: Callable[..., str], ollama: FakeOllama
 ) -> None:
     ollama.models["llama3.2:latest"] = OllamaModel(modelfile_num_ctx=16384)
-    base = start(ollama={"overflow": "refuse"}, context_ttl_s=0)
+    base = start(ollama={"overflow": "refuse"})
     decision = preview(base, ask(document(100)))["decision"]
     assert decision["context_window"] == 16384
     assert "Modelfile num_ctx" in decision["context_window_source"]
-    ollama.loaded["llama3.2:latest"] = (12288, False)
-    decision = preview(base, ask(document(100)))["decision"]
-    assert decision["context_window"] == 12288
-    assert "/api/ps context_length" in decision["context_window_source"]
+    base = start(ollama={"overflow": "refuse", "context_length": 8192}, kind="ollama")
+    decision = preview(base, ask(document(100), model="qwen3"))["decision"]
+    assert decision["upstream"]["kind_source"] == "upstream.kind in the config"
+
+
+def test_a_model_running_with_someones_num_ctx_is_not_trusted_for_the_openai_endpoint(
+    start: Callable[..., str], ollama: FakeOllama
+) -> None:
+    # Another client loaded the model with num_ctx 8192: /api/ps says 8192, but a request that
+    # sets none (the OpenAI endpoint's) reloads it with the default 4096 and is cut there.
+    ollama.loaded["llama3.2:latest"] = (8192, False)
+    refusing = start(ollama={"overflow": "refuse"})
+    decision = preview(refusing, ask(document(6000)))["decision"]
+    assert decision["context_window"] == 4096
+    assert "running with 8192 (/api/ps context_length)" in decision["context_window_source"]
+    forced = {"enrich": {"strategy": "inject-full-content"}}
+    with pytest.raises(openai.BadRequestError):
+        client(refusing).chat.completions.create(**ask(document(6000)), extra_body=forced)
+    assert not ollama.seen
+    native = start()
+    client(native).chat.completions.create(**ask(document(6000)), extra_body=forced)
+    assert ollama.seen[-1].path == "/api/chat" and not ollama.seen[-1].truncated
+    assert ollama.seen[-1].num_ctx == 8192 and ollama.reloads == 0  # kept as it runs
+
+
+def test_the_stated_default_is_planned_with(start: Callable[..., str], ollama: FakeOllama) -> None:
+    ollama.default_num_ctx = 8192  # ollama serve with OLLAMA_CONTEXT_LENGTH=8192
+    base = start(ollama={"overflow": "refuse", "context_length": 8192})
+    decision = preview(base, ask(document(5000)))["decision"]
+    assert decision["context_window"] == 8192
+    assert "loaded 8192 (upstream.ollama.context_length)" in decision["context_window_source"]
+    answer = client(base).chat.completions.create(
+        **ask(document(5000)), extra_body={"enrich": {"strategy": "inject-full-content"}}
+    )
+    assert answer.choices[0].finish_reason == "stop"
+    # Within the window by the estimate: the loaded window, asked for as it is (no reload),
+    # and Ollama's own count the judge.
+    assert ollama.seen[-1].path == "/api/chat" and ollama.seen[-1].num_ctx == 8192
+    assert not ollama.seen[-1].truncated and ollama.reloads == 0
+
+
+@pytest.mark.parametrize("overflow", ["native", "refuse"])
+def test_only_what_surely_fits_goes_to_the_openai_endpoint(
+    start: Callable[..., str], ollama: FakeOllama, overflow: str
+) -> None:
+    base = start(ollama={"overflow": overflow})
+    sdk = client(base)
+    sdk.chat.completions.create(model=MODEL, messages=[{"role": "user", "content": "hi " * 500}])
+    assert ollama.seen[-1].path == "/v1/chat/completions"  # 1,500 bytes: surely within 4,096
+    body = ask(document(2500), enrich={"strategy": "inject-full-content"})
+    decision = preview(base, body)["decision"]
+    assert decision["upstream"]["route"] == "native" and decision["upstream"]["num_ctx"] == 4096
+    assert "only Ollama's own count can tell" in decision["upstream"]["note"]
+    sdk.chat.completions.create(**ask(document(2500)), extra_body={"enrich": body["enrich"]})
+    assert ollama.seen[-1].path == "/api/chat" and ollama.seen[-1].num_ctx == 4096
+    assert ollama.to("/api/chat")[-1].json["truncate"] is False and ollama.reloads == 0
 
 
 def test_old_ollama_gets_no_truncate_field(start: Callable[..., str], ollama: FakeOllama) -> None:
@@ -328,7 +380,9 @@ def test_refused_by_ollama_when_the_estimate_fell_short(
     ollama.run = dense  # type: ignore[method-assign]
     with pytest.raises(openai.BadRequestError) as caught:
         client(base).chat.completions.create(**ask(document(6000)))
-    assert "the input length exceeds the context length" in str(caught.value)
+    error = caught.value.body
+    assert isinstance(error, dict) and error["code"] == "context_length_exceeded"
+    assert error["message"].startswith("the input length exceeds the context length; Ollama runs")
     assert not ollama.seen
 
 

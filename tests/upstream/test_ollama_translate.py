@@ -266,7 +266,7 @@ def test_reading_show_and_ps() -> None:
     shown = read_show(
         {
             # ShowHandler writes each parameter as "%-30s %#v".
-            "parameters": f"{'num_ctx':<30} 8192\n{'stop':<30} \"<|eot_id|>\"",
+            "parameters": f'{"num_ctx":<30} 8192\n{"stop":<30} "<|eot_id|>"',
             "model_info": {"general.architecture": "qwen3", "qwen3.context_length": 40960},
         }
     )

@@ -97,11 +97,11 @@ async def fit_window(exchange: Exchange, services: Services) -> None:
         return
     answer = answer_room(exchange.body, kind)
     record.answer_tokens = answer
-    served = facts.window.loaded or facts.window.tokens
     counter = await introspection.counter(exchange.model)
     if kind == "textgen":
         await _textgen(exchange, counter, facts, answer)
         return
+    served = facts.window.loaded or facts.window.tokens
     if served is None:
         record.note = "the window is unknown: the prompt could not be checked against it"
         exchange.decision.warnings.append(
@@ -109,56 +109,72 @@ async def fit_window(exchange: Exchange, services: Services) -> None:
             "a prompt longer than it may be cut (set models.<name>.context_length)"
         )
         return
+    door = (
+        kind == "ollama"
+        and exchange.upstream_path == "/v1/chat/completions"
+        and not exchange.fixed_route
+    )
+    if door:
+        await _ollama(exchange, services, facts, counter, served, answer)
+        return
     tokens = await prompt_tokens(exchange, counter, served - answer)
     record.prompt_tokens = tokens
-    fits = tokens is None or tokens + answer <= served
-    if kind == "ollama" and exchange.upstream_path == "/v1/chat/completions":
-        raised = introspection.raised_num_ctx.get(full_name(exchange.model or ""))
-        if fits and raised is None:
-            return
-        if services.settings.upstream.ollama.overflow == "native":
-            await _ollama_native(exchange, services, facts, tokens, answer, raised)
-            return
-    if not fits:
-        assert tokens is not None
+    if tokens is not None and tokens + answer > served:
         raise WindowTooSmall(tokens, answer, served, facts)
 
 
-async def _ollama_native(
+async def _ollama(
     exchange: Exchange,
     services: Services,
     facts: ModelFacts,
-    tokens: int | None,
+    counter: TokenCounter,
+    loaded: int,
     answer: int,
-    raised: int | None,
 ) -> None:
-    """Send the request to Ollama's /api/chat with a window sized to it."""
+    """Only what surely fits the loaded window (its UTF-8 bytes alone say so, whatever the
+    tokenizer) goes to Ollama's OpenAI endpoint as it came. Everything else goes to /api/chat
+    with `truncate: false`, so that a count that fell short is refused by Ollama, never cut:
+    with the window sized to it (`overflow: native`), or with the loaded one after the proxy's
+    own check (`refuse`)."""
     record = exchange.decision.upstream
     assert record is not None
+    name = full_name(exchange.model or "")
+    raised = services.introspection.raised_num_ctx.get(name)
+    bound = token_bound(exchange.messages)
+    surely = bound is not None and bound + answer <= loaded
+    if surely and raised is None:
+        record.note = "surely within the loaded window: sent to the OpenAI endpoint as it came"
+        return
+    tokens = bound if surely else await prompt_tokens(exchange, counter, 0)
+    assert tokens is not None
+    record.prompt_tokens = tokens
     window = facts.window
-    loaded = window.loaded or 0
-    if tokens is None:
-        # It fits the loaded window; the window was raised before: keep it, no reload.
-        tokens = token_bound(exchange.messages) or loaded
-    ceiling = max(window.tokens or loaded, loaded)
-    num_ctx = num_ctx_for(tokens + answer, floor=max(loaded, raised or 0), ceiling=ceiling)
+    if services.settings.upstream.ollama.overflow == "refuse":
+        if tokens + answer > loaded:
+            raise WindowTooSmall(tokens, answer, loaded, facts)
+        ceiling = max(loaded, window.running or 0, raised or 0)
+    else:
+        ceiling = max(window.tokens or loaded, loaded)
+    # Never below what the model runs with now or was asked for before: that would reload it.
+    floor = min(max(loaded, window.running or 0, raised or 0), ceiling)
+    num_ctx = num_ctx_for(tokens + answer, floor=floor, ceiling=ceiling)
     if num_ctx is None:
         raise WindowTooSmall(tokens, answer, ceiling, facts)
-    model = exchange.model or ""
-    services.introspection.raised_num_ctx[full_name(model)] = num_ctx
+    if num_ctx > loaded:
+        services.introspection.raised_num_ctx[name] = num_ctx
     num_predict = None if answer_budget(exchange.body) else num_ctx - tokens
     options = exchange.body.get("stream_options")
     include_usage = isinstance(options, dict) and bool(options.get("include_usage"))
 
-    def learnt(answer: NativeAnswer) -> None:
-        record.upstream_prompt_tokens = answer.prompt_tokens
-        if answer.prompt_tokens is not None and answer.prompt_tokens >= num_ctx - 1:
+    def learnt(native: NativeAnswer) -> None:
+        record.upstream_prompt_tokens = native.prompt_tokens
+        if native.prompt_tokens is not None and native.prompt_tokens >= num_ctx - 1:
             # Ollama before 0.12.6 ignores truncate: false; a prompt that filled the window
             # was most likely cut to it.
-            warning = f"Ollama evaluated {answer.prompt_tokens} prompt tokens, its whole window"
+            warning = f"Ollama evaluated {native.prompt_tokens} prompt tokens, its whole window"
             exchange.decision.warnings.append(warning + ": the prompt may have been cut")
             exchange.response_headers["X-Enrich-Warnings"] = warning
-            log.warning("ollama may have cut the prompt", num_ctx=num_ctx, model=model)
+            log.warning("ollama may have cut the prompt", num_ctx=num_ctx, model=name)
 
     exchange.body = native_chat_request(
         exchange.body,
@@ -167,16 +183,18 @@ async def _ollama_native(
         truncate_field=honours_truncate(facts.kind.version),
     )
     exchange.upstream_path = "/api/chat"
-    exchange.response_converter = OllamaChatConverter(include_usage=include_usage, on_done=learnt)
+    exchange.response_converter = OllamaChatConverter(
+        include_usage=include_usage, on_done=learnt, hint=window.hint
+    )
     record.route = "native"
     record.num_ctx = num_ctx
-    record.prompt_tokens = tokens
-    record.note = (
-        f"sent to /api/chat with options.num_ctx {num_ctx}: the prompt does not fit the "
-        f"{loaded}-token window Ollama runs the model with"
-        if raised is None or tokens + answer > loaded
-        else f"sent to /api/chat with options.num_ctx {num_ctx}, the window asked for before"
-    )
+    if num_ctx > loaded:
+        reason = f"the prompt does not fit the {loaded}-token window Ollama runs the model with"
+    elif raised is not None and surely:
+        reason = "the window asked for before (a change would reload the model)"
+    else:
+        reason = "only Ollama's own count can tell whether it fits: it refuses, never cuts"
+    record.note = f"sent to /api/chat with options.num_ctx {num_ctx}: {reason}"
 
 
 async def _textgen(

@@ -18,6 +18,7 @@ from typing import Any
 from proxy.upstream.sse import event_data
 
 FINGERPRINT = "fp_ollama"
+TOO_LONG = ("exceeds the context length", "longer than the context length")
 CALL_ID_LETTERS = string.ascii_lowercase + string.digits
 
 
@@ -102,6 +103,7 @@ class OllamaChatConverter:
 
     include_usage: bool = False
     on_done: Callable[[NativeAnswer], None] | None = None
+    hint: str = ""  # how to raise the window, added to Ollama's refusal of a prompt over it
     id: str = field(default_factory=lambda: "chatcmpl-" + uuid.uuid4().hex[:24])
     _created: int | None = None
     _started: bool = False
@@ -151,7 +153,15 @@ class OllamaChatConverter:
         }
 
     def convert_error(self, status: int, payload: Any) -> dict[str, Any]:
-        return openai_error(status, payload)
+        error = openai_error(status, payload)
+        message = error["error"]["message"]
+        # Its refusal of a prompt over the window (truncate: false): runner.go errorInputTooLong,
+        # llm/llama_server.go "longer than the context length".
+        if status == 400 and any(words in message for words in TOO_LONG):
+            error["error"].update(code="context_length_exceeded", param="messages")
+            if self.hint:
+                error["error"]["message"] = f"{message}; {self.hint}"
+        return error
 
     def _chunk(self, payload: dict[str, Any], choices: list[dict[str, Any]]) -> dict[str, Any]:
         if self._created is None:
