@@ -398,3 +398,33 @@ def test_healthz_says_what_the_upstream_is(start: Callable[..., str], ollama: Fa
     }
     assert upstream["windows"][MODEL]["loaded"] == 4096
     assert upstream["ollama_num_ctx"] == {"llama3.2:latest": 8192}
+
+
+def test_the_responses_api_through_the_native_api(
+    start: Callable[..., str], ollama: FakeOllama
+) -> None:
+    base = start()
+    data = base64.b64encode(document(6000).encode()).decode()
+    response = client(base).responses.create(
+        model=MODEL,
+        input=[
+            {
+                "role": "user",
+                "content": [
+                    {"type": "input_text", "text": "What does it say?"},
+                    {
+                        "type": "input_file",
+                        "filename": "doc.txt",
+                        "file_data": f"data:text/plain;base64,{data}",
+                    },
+                ],
+            }
+        ],
+    )
+    assert response.output_text == "The answer from the fake Ollama ."
+    assert ollama.seen[-1].path == "/api/chat" and not ollama.seen[-1].truncated
+    assert FIRST in ollama.seen[-1].words and LAST in ollama.seen[-1].words
+    streamed = client(base).responses.create(model=MODEL, input="Hello " * 2000, stream=True)
+    events = [event.type for event in streamed]
+    assert events[0] == "response.created" and events[-1] == "response.completed"
+    assert ollama.seen[-1].path == "/api/chat"

@@ -124,7 +124,8 @@ def test_parts_images_tool_calls_and_results() -> None:
             },
             "JPEG",
         ),
-        ({"role": "user", "content": [{"type": "input_audio"}]}, "'input_audio'"),
+        ({"role": "user", "content": [{"type": "input_audio"}]}, "invalid input_audio"),
+        ({"role": "user", "content": [{"type": "video_url"}]}, "'video_url'"),
         (
             {
                 "role": "assistant",
@@ -139,6 +140,12 @@ def test_what_ollama_cannot_take_is_a_400(message: dict[str, Any], error: str) -
     with pytest.raises(BadRequest) as caught:
         native({"model": "m", "messages": [message]})
     assert error in caught.value.message
+
+
+def test_audio_goes_where_ollama_takes_it() -> None:
+    part = {"type": "input_audio", "input_audio": {"data": "UklGRg==", "format": "wav"}}
+    sent = native({"model": "m", "messages": [{"role": "user", "content": [part]}]})
+    assert sent["messages"] == [{"role": "user", "content": "", "images": ["UklGRg=="]}]
 
 
 def test_an_unknown_reasoning_effort_is_a_400() -> None:

@@ -119,6 +119,13 @@ def native_messages(messages: list[Any]) -> list[dict[str, Any]]:
                 elif kind == "image_url":
                     image = _image(part.get("image_url"))
                     parts.append({"role": role, "content": "", "images": [image]})
+                elif kind == "input_audio":
+                    # Ollama takes audio where it takes images, as base64 (openai.go).
+                    audio = part.get("input_audio")
+                    data = audio.get("data") if isinstance(audio, dict) else None
+                    if not isinstance(data, str):
+                        raise BadRequest("invalid input_audio format", param="messages")
+                    parts.append({"role": role, "content": "", "images": [data]})
                 else:
                     raise BadRequest(
                         f"content part type {kind!r} is not supported by Ollama", param="messages"
