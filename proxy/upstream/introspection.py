@@ -171,7 +171,8 @@ class ModelIntrospection:
 
     async def tokenizer_fact(self, model: str | None) -> Fact[str]:
         counter = await self.counter(model)
-        name = counter.inner.kind if isinstance(counter, MarginCounter) else counter.kind
+        inner = counter.inner if isinstance(counter, MarginCounter) else counter
+        name = inner.kind.removeprefix("tiktoken:")
         if counter.kind in COUNTER_SOURCES:
             source = COUNTER_SOURCES[counter.kind]
         elif isinstance(counter, MarginCounter):

@@ -116,9 +116,9 @@ async def ollama(
     now = f", running with {running} (/api/ps context_length)" if running else ""
     described = f"loaded {loaded} ({loaded_source}), {trained_text}{now}"
     hint = (
-        f"Ollama runs {model} with a {loaded}-token window; set OLLAMA_CONTEXT_LENGTH for "
-        "`ollama serve` (and upstream.ollama.context_length) or PARAMETER num_ctx in the "
-        "model's Modelfile"
+        f"Ollama runs {model} with a {loaded}-token window and would cut a longer prompt "
+        "without saying so; set OLLAMA_CONTEXT_LENGTH for `ollama serve` (and "
+        "upstream.ollama.context_length) or PARAMETER num_ctx in the model's Modelfile"
     )
     if options.overflow == "native":
         reachable = max(min(show.trained or loaded, options.max_num_ctx), loaded)
@@ -169,7 +169,10 @@ async def lmstudio(
 
 def _lmstudio_window(card: dict[str, Any] | None, loaded: int | None, where: str) -> ContextWindow:
     trained = _int(card.get("max_context_length")) if card is not None else None
-    hint = "load the model with a larger context length in LM Studio (lms load --context-length)"
+    hint = (
+        f"LM Studio runs the model with a {loaded}-token window and answers a longer prompt "
+        "with nothing; load it with a larger context length (lms load --context-length)"
+    )
     if loaded is not None:
         return ContextWindow(
             loaded,
@@ -200,7 +203,8 @@ async def koboldcpp(
         return ContextWindow(
             value,
             "koboldcpp /api/extra/true_max_context_length",
-            hint="relaunch KoboldCpp with a larger --contextsize",
+            hint=f"KoboldCpp runs with a {value}-token window and would cut the front of a longer "
+            "prompt without saying so; relaunch it with a larger --contextsize",
         )
     return ContextWindow(None, UNKNOWN, keep=status not in (401, 403))
 

@@ -130,6 +130,12 @@ async def test_detection_stops_at_the_first_match() -> None:
     )
 
 
+async def test_ollama_is_found_in_three_requests() -> None:
+    upstream = Scripted({"/api/version": (200, {"version": "0.13.0"})})
+    found, asked = await detect_kind(upstream)  # type: ignore[arg-type]
+    assert (found.kind, found.version, asked) == ("ollama", "0.13.0", 3)
+
+
 async def test_tabbyapi_is_not_taken_for_llamacpp() -> None:
     upstream = Scripted(
         {

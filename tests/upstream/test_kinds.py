@@ -231,7 +231,8 @@ def test_koboldcpp_would_cut_the_front_and_the_proxy_never_lets_it(
             **ask(fake.model_id, text(3000)),
             extra_body={"enrich": {"strategy": "inject-full-content"}},
         )
-    assert "relaunch KoboldCpp with a larger --contextsize" in str(caught.value)
+    assert "KoboldCpp runs with a 2048-token window and would cut the front" in str(caught.value)
+    assert "relaunch it with a larger --contextsize" in str(caught.value)
     assert not fake.seen[-1].truncated and len(fake.seen) == 2
 
 

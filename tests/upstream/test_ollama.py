@@ -102,6 +102,9 @@ def test_a_document_over_the_loaded_window_goes_whole_through_the_native_api(
     sent = ollama.to("/api/chat")[-1].json
     assert sent["options"]["num_ctx"] == 8192 and sent["truncate"] is False
     assert sent["stream"] is False
+    # No max_tokens: the answer may take the rest of the window, and stops at its end.
+    tokens = preview(base, ask(document(6000)))["decision"]["upstream"]["prompt_tokens"]
+    assert sent["options"]["num_predict"] == 8192 - tokens
     assert answer.usage is not None and answer.usage.prompt_tokens == len(seen.words)
     assert answer.model_extra is not None
 
@@ -121,6 +124,10 @@ def test_the_decision_record_says_kind_window_tokenizer_and_route(
     assert upstream["loaded_window"] == 4096
     assert upstream["tokenizer"] == "tiktoken:cl100k_basex1.25"
     assert upstream["tokenizer_exact"] is False
+    assert (
+        upstream["tokenizer_source"]
+        == "tiktoken cl100k_base over a ChatML rendering, raised by 1.25"
+    )
     assert upstream["route"] == "native" and upstream["num_ctx"] == 8192
     assert result["upstream"]["url"].endswith("/api/chat")
     assert decision["counts_exact"] is False
@@ -242,7 +249,10 @@ def test_refuse_mode_plans_with_the_loaded_window(
         )
     error = caught.value.body
     assert isinstance(error, dict) and error["code"] == "context_length_exceeded"
-    assert "Ollama runs llama3.2 with a 4096-token window" in error["message"]
+    assert (
+        "Ollama runs llama3.2 with a 4096-token window and would cut a longer prompt"
+        in error["message"]
+    )
     assert "OLLAMA_CONTEXT_LENGTH" in error["message"] and "overflow: native" in error["message"]
     assert not ollama.seen  # nothing was sent to be cut
 
@@ -396,6 +406,7 @@ def test_healthz_says_what_the_upstream_is(start: Callable[..., str], ollama: Fa
         "source": "GET /api/version",
         "version": "0.13.0",
     }
+    assert upstream["probe_requests"] == 3
     assert upstream["windows"][MODEL]["loaded"] == 4096
     assert upstream["ollama_num_ctx"] == {"llama3.2:latest": 8192}
 
@@ -428,3 +439,42 @@ def test_the_responses_api_through_the_native_api(
     events = [event.type for event in streamed]
     assert events[0] == "response.created" and events[-1] == "response.completed"
     assert ollama.seen[-1].path == "/api/chat"
+
+
+def test_before_0_12_6_a_prompt_that_filled_the_window_is_flagged(
+    start: Callable[..., str], ollama: FakeOllama
+) -> None:
+    # An Ollama that knows no truncate field, and a tokenizer far denser than the estimate:
+    # it cuts; the proxy cannot prevent it there, so it says so.
+    ollama.version = "0.11.4"
+    base = start(estimate_margin=1.0)
+    original = ollama.run
+
+    def dense(
+        path: str, model: OllamaModel, messages: list[dict[str, Any]], options: dict[str, Any]
+    ) -> Any:
+        doubled = [{**m, "content": " ".join([str(m.get("content") or "")] * 3)} for m in messages]
+        return original(path, model, doubled, options)
+
+    ollama.run = dense  # type: ignore[method-assign]
+    response = httpx.post(base + "/v1/chat/completions", json=ask(document(6000)), timeout=60)
+    assert response.status_code == 200 and ollama.seen[-1].truncated
+    assert response.headers["X-Enrich-Warnings"] == (
+        "Ollama evaluated 8192 prompt tokens, its whole window"
+    )
+
+
+def test_the_text_adapter_on_ollama_is_checked_against_the_loaded_window(
+    proxy_before: Callable[..., str], ollama: FakeOllama
+) -> None:
+    base = proxy_before(
+        ollama.base_url,  # type: ignore[attr-defined]
+        models={"*": {"adapter": "text", "format": "chatml"}},
+        upstream={"ollama": {"overflow": "refuse"}},
+    )
+    with pytest.raises(openai.BadRequestError) as caught:
+        client(base).chat.completions.create(
+            **ask(document(6000)), extra_body={"enrich": {"strategy": "inject-full-content"}}
+        )
+    assert "would cut a longer prompt without saying so" in str(caught.value)
+    assert not ollama.seen

@@ -33,10 +33,13 @@ class WindowTooSmall(BadRequest):
 
     def __init__(self, tokens: int, answer: int, window: int, facts: ModelFacts) -> None:
         about = "" if facts.tokenizer.exact else "about "
-        super().__init__(
-            f"the prompt needs {about}{tokens} tokens and the answer {answer} more, but "
+        hint = facts.window.hint or (
             f"{traits(facts.kind.kind).label} runs this model with a window of {window} tokens "
-            f"and would cut the prompt without saying so; {facts.window.hint or 'make it larger'}",
+            "and would cut a longer prompt without saying so"
+        )
+        super().__init__(
+            f"the prompt needs {about}{tokens} tokens and the answer {answer} more, "
+            f"over the window of {window}: {hint}",
             code="context_length_exceeded",
             param="messages",
         )
