@@ -204,6 +204,24 @@ def test_lmstudio_never_gets_a_prompt_over_its_loaded_context(
     assert not any(seen.truncated for seen in fake.seen)
 
 
+def test_lmstudio_estimates_keep_a_margin(behind: Callable[..., tuple[str, Any]]) -> None:
+    # Its tokenizer counts a fifth more than tiktoken: 1,800 words are some 2,160 tokens, over
+    # its 2,048, which it would answer with nothing. The estimate, raised by the margin and
+    # with room for the answer, refuses it first.
+    base, fake = behind(FakeLmStudio(window=2048))
+    direct = httpx.post(
+        fake.base_url + "/v1/chat/completions",
+        json={"model": fake.model_id, "messages": [{"role": "user", "content": text(1800)}]},
+    )
+    assert direct.json()["choices"][0]["message"]["content"] == ""  # the silent failure
+    with pytest.raises(openai.BadRequestError) as caught:
+        client(base).chat.completions.create(
+            model=fake.model_id, messages=[{"role": "user", "content": text(1800)}]
+        )
+    assert "answers a longer prompt with nothing" in str(caught.value)
+    assert len(fake.seen) == 1
+
+
 def test_lmstudio_not_loaded_says_so(behind: Callable[..., tuple[str, Any]]) -> None:
     base, fake = behind(FakeLmStudio(loaded=False))
     decision = preview(base, ask(fake.model_id, text(50)))
