@@ -106,10 +106,6 @@ class ModelIntrospection:
                 self._detection = found
             return found
 
-    async def flavour(self) -> str:
-        """The upstream's kind (its former name, kept for callers that only need the word)."""
-        return (await self.detection()).kind
-
     def known_detection(self) -> Detection | None:
         """The kind if it was found already (no request made): for /healthz."""
         configured = self.settings.upstream.kind
