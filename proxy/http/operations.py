@@ -9,9 +9,12 @@ from proxy.http.keys import CALLER, SERVICES
 
 
 async def healthz(request: web.Request) -> web.Response:
-    """The proxy is up; is the upstream reachable? (llama.cpp `/health`, else `/v1/models`)."""
-    upstream = request.app[SERVICES].upstream
-    details = {"ocr": request.app[SERVICES].parser.ocr.describe()}
+    """The proxy is up; is the upstream reachable? (llama.cpp `/health`, else `/v1/models`).
+    `details.upstream` says what kind of server it is and the windows learnt."""
+    services = request.app[SERVICES]
+    upstream = services.upstream
+    # What was learnt of the upstream so far (its kind, the windows seen), asked of nobody.
+    details = {"ocr": services.parser.ocr.describe(), "upstream": services.introspection.known()}
     try:
         status, _ = await upstream.get_json("/health")
         if status == 404:
