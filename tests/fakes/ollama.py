@@ -4,7 +4,8 @@ Shapes from ollama/ollama: api/types.go (`ChatRequest`, `ChatResponse`, `ShowRes
 `ProcessModelResponse`), server/routes.go (`/api/version`, `PsHandler`, `ShowHandler`,
 `streamResponse`: NDJSON, errors as `{"error": "..."}`), openai/openai.go and
 middleware/openai.go (the OpenAI-compatible layer: it sets no `num_ctx`, so the model runs with
-the window it is loaded with). Windows: a model is loaded with the request's `options.num_ctx`,
+the window it is loaded with; openai/responses.go: `/v1/responses`, stateless, from 0.13.3, the
+same). Windows: a model is loaded with the request's `options.num_ctx`,
 else its Modelfile's `num_ctx`, else the server's default (4,096), never past its trained window;
 a different window reloads it (server/sched.go needsReload).
 
@@ -112,6 +113,7 @@ class FakeOllama:
         app.router.add_get("/api/ps", self.ps)
         app.router.add_post("/api/chat", self.chat)
         app.router.add_post("/v1/chat/completions", self.openai_chat)
+        app.router.add_post("/v1/responses", self.openai_responses)
         app.router.add_get("/v1/models", self.openai_models)
         app.router.add_route("*", "/{tail:.*}", self.not_found)
         return app
@@ -408,3 +410,55 @@ class FakeOllama:
         await response.write(b"data: [DONE]\n\n")
         await response.write_eof()
         return response
+
+    async def openai_responses(self, request: web.Request) -> web.Response:
+        """POST /v1/responses (0.13.3+, openai/responses.go): the input as chat messages, no
+        num_ctx (the loaded window, cut as on every route), one response object back."""
+        body = request[RECORDED].json
+        model = self.model(str(body.get("model") or ""))
+        if model is None:
+            return web.json_response(
+                {"error": {"message": f"model '{body.get('model')}' not found"}}, status=404
+            )
+        items = body.get("input")
+        messages: list[dict[str, Any]] = []
+        if body.get("instructions"):
+            messages.append({"role": "system", "content": body["instructions"]})
+        for item in [{"role": "user", "content": items}] if isinstance(items, str) else items:
+            content = item.get("content")
+            if isinstance(content, list):
+                if any(part.get("type") == "input_file" for part in content):
+                    error = {"message": "file inputs are not currently supported"}
+                    return web.json_response({"error": error}, status=400)
+                content = "".join(str(part.get("text") or "") for part in content)
+            messages.append({"role": item.get("role", "user"), "content": content or ""})
+        options: dict[str, Any] = {}
+        if isinstance(body.get("max_output_tokens"), int):
+            options["num_predict"] = body["max_output_tokens"]
+        _, outcome = self.run("/v1/responses", model, messages, options)
+        assert not isinstance(outcome, str)
+        text = " ".join(outcome["words"])
+        message = {
+            "id": "msg_1",
+            "type": "message",
+            "status": "completed",
+            "role": "assistant",
+            "content": [{"type": "output_text", "text": text, "annotations": [], "logprobs": []}],
+        }
+        usage = {
+            "input_tokens": outcome["prompt_eval_count"],
+            "output_tokens": outcome["eval_count"],
+            "total_tokens": outcome["prompt_eval_count"] + outcome["eval_count"],
+        }
+        return web.json_response(
+            {
+                "id": "resp_123456",
+                "object": "response",
+                "created_at": int(time.time()),
+                "status": "completed",
+                "model": model.name,
+                "output": [message],
+                "usage": usage,
+                "store": False,
+            }
+        )

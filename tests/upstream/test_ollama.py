@@ -478,3 +478,38 @@ def test_the_text_adapter_on_ollama_is_checked_against_the_loaded_window(
         )
     assert "would cut a longer prompt without saying so" in str(caught.value)
     assert not ollama.seen
+
+
+def test_native_responses_stay_on_their_route_and_are_never_cut(
+    start: Callable[..., str], ollama: FakeOllama
+) -> None:
+    # `upstream.responses: native` on an Ollama that serves /v1/responses (0.13.3+): the request
+    # goes to that route, whose window is the loaded one too. What fits goes there as it came;
+    # what does not is refused with both sizes (no door: /api/chat would not answer in
+    # Responses' shape), never sent to be cut.
+    base = start(responses="native")
+    short = client(base).responses.create(model=MODEL, input=[user_file(document(500))])
+    assert short.output_text == "The answer from the fake Ollama ."
+    assert ollama.seen[-1].path == "/v1/responses" and not ollama.seen[-1].truncated
+    assert FIRST in ollama.seen[-1].words and LAST in ollama.seen[-1].words
+    sent = len(ollama.seen)
+    with pytest.raises(openai.BadRequestError) as caught:
+        client(base).responses.create(model=MODEL, input=[user_file(document(6000))])
+    assert caught.value.code == "context_length_exceeded"
+    assert "over the window of 4096" in caught.value.message
+    assert len(ollama.seen) == sent and not ollama.to("/api/chat")
+
+
+def user_file(text: str) -> Any:
+    data = base64.b64encode(text.encode()).decode()
+    return {
+        "role": "user",
+        "content": [
+            {"type": "input_text", "text": "What does it say?"},
+            {
+                "type": "input_file",
+                "filename": "doc.txt",
+                "file_data": f"data:text/plain;base64,{data}",
+            },
+        ],
+    }
