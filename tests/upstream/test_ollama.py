@@ -513,3 +513,26 @@ def user_file(text: str) -> Any:
             },
         ],
     }
+
+
+def test_ollamas_read_only_routes_pass_through_and_its_own_chat_does_not(
+    start: Callable[..., str], ollama: FakeOllama
+) -> None:
+    # A client may read what the proxy reads (the model's card, the loaded window), not drive
+    # /api/chat itself: that route cuts a prompt over the window unseen and its keep_alive and
+    # num_ctx unload or reload the model for every caller.
+    base = start()
+    client(base).chat.completions.create(**ask(document(6000)))  # loads it with num_ctx 8192
+    shown = httpx.post(base + "/api/show", json={"model": MODEL}, timeout=30)
+    assert shown.status_code == 200 and shown.json()["model_info"]["llama.context_length"]
+    running = httpx.get(base + "/api/ps", timeout=30).json()["models"]
+    assert running[0]["context_length"] == 8192
+    assert (
+        httpx.get(base + "/api/tags", timeout=30).json()["models"][0]["name"] == MODEL + ":latest"
+    )
+    chats = len(ollama.to("/api/chat"))
+    for method, path in [("POST", "/api/chat"), ("POST", "/api/generate"), ("POST", "/api/pull")]:
+        refused = httpx.request(method, base + path, json={"model": MODEL, "keep_alive": 0})
+        assert refused.status_code == 404, path
+        assert refused.json()["error"]["code"] == "route_not_forwarded"
+    assert len(ollama.to("/api/chat")) == chats and not ollama.to("/api/generate")
