@@ -192,8 +192,8 @@ async def relay_chat(
 ) -> web.StreamResponse:
     """The upstream's answer with what the proxy adds: citations, statuses, the chat shape."""
     ok = response.status < 400
-    if not ok and started is None:
-        converted = await converted_error(exchange, response)
+    if not ok:
+        converted = await converted_error(request, exchange, response, started)
         if converted is not None:
             return converted
     if (
@@ -229,11 +229,16 @@ async def relay_chat(
 
 
 async def converted_error(
-    exchange: Exchange, response: aiohttp.ClientResponse
-) -> web.Response | None:
+    request: web.Request,
+    exchange: Exchange,
+    response: aiohttp.ClientResponse,
+    started: web.StreamResponse | None,
+    ending: Ending = sse_error_event,
+) -> web.StreamResponse | None:
     """An upstream error in OpenAI's shape: as the exchange's converter reads the upstream's
-    (Ollama's native API), or the other servers' shapes; None: relay it as it came (it is
-    OpenAI's already, or nothing readable)."""
+    (Ollama's native API), or the other servers' shapes. Nothing sent yet: the error answer,
+    with the upstream's status; a stream the statuses started: its `ending`, with the same
+    message and code. None: relay it as it came (it is OpenAI's already, or nothing readable)."""
     raw = await response.read()  # kept by aiohttp: a relay after this reads it again
     try:
         payload = json.loads(raw)
@@ -245,6 +250,16 @@ async def converted_error(
         body = openai_error_body(response.status, payload)
     if body is None:
         return None
+    if started is not None:
+        fields = body["error"]
+        error = ProxyError(
+            str(fields["message"]),
+            status=response.status,
+            type="upstream_error",  # as every upstream error in a started stream
+            param=fields.get("param"),
+            code=fields.get("code"),
+        )
+        return await end_with_error(request, started, error, ending)
     headers = {**exchange.response_headers, "X-Request-ID": exchange.request_id}
     return web.json_response(body, status=response.status, headers=headers)
 

@@ -64,10 +64,9 @@ async def create_response(request: web.Request) -> web.StreamResponse:
     async def answer(response: aiohttp.ClientResponse) -> web.StreamResponse:
         extra = {**exchange.response_headers, "X-Request-ID": exchange.request_id}
         if response.status >= 400:
-            if started is None:
-                converted = await converted_error(exchange, response)
-                if converted is not None:
-                    return converted
+            converted = await converted_error(request, exchange, response, started, stream.ending)
+            if converted is not None:
+                return converted
             return await relay_response(
                 request, response, extra_headers=extra, already=started, ending=stream.ending
             )

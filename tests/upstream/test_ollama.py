@@ -536,3 +536,69 @@ def test_ollamas_read_only_routes_pass_through_and_its_own_chat_does_not(
         assert refused.status_code == 404, path
         assert refused.json()["error"]["code"] == "route_not_forwarded"
     assert len(ollama.to("/api/chat")) == chats and not ollama.to("/api/generate")
+
+
+def test_a_responses_stream_ollama_breaks_off_ends_failed(
+    start: Callable[..., str], ollama: FakeOllama
+) -> None:
+    # Ollama's NDJSON error line, reframed as an event, ends a Responses stream as OpenAI's
+    # own failed stream ends: `error`, then `response.failed`, with Ollama's message.
+    ollama.fail_midstream = "model runner has unexpectedly stopped"
+    base = start()
+    events = list(
+        client(base).responses.create(model=MODEL, input=[user_file(document(6000))], stream=True)
+    )
+    assert ollama.seen[-1].path == "/api/chat"
+    assert [event.type for event in events[-2:]] == ["error", "response.failed"]
+    failed = events[-1].response  # type: ignore[union-attr]
+    assert failed.error is not None
+    assert "model runner has unexpectedly stopped" in failed.error.message
+    assert [event.sequence_number for event in events] == list(range(len(events)))
+
+
+@pytest.mark.parametrize("route", ["chat", "responses"])
+@pytest.mark.parametrize("started", [False, True])
+def test_ollamas_refusal_reaches_the_client_converted_started_or_not(
+    proxy_before: Callable[..., str], ollama: FakeOllama, route: str, started: bool
+) -> None:
+    # /api/chat refuses (`{"error": "..."}`, truncate: false: the estimate fell short). Not
+    # started: a 400 context_length_exceeded in OpenAI's shape. A stream the statuses started
+    # (no delay): it ends with the same message and code — chat's error event, or Responses'
+    # `error` and `response.failed`.
+    original = ollama.run
+
+    def dense(
+        path: str, model: OllamaModel, messages: list[dict[str, Any]], options: dict[str, Any]
+    ) -> Any:
+        tripled = [{**m, "content": " ".join([str(m.get("content") or "")] * 3)} for m in messages]
+        return original(path, model, tripled, options)
+
+    ollama.run = dense  # type: ignore[method-assign]
+    server = {"status_delay_s": 0.0} if started else {}
+    base = proxy_before(
+        ollama.base_url,  # type: ignore[attr-defined]
+        server=server,
+        upstream={"estimate_margin": 1.0},
+    )
+    refusal = "the input length exceeds the context length; Ollama runs"
+    sdk = client(base)
+    if route == "chat" or not started:
+        with pytest.raises(openai.APIError) as caught:
+            if route == "chat":
+                list(sdk.chat.completions.create(**ask(document(6000)), stream=started))
+            else:
+                sdk.responses.create(model=MODEL, input=[user_file(document(6000))])
+        error = caught.value.body
+        assert isinstance(error, dict) and error["code"] == "context_length_exceeded"
+        assert error["message"].startswith(refusal)
+        assert isinstance(caught.value, openai.BadRequestError) != started
+    else:
+        events = list(
+            sdk.responses.create(model=MODEL, input=[user_file(document(6000))], stream=True)
+        )
+        assert events[0].type == "response.created"
+        assert [event.type for event in events[-2:]] == ["error", "response.failed"]
+        assert events[-2].code == "context_length_exceeded"  # type: ignore[union-attr]
+        failed = events[-1].response  # type: ignore[union-attr]
+        assert failed.error is not None and failed.error.message.startswith(refusal)
+    assert ollama.to("/api/chat") and not ollama.seen
