@@ -8,7 +8,7 @@ import time
 from typing import Any
 
 import structlog
-from cachetools import TTLCache
+from cachetools import LRUCache, TTLCache
 
 from proxy.config import Settings
 from proxy.errors import ProxyError
@@ -77,7 +77,9 @@ class ModelIntrospection:
         self._tiktoken: dict[str, TiktokenCounter] = {}
         self._learning: dict[str, asyncio.Future[ContextWindow]] = {}
         self._declared: tuple[str, ...] | None = None
-        self.seen: dict[str, ContextWindow] = {}  # the last window of each model, for /healthz
+        # The last window of each model, for /healthz: the names are the callers' own, so as
+        # many as the windows kept, the least recently learnt going first.
+        self.seen: LRUCache[str, ContextWindow] = LRUCache(maxsize=256)
         # Ollama: the window the proxy asked for per model (its full name). Later requests ask
         # for no less, so that Ollama does not reload the model back and forth.
         self.raised_num_ctx: dict[str, int] = {}
@@ -219,13 +221,17 @@ class ModelIntrospection:
             await self.tokenizer_fact(model),
         )
 
-    def known(self) -> dict[str, Any]:
-        """What is known already, without asking the upstream anything (/healthz)."""
+    def known(self, detailed: bool = True) -> dict[str, Any]:
+        """What is known already, without asking the upstream anything (/healthz). Not
+        `detailed`: the kind only, not the windows per model name (names callers sent) nor the
+        windows asked of Ollama (which tell how long someone's prompt was)."""
         found = self.known_detection()
         record: dict[str, Any] = {
             "kind": found.to_json() if found else {"value": None, "source": "not probed yet"},
             "probe_requests": self.probe_requests,
         }
+        if not detailed:
+            return record
         models = {}
         for name, window in self.seen.items():
             entry: dict[str, Any] = window.fact().to_json()

@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import base64
 import json
 from collections.abc import Callable
@@ -12,6 +13,9 @@ import httpx
 import openai
 import pytest
 
+from proxy.config import load_settings
+from proxy.upstream.facts import ContextWindow
+from proxy.upstream.introspection import ModelIntrospection
 from tests.fakes.ollama import FakeOllama, OllamaModel
 from tests.fakes.servers import ServerThread
 
@@ -602,3 +606,52 @@ def test_ollamas_refusal_reaches_the_client_converted_started_or_not(
         failed = events[-1].response  # type: ignore[union-attr]
         assert failed.error is not None and failed.error.message.startswith(refusal)
     assert ollama.to("/api/chat") and not ollama.seen
+
+
+KEYS = [
+    {"name": "team", "key": "team-healthz-key-000001"},
+    {"name": "ops", "key": "ops-healthz-key-0000002", "admin": True},
+]
+
+
+def test_healthz_tells_the_windows_to_an_admin_key_only(
+    proxy_before: Callable[..., str], ollama: FakeOllama
+) -> None:
+    # /healthz needs no key. The model names are what callers sent, and the window the proxy
+    # asked Ollama for says how long someone's prompt was: with keys, an admin key's only (as
+    # /metrics' document sources).
+    base = proxy_before(ollama.base_url, server={"api_keys": KEYS})  # type: ignore[attr-defined]
+    team = openai.OpenAI(base_url=base + "/v1", api_key=KEYS[0]["key"], max_retries=0)
+    team.chat.completions.create(**ask(document(6000)))  # raises the window to 8192
+
+    def upstream_details(key: str | None) -> dict[str, Any]:
+        headers = {"Authorization": f"Bearer {key}"} if key else {}
+        found: dict[str, Any] = httpx.get(base + "/healthz", headers=headers, timeout=30).json()
+        return found["details"]["upstream"]  # type: ignore[no-any-return]
+
+    for key in (None, KEYS[0]["key"]):
+        seen = upstream_details(key)
+        assert seen["kind"]["value"] == "ollama" and seen["probe_requests"] == 3
+        assert "windows" not in seen and "ollama_num_ctx" not in seen
+        assert "llama3.2" not in json.dumps(seen)
+    admin = upstream_details(KEYS[1]["key"])
+    assert admin["windows"][MODEL]["loaded"] == 4096
+    assert admin["ollama_num_ctx"] == {"llama3.2:latest": 8192}
+
+
+def test_the_windows_healthz_remembers_are_bounded() -> None:
+    # Model names come from callers: /healthz keeps the last 256, as the windows' cache does.
+    introspection = ModelIntrospection(load_settings(None, environ={}), None)  # type: ignore[arg-type]
+
+    async def learn(model: str | None) -> ContextWindow:
+        return ContextWindow(4096, "GET /props")
+
+    introspection._learn_window = learn  # type: ignore[method-assign]
+
+    async def ask_many() -> None:
+        for number in range(1000):
+            await introspection.context_window(f"model-{number}")
+
+    asyncio.run(ask_many())
+    windows = introspection.known()["windows"]
+    assert len(windows) == 256 and "model-999" in windows and "model-0" not in windows
