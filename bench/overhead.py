@@ -120,7 +120,7 @@ def upstream_app(chunks: int, interval: float = 0.0) -> web.Application:
         await response.write_eof()
         return response
 
-    # What the proxy asks a llama-server once (then caches): its flavour and context window.
+    # What the proxy asks a llama-server once (then caches): its kind and context window.
     props = json.dumps({"default_generation_settings": {"n_ctx": 8192}}).encode()
     models = json.dumps({"object": "list", "data": [{"id": "bench", "object": "model"}]}).encode()
 

@@ -168,16 +168,66 @@ class SpawnSettings(Section):
     startup_timeout_s: float = Field(300, gt=0)
 
 
+UpstreamKindSetting = Literal[
+    "auto",
+    "llamacpp",
+    "vllm",
+    "sglang",
+    "ollama",
+    "lmstudio",
+    "tgi",
+    "koboldcpp",
+    "tabbyapi",
+    "textgen",
+    "llama-cpp-python",
+    "openrouter",
+    "openai-compatible",
+    "other",
+]
+TokenizerSetting = Literal[
+    "auto",
+    "llamacpp",
+    "vllm",
+    "sglang",
+    "tgi",
+    "koboldcpp",
+    "tabbyapi",
+    "textgen",
+    "llama-cpp-python",
+    "tiktoken",
+]
+
+
+class OllamaSettings(Section):
+    """A prompt larger than the window Ollama runs the model with (which Ollama would cut
+    without a word): `native` sends it to /api/chat with `options.num_ctx` sized to it, up to
+    the model's trained window and `max_num_ctx`; `refuse` plans with the loaded window and
+    answers 400 with how to raise it, when it cannot fit."""
+
+    overflow: Literal["native", "refuse"] = "native"
+    max_num_ctx: int = Field(32768, ge=2048)
+    # The window `ollama serve` runs a model with when neither request nor Modelfile sets one
+    # (its OLLAMA_CONTEXT_LENGTH); None: the smallest its default can be (4096; 2048 before
+    # 0.6.7), as no endpoint says it.
+    context_length: int | None = Field(None, ge=256)
+
+
 class UpstreamSettings(Section):
     base_url: str = "http://127.0.0.1:8080"
+    # auto: found once by probing the upstream (see README "Upstream servers"), or named here.
+    kind: UpstreamKindSetting = "auto"
     api_key: str | None = None
     # POST /v1/responses: chat = translated to Chat Completions (upstreams that only speak chat);
     # native = the upstream speaks Responses itself, the proxy only enriches input_file parts.
     responses: Literal["chat", "native"] = "chat"
     connect_timeout_s: float = Field(10, gt=0)
     read_timeout_s: float = Field(600, gt=0)
-    tokenizer: Literal["auto", "llamacpp", "vllm", "tiktoken"] = "auto"
+    tokenizer: TokenizerSetting = "auto"
     context_ttl_s: float = Field(300, ge=0)
+    # Estimated counts (tiktoken) are raised by this factor on servers that cut a prompt over
+    # their window without an error (Ollama, LM Studio), so plans err on the short side.
+    estimate_margin: float = Field(1.25, ge=1.0, le=4.0)
+    ollama: OllamaSettings = Field(default_factory=OllamaSettings)
     spawn: SpawnSettings = Field(default_factory=SpawnSettings)
     # Upstream routes forwarded besides the built-in allow-list (see proxy.upstream.routes):
     # for every key, and for admin keys only. Entries: "GET /slots", "POST /slots/*", "/x".
@@ -302,7 +352,7 @@ class ModelSettings(Section):
     context_length: int | None = Field(None, ge=1)
     adapter: Literal["chat", "text"] = "chat"
     format: str | None = None
-    tokenizer: Literal["auto", "llamacpp", "vllm", "tiktoken"] | None = None
+    tokenizer: TokenizerSetting | None = None
     enrich: EnrichFields = Field(default_factory=EnrichFields)  # defaults for this model name
     upstream_model: str | None = None  # an alias: the name sent upstream instead
 

@@ -124,3 +124,23 @@ def make_proxy(
         return servers.serve_proxy(settings)
 
     return start
+
+
+@pytest.fixture
+def proxy_before(
+    servers: ServerThread, embeddings: FakeEmbeddings, tmp_path: Path
+) -> Callable[..., str]:
+    """Start a proxy in front of any upstream URL (a fake of another kind of server)."""
+
+    def start(upstream_url: str, **sections: Any) -> str:
+        overrides: dict[str, Any] = {
+            "upstream": {"base_url": upstream_url},
+            "server": {"data_dir": str(tmp_path / "data"), "shutdown_grace_s": 2.0},
+            "embeddings": {"backend": "openai", "base_url": embeddings.base_url, "model": "fake"},  # type: ignore[attr-defined]
+        }
+        for key, value in sections.items():
+            overrides[key] = {**overrides.get(key, {}), **value}
+        settings = load_settings(None, environ={}, overrides=overrides)
+        return servers.serve_proxy(settings)
+
+    return start

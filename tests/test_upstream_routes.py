@@ -1,5 +1,6 @@
-"""Only an allow-list of upstream routes is forwarded: the stateless OpenAI surface and the
-read-only endpoints of llama.cpp and vLLM. Admin routes are refused (a 404 that never reaches
+"""Only an allow-list of upstream routes is forwarded: the stateless OpenAI surface, the
+read-only endpoints of llama.cpp and vLLM, and those of the other kinds of server that say what
+the model is, its window and its token counts. Admin routes are refused (a 404 that never reaches
 the upstream) unless upstream.admin_routes names them, and then only for admin keys."""
 
 from __future__ import annotations
@@ -39,6 +40,37 @@ ADMIN_ROUTES = [
     ("GET", "/v1/fine_tuning/jobs"),
     ("POST", "/v1/assistants"),
     ("OPTIONS", "/v1/completions"),
+    # The other kinds of server: their admin routes, model loading, generation under their own
+    # names (Ollama's takes keep_alive and num_ctx, which unload or reload the model for every
+    # caller), and what shows another caller's generation.
+    ("POST", "/api/pull"),
+    ("POST", "/api/create"),
+    ("DELETE", "/api/delete"),
+    ("POST", "/api/copy"),
+    ("POST", "/api/push"),
+    ("POST", "/api/blobs/sha256:0123"),
+    ("POST", "/api/chat"),
+    ("POST", "/api/generate"),
+    ("POST", "/api/embed"),
+    ("GET", "/api/extra/generate/check"),
+    ("POST", "/api/extra/generate/check"),
+    ("GET", "/api/extra/last_logprobs"),
+    ("POST", "/api/extra/abort"),
+    ("GET", "/api/extra/perf"),
+    ("POST", "/api/v1/generate"),
+    ("POST", "/v1/model/load"),
+    ("POST", "/v1/model/unload"),
+    ("POST", "/v1/internal/model/load"),
+    ("POST", "/v1/internal/model/unload"),
+    ("POST", "/v1/internal/stop-generation"),
+    ("POST", "/v1/internal/logits"),
+    ("GET", "/get_server_info"),
+    ("POST", "/flush_cache"),
+    ("POST", "/update_weights_from_disk"),
+    ("POST", "/api/v1/models/load"),
+    ("POST", "/api/v1/models/download"),
+    ("POST", "/generate"),
+    ("POST", "/generate_stream"),
 ]
 READ_ONLY = [
     ("GET", "/props"),
@@ -52,6 +84,35 @@ READ_ONLY = [
     ("POST", "/v1/embeddings"),
     ("POST", "/v1/rerank"),
     ("GET", "/version"),
+    # What the proxy itself reads of the other kinds (README "Upstream servers"): their name,
+    # model, window and token counts.
+    ("GET", "/.well-known/serviceinfo"),
+    ("GET", "/get_model_info"),
+    ("GET", "/api/version"),
+    ("GET", "/api/tags"),
+    ("POST", "/api/show"),
+    ("GET", "/api/ps"),
+    ("GET", "/api/v0/models"),
+    ("GET", "/api/v0/models/qwen2.5-7b-instruct"),
+    ("GET", "/api/v1/models"),
+    ("GET", "/info"),
+    ("POST", "/chat_tokenize"),
+    ("GET", "/api/extra/version"),
+    ("GET", "/api/extra/true_max_context_length"),
+    ("POST", "/api/extra/tokencount"),
+    ("GET", "/api/v1/model"),
+    ("GET", "/api/v1/config/max_context_length"),
+    ("GET", "/v1/model"),
+    ("POST", "/v1/token/encode"),
+    ("POST", "/v1/token/decode"),
+    ("GET", "/v1/internal/model/info"),
+    ("POST", "/v1/internal/token-count"),
+    ("POST", "/v1/internal/encode"),
+    ("POST", "/v1/internal/decode"),
+    ("POST", "/v1/internal/chat-prompt"),
+    ("POST", "/extras/tokenize"),
+    ("POST", "/extras/tokenize/count"),
+    ("POST", "/extras/detokenize"),
 ]
 TRICKS = [
     "/v1/models/../slots",

@@ -15,13 +15,14 @@ Counter = Callable[[list[dict[str, Any]]], Awaitable[int]]
 class ContextOverflow(BadRequest):
     """Even with every droppable turn gone the prompt does not fit (400)."""
 
-    def __init__(self, tokens: int, limit: int, dropped: int) -> None:
+    def __init__(self, tokens: int, limit: int, dropped: int, hint: str = "") -> None:
         super().__init__(
             f"the prompt needs {tokens} tokens after dropping {dropped} older messages, "
-            f"but the context allows {limit}",
+            f"but the context allows {limit}" + (f"; {hint}" if hint else ""),
             code="context_length_exceeded",
             param="messages",
         )
+        self.dropped = dropped
         self.tokens = tokens
         self.limit = limit
 

@@ -23,7 +23,13 @@ from proxy.pipeline.stages.options import OPTION_HEADERS
 from proxy.upstream.client import CLIENT_AUTHORIZATION
 from proxy.upstream.forward import Answer, Outgoing, forward
 from proxy.upstream.headers import client_response_headers, upstream_request_headers
-from proxy.upstream.relay import Ending, is_event_stream, relay_response, sse_error_event
+from proxy.upstream.relay import (
+    Ending,
+    is_stream,
+    openai_error_body,
+    relay_response,
+    sse_error_event,
+)
 from proxy.upstream.sse import data_event
 
 
@@ -74,9 +80,11 @@ async def prepare_exchange(
     status: StatusChannel | None = None,
     body: dict[str, Any] | None = None,
     file_search: FileSearch | None = None,
+    fixed_route: bool = False,
 ) -> Exchange:
     """Parse the body (unless given, already in chat shape) and run every stage; what would go
-    upstream is then in `exchange.body`. `file_search`: a Responses file_search tool."""
+    upstream is then in `exchange.body`. `file_search`: a Responses file_search tool;
+    `fixed_route`: the body goes to a route of the caller's (native Responses)."""
     exchange = Exchange(
         request_id=request[REQUEST_ID],
         body=(
@@ -89,6 +97,7 @@ async def prepare_exchange(
             if name.lower().startswith("x-enrich-")
         },
         file_search=file_search,
+        fixed_route=fixed_route,
     )
     request[EXCHANGE] = exchange
     if not services.settings.server.api_keys:
@@ -110,13 +119,14 @@ async def prepare_or_fail(
     body: dict[str, Any] | None = None,
     file_search: FileSearch | None = None,
     ending: Ending = sse_error_event,
+    fixed_route: bool = False,
 ) -> tuple[Exchange | None, StatusChannel, web.StreamResponse | None]:
     """`prepare_exchange` with the request's status channel, and the response it started (if
     preparing was slow). A failure after that start ends the stream with an error event and
     gives no exchange; before it, the error is raised for an ordinary error answer."""
     status = status_channel(request, services)
     try:
-        exchange = await prepare_exchange(request, services, status, body, file_search)
+        exchange = await prepare_exchange(request, services, status, body, file_search, fixed_route)
     except ProxyError as error:
         started = await status.finish()
         if started is None:
@@ -182,6 +192,10 @@ async def relay_chat(
 ) -> web.StreamResponse:
     """The upstream's answer with what the proxy adds: citations, statuses, the chat shape."""
     ok = response.status < 400
+    if not ok:
+        converted = await converted_error(request, exchange, response, started)
+        if converted is not None:
+            return converted
     if (
         ok
         and not exchange.stream
@@ -198,7 +212,7 @@ async def relay_chat(
     if (
         ok
         and exchange.stream
-        and not is_event_stream(response)
+        and not is_stream(response)
         and "Content-Encoding" not in response.headers
     ):
         return await _stream_whole_answer(request, exchange, response, started, status)
@@ -212,6 +226,42 @@ async def relay_chat(
         already=started,
         transform=transform,
     )
+
+
+async def converted_error(
+    request: web.Request,
+    exchange: Exchange,
+    response: aiohttp.ClientResponse,
+    started: web.StreamResponse | None,
+    ending: Ending = sse_error_event,
+) -> web.StreamResponse | None:
+    """An upstream error in OpenAI's shape: as the exchange's converter reads the upstream's
+    (Ollama's native API), or the other servers' shapes. Nothing sent yet: the error answer,
+    with the upstream's status; a stream the statuses started: its `ending`, with the same
+    message and code. None: relay it as it came (it is OpenAI's already, or nothing readable)."""
+    raw = await response.read()  # kept by aiohttp: a relay after this reads it again
+    try:
+        payload = json.loads(raw)
+    except ValueError:
+        return None
+    converter = exchange.response_converter
+    body = converter.convert_error(response.status, payload) if converter is not None else None
+    if body is None:
+        body = openai_error_body(response.status, payload)
+    if body is None:
+        return None
+    if started is not None:
+        fields = body["error"]
+        error = ProxyError(
+            str(fields["message"]),
+            status=response.status,
+            type="upstream_error",  # as every upstream error in a started stream
+            param=fields.get("param"),
+            code=fields.get("code"),
+        )
+        return await end_with_error(request, started, error, ending)
+    headers = {**exchange.response_headers, "X-Request-ID": exchange.request_id}
+    return web.json_response(body, status=response.status, headers=headers)
 
 
 async def _stream_whole_answer(

@@ -167,7 +167,7 @@ async def create_native_response(request: web.Request) -> web.StreamResponse:
         chat["enrich"] = body.pop("enrich")
     file_search, include_results = take_file_search(body)
     exchange, status, started = await prepare_or_fail(
-        request, services, chat, file_search, watch.ending
+        request, services, chat, file_search, watch.ending, fixed_route=True
     )
     if exchange is None:
         assert started is not None

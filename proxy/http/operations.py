@@ -9,9 +9,17 @@ from proxy.http.keys import CALLER, SERVICES
 
 
 async def healthz(request: web.Request) -> web.Response:
-    """The proxy is up; is the upstream reachable? (llama.cpp `/health`, else `/v1/models`)."""
-    upstream = request.app[SERVICES].upstream
-    details = {"ocr": request.app[SERVICES].parser.ocr.describe()}
+    """The proxy is up; is the upstream reachable? (llama.cpp `/health`, else `/v1/models`).
+    `details.upstream` says what kind of server it is and, with server.api_keys to an admin key
+    only (as /metrics' document sources), the windows learnt per model: the model names are
+    what callers sent, and a window raised for Ollama tells how long someone's prompt was."""
+    services = request.app[SERVICES]
+    upstream = services.upstream
+    caller = request.get(CALLER)
+    detailed = not services.settings.server.api_keys or (caller is not None and caller.admin)
+    # What was learnt of the upstream so far (its kind, the windows seen), asked of nobody.
+    known = services.introspection.known(detailed)
+    details = {"ocr": services.parser.ocr.describe(), "upstream": known}
     try:
         status, _ = await upstream.get_json("/health")
         if status == 404:

@@ -13,6 +13,7 @@ from aiohttp import web
 from proxy.errors import ProxyError, UpstreamError
 from proxy.http.body import parse_body, serialise
 from proxy.http.chat import (
+    converted_error,
     end_with_error,
     event_stream,
     forward_exchange,
@@ -30,7 +31,7 @@ from proxy.responses.items import STATELESS
 from proxy.responses.replay import events_from_response
 from proxy.responses.request import chat_request
 from proxy.upstream.headers import client_response_headers
-from proxy.upstream.relay import error_message, is_event_stream, relay_response
+from proxy.upstream.relay import error_message, is_stream, relay_response
 from proxy.upstream.sse import sse_events
 
 
@@ -63,11 +64,14 @@ async def create_response(request: web.Request) -> web.StreamResponse:
     async def answer(response: aiohttp.ClientResponse) -> web.StreamResponse:
         extra = {**exchange.response_headers, "X-Request-ID": exchange.request_id}
         if response.status >= 400:
+            converted = await converted_error(request, exchange, response, started, stream.ending)
+            if converted is not None:
+                return converted
             return await relay_response(
                 request, response, extra_headers=extra, already=started, ending=stream.ending
             )
         sources = cited(exchange, ids, asked.include_results)
-        if asked.stream and is_event_stream(response):
+        if asked.stream and is_stream(response):
             stream.cited = sources
             transform = to_events(stream, exchange, status.pending())
             return await relay_response(

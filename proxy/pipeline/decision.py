@@ -82,6 +82,29 @@ class AdapterRecord:
 
 
 @dataclass
+class UpstreamRecord:
+    """The upstream as this request met it: its kind, the window and tokenizer used (each exact
+    or estimated, and where it was learnt), and how the prompt was made to fit the window the
+    server really runs with (`route`: `openai`, or `native` for Ollama's /api/chat)."""
+
+    kind: str
+    kind_source: str
+    window: int | None
+    window_exact: bool
+    window_source: str
+    tokenizer: str
+    tokenizer_exact: bool
+    tokenizer_source: str
+    route: str = "openai"
+    prompt_tokens: int | None = None  # the prompt as sent, when it had to be counted
+    answer_tokens: int | None = None  # room kept for the answer
+    loaded_window: int | None = None  # the window the server runs the model with (Ollama)
+    num_ctx: int | None = None  # the window asked of Ollama on its native API
+    upstream_prompt_tokens: int | None = None  # the server's own count, from its answer
+    note: str = ""
+
+
+@dataclass
 class WindowShare:
     """How the request fills the model's context window, in its tokens: the parts it sends and
     the room left for the answer. Parts named in `estimated` were not counted by the model's
@@ -114,6 +137,7 @@ class Decision:
     context_shift: ContextShift | None = None
     adapter: AdapterRecord | None = None
     window: WindowShare | None = None
+    upstream: UpstreamRecord | None = None
     documents: list[dict[str, Any]] = field(default_factory=list)
     """Each parsed document: kind, title, locations, OCR'd pages, warnings (documents.report)."""
     warnings: list[str] = field(default_factory=list)
@@ -144,6 +168,7 @@ class Decision:
             ("context_shift", self.context_shift),
             ("adapter", self.adapter),
             ("window", self.window),
+            ("upstream", self.upstream),
         ):
             if part is not None:
                 record[name] = dataclasses.asdict(part)

@@ -74,6 +74,10 @@ class ResponseConverter(Protocol):
 
     def convert_event(self, event: bytes, payload: Any) -> list[bytes | dict[str, Any]]: ...
 
+    def convert_error(self, status: int, payload: Any) -> dict[str, Any] | None:
+        """An error answer in OpenAI's shape; None when it is one already."""
+        ...
+
 
 @dataclass
 class Exchange:
@@ -97,6 +101,7 @@ class Exchange:
     file_search: FileSearch | None = None  # asked for by a Responses file_search tool
     store_search: StoreSearch | None = None  # the vector stores searched, and what was found
     upstream_path: str = "/v1/chat/completions"
+    fixed_route: bool = False  # the body goes where the caller sends it (native Responses)
     response_converter: ResponseConverter | None = None
     control_tokens: tuple[str, ...] = ()  # declared by the upstream model, for the guard
     timings: dict[str, float] = field(default_factory=dict)

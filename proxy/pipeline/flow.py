@@ -11,6 +11,7 @@ from proxy.pipeline.stages.adapt import adapt
 from proxy.pipeline.stages.cite import cite_sources
 from proxy.pipeline.stages.decide import decide
 from proxy.pipeline.stages.documents import parse_new_documents
+from proxy.pipeline.stages.fit import fit_window
 from proxy.pipeline.stages.inject import inject
 from proxy.pipeline.stages.names import name_references
 from proxy.pipeline.stages.options import read_options
@@ -34,6 +35,7 @@ STAGES: list[tuple[str, Stage]] = [
     ("window", measure_window),  # how the prompt fills the context window (no extra calls)
     ("adapt", adapt),  # context shifting; text-completion upstreams get a rendered prompt
     ("settle", settle_window),  # the window again if shifting counted the whole prompt
+    ("fit", fit_window),  # fits the window the server runs with, or Ollama's native API, or 400
     ("cite", cite_sources),  # X-Enrich-Sources; the "Sources:" block for inline citations
 ]
 

@@ -1,43 +1,74 @@
-"""Learning about the upstream: which tokenizer it offers, each model's window, its tokens."""
+"""Learning about the upstream: its kind (once), each model's window (with a TTL), its tokens."""
 
 from __future__ import annotations
 
 import asyncio
 import re
 import time
-from dataclasses import dataclass
+from typing import Any
 
 import structlog
-from cachetools import TTLCache
+from cachetools import LRUCache, TTLCache
 
 from proxy.config import Settings
 from proxy.errors import ProxyError
 from proxy.upstream.client import UpstreamClient
-from proxy.upstream.tokens import LlamaCppCounter, TiktokenCounter, TokenCounter, VllmCounter
+from proxy.upstream.detect import detect_kind
+from proxy.upstream.facts import ContextWindow, Detection, Fact, ModelFacts
+from proxy.upstream.kinds import traits
+from proxy.upstream.tokens import (
+    KoboldCppCounter,
+    LlamaCppCounter,
+    LlamaCppPythonCounter,
+    MarginCounter,
+    SglangCounter,
+    TabbyApiCounter,
+    TextgenCounter,
+    TgiCounter,
+    TiktokenCounter,
+    TokenCounter,
+    VllmCounter,
+)
+from proxy.upstream.windows import learn_window, refused
 
 log = structlog.get_logger(__name__)
 
 # Special tokens as chat templates spell them: <|im_start|>, <start_of_turn>, [INST], <s>.
 TEMPLATE_TOKEN = re.compile(r"<\|?[A-Za-z0-9_\-/▁｜]{1,40}\|?>|\[/?[A-Z][A-Z_]{1,30}\]")
 
+# Each kind's own tokenizer, by the name `upstream.tokenizer` takes.
+REMOTE_COUNTERS = {
+    "sglang": SglangCounter,
+    "koboldcpp": KoboldCppCounter,
+    "tabbyapi": TabbyApiCounter,
+    "textgen": TextgenCounter,
+    "tgi": TgiCounter,
+    "llama-cpp-python": LlamaCppPythonCounter,
+}
+OWN_TOKENIZER = {"llamacpp", "vllm", *REMOTE_COUNTERS}
 
-@dataclass
-class ContextWindow:
-    """A model's context length and where it was learnt, or None when nobody says."""
-
-    tokens: int | None
-    source: str
-    keep: bool = True  # False when the upstream refused for want of a key: ask again next time
+COUNTER_SOURCES = {
+    "llamacpp": "POST /apply-template then POST /tokenize",
+    "vllm": "POST /tokenize (messages, template applied)",
+    "sglang": "POST /tokenize (prompt; chat framing as ChatML)",
+    "koboldcpp": "POST /api/extra/tokencount (chat framing as ChatML)",
+    "tabbyapi": "POST /v1/token/encode (messages, template applied)",
+    "textgen": "POST /v1/internal/chat-prompt then POST /v1/internal/token-count",
+    "tgi": "POST /chat_tokenize and POST /tokenize",
+    "llama-cpp-python": "POST /extras/tokenize/count (chat framing as ChatML)",
+}
 
 
 class ModelIntrospection:
-    """Probes each upstream once for its tokenizer, and each model's window with a TTL."""
+    """Finds the upstream's kind once, then each model's window (for `context_ttl_s`) and the
+    counter of its tokens; never makes a request fail for a probe that failed."""
 
     def __init__(self, settings: Settings, upstream: UpstreamClient) -> None:
         self.settings = settings
         self.upstream = upstream
-        self._flavour: str | None = None
+        self._detection: Detection | None = None
         self._probe_lock = asyncio.Lock()
+        self.probe_requests = 0  # requests the kind's detection took (bench, /healthz)
         # A model's window is asked again after `context_ttl_s` (a server may be restarted with
         # another -c); at most 256 models are remembered.
         self._windows: TTLCache[str, ContextWindow] = TTLCache(
@@ -46,37 +77,43 @@ class ModelIntrospection:
         self._tiktoken: dict[str, TiktokenCounter] = {}
         self._learning: dict[str, asyncio.Future[ContextWindow]] = {}
         self._declared: tuple[str, ...] | None = None
+        # The last window of each model, for /healthz: the names are the callers' own, so as
+        # many as the windows kept, the least recently learnt going first.
+        self.seen: LRUCache[str, ContextWindow] = LRUCache(maxsize=256)
+        # Ollama: the window the proxy asked for per model (its full name). Later requests ask
+        # for no less, so that Ollama does not reload the model back and forth.
+        self.raised_num_ctx: dict[str, int] = {}
 
-    async def flavour(self) -> str:
-        """`llamacpp`, `vllm` or `other`: asked of the upstream once, then remembered."""
-        if self._flavour is not None:
-            return self._flavour
+    async def detection(self) -> Detection:
+        """The upstream's kind: configured, or asked of the upstream once and remembered."""
+        configured = self.settings.upstream.kind
+        if configured != "auto":
+            return Detection(configured, "upstream.kind in the config")
+        if self._detection is not None:
+            return self._detection
         async with self._probe_lock:
-            if self._flavour is not None:
-                return self._flavour
-            flavour, certain = await self._probe()
-            log.info("upstream probed", flavour=flavour, url=self.upstream.base_url)
-            if not certain:
-                return flavour  # refused for want of a key: ask again with the next request
-            self._flavour = flavour
-        return flavour
-
-    async def _probe(self) -> tuple[str, bool]:
-        """The upstream's kind, and whether the answer can be kept (no 401/403 seen)."""
-        try:
-            status, body = await self.upstream.get_json("/props")
-            if status == 200 and isinstance(body, dict) and "default_generation_settings" in body:
-                return "llamacpp", True
-            refused = status in (401, 403)
-            status, body = await self.upstream.post_json(
-                "/tokenize", {"prompt": "probe", "add_special_tokens": False}
+            if self._detection is not None:
+                return self._detection
+            found, asked = await detect_kind(self.upstream)
+            self.probe_requests += asked
+            log.info(
+                "upstream probed",
+                kind=found.kind,
+                found_by=found.source,
+                version=found.version,
+                requests=asked,
+                url=self.upstream.base_url,
             )
-            if status == 200 and isinstance(body, dict) and "count" in body:
-                return "vllm", True
-        except ProxyError as error:
-            log.warning("upstream probe failed", error=error.message)
-            raise
-        return "other", not (refused or status in (401, 403))
+            if found.certain:
+                self._detection = found
+            return found
+
+    def known_detection(self) -> Detection | None:
+        """The kind if it was found already (no request made): for /healthz."""
+        configured = self.settings.upstream.kind
+        if configured != "auto":
+            return Detection(configured, "upstream.kind in the config")
+        return self._detection
 
     async def declared_tokens(self) -> tuple[str, ...]:
         """Control tokens the upstream model declares (llama.cpp `/props`), for the guard.
@@ -87,7 +124,7 @@ class ModelIntrospection:
             return self._declared
         found: set[str] = set()
         try:
-            if await self.flavour() == "llamacpp":
+            if (await self.detection()).kind == "llamacpp":
                 status, props = await self.upstream.get_json("/props")
                 if status == 200 and isinstance(props, dict):
                     for key in ("bos_token", "eos_token"):
@@ -116,14 +153,32 @@ class ModelIntrospection:
         choice: str = (
             self.settings.model_settings(model).tokenizer or self.settings.upstream.tokenizer
         )
+        kind = (await self.detection()).kind
         if choice == "auto":
-            flavour = await self.flavour()
-            choice = {"llamacpp": "llamacpp", "vllm": "vllm"}.get(flavour, "tiktoken")
+            choice = kind if kind in OWN_TOKENIZER else "tiktoken"
         if choice == "llamacpp":
             return LlamaCppCounter(self.upstream)
         if choice == "vllm":
             return VllmCounter(self.upstream, model)
-        return self._tiktoken_for(model)
+        if choice in REMOTE_COUNTERS:
+            return REMOTE_COUNTERS[choice](self.upstream, model)
+        estimate = self._tiktoken_for(model)
+        if traits(kind).truncates:
+            return MarginCounter(estimate, self.settings.upstream.estimate_margin)
+        return estimate
+
+    async def tokenizer_fact(self, model: str | None) -> Fact[str]:
+        counter = await self.counter(model)
+        inner = counter.inner if isinstance(counter, MarginCounter) else counter
+        name = inner.kind.removeprefix("tiktoken:")
+        if counter.kind in COUNTER_SOURCES:
+            source = COUNTER_SOURCES[counter.kind]
+        elif isinstance(counter, MarginCounter):
+            margin = self.settings.upstream.estimate_margin
+            source = f"tiktoken {name} over a ChatML rendering, raised by {margin:g}"
+        else:
+            source = f"tiktoken {name} over a ChatML rendering"
+        return Fact(counter.kind, counter.exact, source)
 
     async def context_window(self, model: str | None) -> ContextWindow:
         configured = self.settings.model_settings(model).context_length
@@ -134,7 +189,7 @@ class ModelIntrospection:
         if cached is not None:
             return cached
         # One lookup per model at a time: when the entry expires under load, the requests in
-        # flight wait for a single /props call instead of each sending their own.
+        # flight wait for a single call instead of each sending their own.
         pending = self._learning.get(key)
         if pending is None:
             pending = asyncio.ensure_future(self._learn_window(model))
@@ -145,28 +200,53 @@ class ModelIntrospection:
                 self._learning.pop(key, None)
             if window.keep:
                 self._windows[key] = window
+            self.seen[key] = window
             return window
         return await asyncio.shield(pending)
 
     async def _learn_window(self, model: str | None) -> ContextWindow:
-        if await self.flavour() == "llamacpp":
-            status, props = await self.upstream.get_json("/props")
-            settings = props.get("default_generation_settings") if isinstance(props, dict) else None
-            n_ctx = settings.get("n_ctx") if isinstance(settings, dict) else None
-            if status == 200 and isinstance(n_ctx, int) and n_ctx > 0:
-                return ContextWindow(n_ctx, "llamacpp /props n_ctx")
-        status, models = await self.upstream.get_json("/v1/models")
-        cards = models.get("data") if isinstance(models, dict) else None
-        if status == 200 and isinstance(cards, list):
-            chosen = [c for c in cards if isinstance(c, dict) and c.get("id") == model] or [
-                c for c in cards if isinstance(c, dict)
-            ][:1]
-            for card in chosen:
-                meta = card.get("meta")
-                if isinstance(meta, dict) and isinstance(meta.get("n_ctx"), int):
-                    return ContextWindow(meta["n_ctx"], "llamacpp /v1/models meta.n_ctx")
-                if isinstance(card.get("max_model_len"), int):
-                    return ContextWindow(card["max_model_len"], "vllm /v1/models max_model_len")
-        if status in (401, 403):
-            return ContextWindow(None, f"unknown (the upstream answered {status})", keep=False)
-        return ContextWindow(None, "unknown")
+        found = await self.detection()
+        try:
+            return await learn_window(self.upstream, model, self.settings, found)
+        except ProxyError as error:
+            # The chat request itself will say what is wrong with the upstream.
+            log.warning("could not learn the context window", model=model, error=error.message)
+            return ContextWindow(None, f"unknown ({error.message})", keep=False)
+
+    async def facts(self, model: str | None) -> ModelFacts:
+        """The kind, window and tokenizer the proxy uses for `model`."""
+        return ModelFacts(
+            await self.detection(),
+            await self.context_window(model),
+            await self.tokenizer_fact(model),
+        )
+
+    def known(self, detailed: bool = True) -> dict[str, Any]:
+        """What is known already, without asking the upstream anything (/healthz). Not
+        `detailed`: the kind only, not the windows per model name (names callers sent) nor the
+        windows asked of Ollama (which tell how long someone's prompt was)."""
+        found = self.known_detection()
+        record: dict[str, Any] = {
+            "kind": found.to_json() if found else {"value": None, "source": "not probed yet"},
+            "probe_requests": self.probe_requests,
+        }
+        if not detailed:
+            return record
+        models = {}
+        for name, window in self.seen.items():
+            entry: dict[str, Any] = window.fact().to_json()
+            if window.loaded is not None:
+                entry["loaded"] = window.loaded
+            if window.trained is not None:
+                entry["trained"] = window.trained
+            if window.running is not None:
+                entry["running"] = window.running
+            models[name or "(no model named)"] = entry
+        if models:
+            record["windows"] = models
+        if self.raised_num_ctx:
+            record["ollama_num_ctx"] = dict(self.raised_num_ctx)
+        return record
+
+
+__all__ = ["ContextWindow", "ModelIntrospection", "refused"]

@@ -12,6 +12,7 @@ from aiohttp import web
 
 from proxy.errors import ProxyError, UpstreamError, UpstreamTimeout
 from proxy.upstream.headers import client_response_headers
+from proxy.upstream.sse import ndjson_events
 
 # Bodies up to this size are read whole and answered with an exact Content-Length.
 SMALL_BODY = 1 << 20
@@ -32,8 +33,22 @@ class UpstreamCut(Exception):
         self.response = response
 
 
+NDJSON = "application/x-ndjson"
+
+
 def is_event_stream(response: aiohttp.ClientResponse) -> bool:
     return response.content_type == "text/event-stream"
+
+
+def is_stream(response: aiohttp.ClientResponse) -> bool:
+    """An answer in parts: SSE, or NDJSON (Ollama's native API), read as events."""
+    return response.content_type in ("text/event-stream", NDJSON)
+
+
+def event_chunks(response: aiohttp.ClientResponse) -> AsyncIterator[bytes]:
+    """The answer's bytes as they arrive, NDJSON lines turned into SSE events."""
+    chunks = response.content.iter_any()
+    return ndjson_events(chunks) if response.content_type == NDJSON else chunks
 
 
 def sse_error_event(error: ProxyError) -> bytes:
@@ -84,13 +99,18 @@ async def relay_response(
         return web.Response(
             status=upstream.status, reason=upstream.reason, body=body, headers=headers
         )
+    reframed = transform is not None and upstream.content_type == NDJSON
+    if reframed:
+        headers["Content-Type"] = "text/event-stream"
     response = web.StreamResponse(status=upstream.status, reason=upstream.reason, headers=headers)
     if length is not None and transform is None:
         response.content_length = length
     await response.prepare(request)
-    chunks = upstream.content.iter_any()
-    source = transform(chunks) if transform is not None else chunks
-    sse = is_event_stream(upstream)
+    if transform is not None:
+        source = transform(event_chunks(upstream))
+    else:
+        source = upstream.content.iter_any()
+    sse = is_event_stream(upstream) or reframed
     await _pump(response, source, sse=sse, url=str(upstream.url), ending=ending)
     return response
 
@@ -101,7 +121,7 @@ async def _relay_into_started(
     transform: Callable[[AsyncIterator[bytes]], AsyncIterator[bytes]] | None,
     ending: Ending,
 ) -> web.StreamResponse:
-    if upstream.status >= 400 or not is_event_stream(upstream):
+    if upstream.status >= 400 or not is_stream(upstream):
         body = await upstream.read()
         try:
             payload = json.loads(body)
@@ -116,21 +136,48 @@ async def _relay_into_started(
             await response.write(b"data: " + body + b"\n\ndata: [DONE]\n\n")
         await response.write_eof()
         return response
-    chunks = upstream.content.iter_any()
+    chunks = event_chunks(upstream)
     source = transform(chunks) if transform is not None else chunks
     await _pump(response, source, sse=True, url=str(upstream.url), ending=ending)
     return response
 
 
 def error_message(payload: Any) -> str | None:
-    """The message of an upstream error body, in OpenAI's shape or the older flat one."""
+    """The message of an upstream error body: OpenAI's shape, the older flat one, a bare string
+    (Ollama, TGI: `{"error": "..."}`) or FastAPI's and KoboldCpp's `detail`."""
     if isinstance(payload, dict):
         error = payload.get("error")
         if isinstance(error, dict) and isinstance(error.get("message"), str):
             return str(error["message"])
+        if isinstance(error, str) and error:
+            return error
         if isinstance(payload.get("message"), str):
             return str(payload["message"])
+        detail = payload.get("detail")
+        if isinstance(detail, str):
+            return detail
+        if isinstance(detail, dict) and isinstance(detail.get("msg"), str):
+            return str(detail["msg"])
     return None
+
+
+def openai_error_body(status: int, payload: Any) -> dict[str, Any] | None:
+    """An upstream error body in OpenAI's shape, for the error shapes other servers use (a bare
+    `{"error": "..."}` from Ollama and TGI, SGLang's flat `{"object": "error", "message"}`,
+    FastAPI's and KoboldCpp's `detail`), so the openai SDK shows their message; None when the
+    body is OpenAI's already (relayed untouched) or says nothing readable."""
+    if not isinstance(payload, dict):
+        return None
+    error = payload.get("error")
+    if isinstance(error, dict) and isinstance(error.get("message"), str):
+        return None
+    message = error_message(payload)
+    if message is None:
+        return None
+    kind = payload.get("error_type") or payload.get("type")
+    if not isinstance(kind, str):
+        kind = "invalid_request_error" if 400 <= status < 500 else "upstream_error"
+    return {"error": {"message": message, "type": kind, "param": None, "code": None}}
 
 
 async def _pump(

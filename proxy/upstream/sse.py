@@ -43,3 +43,21 @@ def event_json(event: bytes) -> Any:
 
 def data_event(payload: Any) -> bytes:
     return b"data: " + json.dumps(payload, ensure_ascii=False).encode() + b"\n\n"
+
+
+async def ndjson_events(chunks: AsyncIterator[bytes]) -> AsyncIterator[bytes]:
+    """NDJSON lines (Ollama's streams) as SSE data events, whatever the chunk boundaries, and
+    `[DONE]` when the stream ends: every reader of events can read them."""
+    buffer = b""
+    async for chunk in chunks:
+        buffer += chunk
+        while True:
+            end = buffer.find(b"\n")
+            if end < 0:
+                break
+            line, buffer = buffer[:end].strip(), buffer[end + 1 :]
+            if line:
+                yield b"data: " + line + b"\n\n"
+    if buffer.strip():
+        yield b"data: " + buffer.strip() + b"\n\n"
+    yield b"data: [DONE]\n\n"

@@ -26,3 +26,6 @@ class TextCompletionConverter:
         if data is not None and data.strip() == b"[DONE]":
             return [*self.stream.finish(), event]
         return [event]  # comments and anything else go through as they came
+
+    def convert_error(self, status: int, payload: Any) -> dict[str, Any] | None:
+        return None  # the completion servers answer errors in OpenAI's shape already

@@ -164,3 +164,58 @@ def _wait_http_ok(url: str, proc: subprocess.Popen[bytes], log_path: Path, timeo
             tail = log_path.read_text(errors="replace")[-3000:]
             raise RuntimeError(f"{url} not answering after {timeout:.0f} s:\n{tail}")
         time.sleep(0.1)
+
+
+def _llama_cpp_python() -> str | None:
+    """An interpreter with llama-cpp-python's server: `LLAMA_CPP_PYTHON`, else this one if it
+    has it. PyPI has only its source (it compiles llama.cpp: 39 minutes measured on 2 busy
+    cores), so CI does not install it."""
+    configured = os.environ.get("LLAMA_CPP_PYTHON")
+    if configured:
+        return configured
+    probe = subprocess.run(
+        [sys.executable, "-c", "import llama_cpp.server"], capture_output=True, check=False
+    )
+    return sys.executable if probe.returncode == 0 else None
+
+
+@pytest.fixture(scope="session")
+def llama_cpp_python_server(
+    gemma_model: str, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[str]:
+    """llama-cpp-python's OpenAI server (`python -m llama_cpp.server`, n_ctx 2048) with the
+    small Gemma; skips when llama-cpp-python is not installed."""
+    python = _llama_cpp_python()
+    if python is None:
+        pytest.skip("llama-cpp-python is not installed (set LLAMA_CPP_PYTHON to its python)")
+    port = free_port()
+    log_path = tmp_path_factory.mktemp("llama-cpp-python") / "server.log"
+    argv = [
+        python,
+        "-m",
+        "llama_cpp.server",
+        "--model",
+        gemma_model,
+        "--n_ctx",
+        "2048",
+        "--n_threads",
+        "1",
+        "--host",
+        "127.0.0.1",
+        "--port",
+        str(port),
+    ]
+    with log_path.open("wb") as log_file:
+        proc = subprocess.Popen(
+            argv, stdin=subprocess.DEVNULL, stdout=log_file, stderr=subprocess.STDOUT
+        )
+    try:
+        _wait_http_ok(f"http://127.0.0.1:{port}/v1/models", proc, log_path, timeout=STARTUP_TIMEOUT)
+        yield f"http://127.0.0.1:{port}"
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()

@@ -8,7 +8,7 @@ import aiohttp
 import pytest
 from aiohttp import web
 
-from proxy.upstream.relay import relay_response
+from proxy.upstream.relay import openai_error_body, relay_response
 
 BODIES = {
     # Small, with a length: relayed whole when nothing transforms it.
@@ -96,3 +96,47 @@ async def test_an_answer_relayed_into_a_started_stream(path: str, expected: byte
 
     received, _ = await through_front(path, relay)
     assert received == expected
+
+
+@pytest.mark.parametrize(
+    ("payload", "status", "expected"),
+    [
+        # Ollama's and TGI's bare strings
+        ({"error": "model 'x' not found"}, 404, ("model 'x' not found", "invalid_request_error")),
+        (
+            {"error": "Input validation error", "error_type": "validation"},
+            422,
+            ("Input validation error", "validation"),
+        ),
+        # SGLang's (and old vLLM's) flat error
+        (
+            {"object": "error", "message": "too long", "type": "BadRequestError", "code": 400},
+            400,
+            ("too long", "BadRequestError"),
+        ),
+        # FastAPI's and KoboldCpp's detail
+        (
+            {
+                "detail": {
+                    "msg": "Server is busy; please try again later.",
+                    "type": "service_unavailable",
+                }
+            },
+            503,
+            ("Server is busy; please try again later.", "upstream_error"),
+        ),
+        ({"detail": "Not Found"}, 404, ("Not Found", "invalid_request_error")),
+    ],
+)
+def test_other_servers_error_shapes_in_openais(
+    payload: dict[str, object], status: int, expected: tuple[str, str]
+) -> None:
+    body = openai_error_body(status, payload)
+    assert body is not None
+    assert (body["error"]["message"], body["error"]["type"]) == expected
+
+
+def test_openais_own_error_shape_is_left_alone() -> None:
+    assert openai_error_body(400, {"error": {"message": "x", "type": "y"}}) is None
+    assert openai_error_body(500, ["not", "a", "dict"]) is None
+    assert openai_error_body(500, {"unrelated": True}) is None

@@ -13,17 +13,21 @@ from proxy.formats import (
     shift_context,
 )
 from proxy.formats.adapter import merged_stops
+from proxy.formats.shift import ContextOverflow
 from proxy.pipeline.decision import AdapterRecord, ContextShift
 from proxy.pipeline.exchange import Exchange
 from proxy.pipeline.services import Services
+from proxy.upstream.facts import UpstreamKind
+from proxy.upstream.kinds import ANSWER_RESERVE, traits
 from proxy.upstream.text_adapter import TextCompletionConverter
 
 # Template overhead per message no chat format exceeds (role markers, separators, BOS/EOS).
 TEMPLATE_TOKENS_PER_MESSAGE = 16
 
 
-def surely_fits(messages: list[dict[str, Any]], limit: int) -> bool:
-    """True when the conversation cannot exceed `limit` tokens, whatever the tokenizer.
+def token_bound(messages: list[dict[str, Any]]) -> int | None:
+    """The most tokens the conversation can be, whatever the tokenizer; None when it has parts
+    other than text (images), which only counting can tell.
 
     Every token of a byte-level or byte-fallback tokenizer covers at least one UTF-8 byte, so
     bytes plus a per-message allowance bound the count: short chats skip the tokenize calls.
@@ -38,12 +42,18 @@ def surely_fits(messages: list[dict[str, Any]], limit: int) -> bool:
                 if isinstance(part, dict) and isinstance(part.get("text"), str):
                     size += len(part["text"].encode())
                 else:
-                    return False  # images and other parts: count properly
+                    return None  # images and other parts: count properly
         if message.get("tool_calls"):
             # Rendered into the prompt too (as JSON in most formats' conventions).
             size += len(json.dumps(message["tool_calls"], ensure_ascii=False).encode())
         size += TEMPLATE_TOKENS_PER_MESSAGE
-    return size <= limit
+    return size
+
+
+def surely_fits(messages: list[dict[str, Any]], limit: int) -> bool:
+    """True when the conversation cannot exceed `limit` tokens, whatever the tokenizer."""
+    bound = token_bound(messages)
+    return bound is not None and bound <= limit
 
 
 def answer_budget(body: dict[str, Any]) -> int:
@@ -51,19 +61,35 @@ def answer_budget(body: dict[str, Any]) -> int:
     return value if isinstance(value, int) and value > 0 else 0
 
 
+def answer_room(body: dict[str, Any], kind: UpstreamKind) -> int:
+    """Tokens the answer needs beside the prompt: the request's max_tokens; on servers that
+    cut a prompt leaving too little room, a reserve when the request sets none."""
+    return answer_budget(body) or (ANSWER_RESERVE if traits(kind).truncates else 0)
+
+
 async def adapt(exchange: Exchange, services: Services) -> None:
     model_settings = services.settings.model_settings(exchange.model)
-    if model_settings.adapter == "text":
-        await _to_text_completion(exchange, services, model_settings.format or "chatml")
-    else:
-        await _shift_chat(exchange, services)
+    try:
+        if model_settings.adapter == "text":
+            await _to_text_completion(exchange, services, model_settings.format or "chatml")
+        else:
+            await _shift_chat(exchange, services)
+    except ContextOverflow as overflow:
+        window = await services.introspection.context_window(exchange.model)
+        if not window.hint:
+            raise
+        # Say how to make the window larger, where the server's window is the limit.
+        raise ContextOverflow(
+            overflow.tokens, overflow.limit, overflow.dropped, window.hint
+        ) from None
 
 
 async def _window_limit(exchange: Exchange, services: Services) -> int | None:
     window = await services.introspection.context_window(exchange.model)
     if window.tokens is None:
         return None
-    return max(1, window.tokens - answer_budget(exchange.body))
+    kind = (await services.introspection.detection()).kind
+    return max(1, window.tokens - answer_room(exchange.body, kind))
 
 
 def _note_dropped(exchange: Exchange, dropped: int, tokens: int, limit: int) -> None:

@@ -1,0 +1,115 @@
+"""What the proxy knows of its upstream: each fact with its value, whether it is exact, and where
+it was learnt (the upstream's kind, a model's window, its tokenizer)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Generic, Literal, TypeVar
+
+T = TypeVar("T")
+
+UpstreamKind = Literal[
+    "llamacpp",
+    "vllm",
+    "sglang",
+    "ollama",
+    "lmstudio",
+    "tgi",
+    "koboldcpp",
+    "tabbyapi",
+    "textgen",
+    "llama-cpp-python",
+    "openrouter",
+    "openai-compatible",
+    "other",
+]
+KINDS: tuple[UpstreamKind, ...] = (
+    "llamacpp",
+    "vllm",
+    "sglang",
+    "ollama",
+    "lmstudio",
+    "tgi",
+    "koboldcpp",
+    "tabbyapi",
+    "textgen",
+    "llama-cpp-python",
+    "openrouter",
+    "openai-compatible",
+    "other",
+)
+
+
+@dataclass(frozen=True)
+class Fact(Generic[T]):
+    """One thing learnt about the upstream: its value, exact or estimated, and its source (the
+    endpoint and field, the config key, or how it was estimated)."""
+
+    value: T
+    exact: bool
+    source: str
+
+    def to_json(self) -> dict[str, Any]:
+        return {"value": self.value, "exact": self.exact, "source": self.source}
+
+
+@dataclass(frozen=True)
+class Detection:
+    """The upstream's kind and how it was found. `certain` is False when the answer must not be
+    kept (a probe failed or was refused for want of a key): the next request asks again."""
+
+    kind: UpstreamKind
+    source: str
+    certain: bool = True
+    version: str | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        record: dict[str, Any] = {"value": self.kind, "source": self.source}
+        if self.version:
+            record["version"] = self.version
+        return record
+
+
+@dataclass(frozen=True)
+class ContextWindow:
+    """A model's context window as the proxy plans with it, and where it was learnt.
+
+    `tokens` is None when nobody says. `loaded` is the window the server runs the model with
+    (for Ollama: for a request that sets none) and `trained` the model's own maximum, where the
+    server tells them apart (Ollama, LM Studio); `running` what Ollama runs it with right now;
+    `hint` says how to make it larger. `keep` is False when the answer must be asked for again
+    next time (refused for want of a key, or a model not loaded yet)."""
+
+    tokens: int | None
+    source: str
+    exact: bool = True
+    keep: bool = True
+    loaded: int | None = None
+    trained: int | None = None
+    running: int | None = None
+    hint: str = ""
+
+    def fact(self) -> Fact[int | None]:
+        return Fact(self.tokens, self.exact and self.tokens is not None, self.source)
+
+
+@dataclass(frozen=True)
+class ModelFacts:
+    """What the proxy uses for one model behind the upstream. A new fact (say, whether the model
+    sees images) joins as one more `Fact` field."""
+
+    kind: Detection
+    window: ContextWindow
+    tokenizer: Fact[str]
+
+    def to_json(self) -> dict[str, Any]:
+        window = self.window.fact().to_json()
+        if self.window.loaded is not None:
+            window["loaded"] = self.window.loaded
+        if self.window.trained is not None:
+            window["trained"] = self.window.trained
+        return {
+            "kind": self.kind.to_json(),
+            "window": window,
+            "tokenizer": self.tokenizer.to_json(),
+        }
