@@ -80,6 +80,8 @@ class ServerSettings(Section):
     header_timeout_s: float = Field(30, gt=0)
     body_timeout_s: float = Field(30, gt=0)
     max_connections_per_client: int = Field(128, ge=0)  # 0: no cap
+    # Messages of a chat request (items of a Responses `input`): every stage walks them.
+    max_messages: int = Field(4096, ge=1)
 
 
 class SpawnSettings(Section):

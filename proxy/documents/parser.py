@@ -7,7 +7,7 @@ import hashlib
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import replace
-from pathlib import Path
+from pathlib import Path, PurePath
 from typing import TYPE_CHECKING
 
 import structlog
@@ -35,6 +35,7 @@ if TYPE_CHECKING:
 log = structlog.get_logger(__name__)
 
 _INLINE_BYTES = 4 * 1024 * 1024
+_KINDS_REMEMBERED = 4096
 _SCANNABLE = frozenset({Kind.PDF, Kind.XPS, Kind.CBZ, Kind.IMAGE})
 _OCR_OFF = OcrStatus(None, "not configured")
 
@@ -68,6 +69,7 @@ class DocumentParser:
         recycle = {} if recycle_rss_bytes is None else {"recycle_rss_bytes": recycle_rss_bytes}
         self.pool = WorkerPool(workers, argv=worker_argv, **recycle)
         self._inflight: dict[str, asyncio.Future[ParsedDocument]] = {}
+        self._kinds: dict[tuple[str, str, Kind | None], Kind | DocumentError] = {}
 
     async def start(self) -> None:
         """Optional warm-up: spawn the worker processes before the first parse."""
@@ -87,7 +89,8 @@ class DocumentParser:
                 f"{name}: is {len(data)} bytes, over the limit of {limit} bytes per document",
                 code="document_too_large",
             )
-        kind = detect(name, data)
+        sha256 = await self._digest(data)
+        kind = await self._kind(name, data, sha256)
         if kind == Kind.IMAGE and not self.ocr.on:
             raise DocumentError(
                 name,
@@ -106,12 +109,11 @@ class DocumentParser:
                 declared=str(declared),
                 parsed_as=str(kind),
             )
-        cached = await self._cached(data, kind)
-        if isinstance(cached, ParsedDocument):
+        cached = await self._cached(sha256, kind)
+        if cached is not None:
             self.count("cache")
             self._check_size(name, cached)
             return cached if cached.name == name else replace(cached, name=name)
-        sha256 = cached
         # Many clients sending the same new document at once parse it once.
         while (pending := self._inflight.get(sha256)) is not None:
             try:
@@ -194,20 +196,44 @@ class DocumentParser:
         )
         return document
 
-    async def _cached(self, data: bytes, kind: Kind) -> ParsedDocument | str:
-        """The cached document, or the sha256 to file a new one under."""
+    async def kind_of(self, name: str, data: bytes) -> Kind:
+        """The kind `parse` would take `data` for (DocumentError when it takes none)."""
+        return await self._kind(name, data, await self._digest(data))
+
+    async def _digest(self, data: bytes) -> str:
         if len(data) < _INLINE_BYTES:
-            sha256 = hashlib.sha256(data).hexdigest()
-        else:
-            # hashlib releases the GIL: big inputs are hashed without holding up the loop.
-            sha256 = (await asyncio.to_thread(hashlib.sha256, data)).hexdigest()
+            return hashlib.sha256(data).hexdigest()
+        # hashlib releases the GIL: big inputs are hashed without holding up the loop.
+        return (await asyncio.to_thread(hashlib.sha256, data)).hexdigest()
+
+    async def _kind(self, name: str, data: bytes, sha256: str) -> Kind:
+        """Detected once per bytes and name (the extension counts), in a thread: telling a
+        container's format lists its entries, which is not for the event loop. The outcome,
+        a refusal included, is remembered, so a document sent again (or named 20 times in one
+        request) is not detected again."""
+        key = (sha256, PurePath(name).suffix.lower(), declared_kind(name))
+        known = self._kinds.get(key)
+        if known is None:
+            try:
+                known = await asyncio.to_thread(detect, name, data)
+            except DocumentError as error:
+                known = error
+            self._kinds[key] = known
+            while len(self._kinds) > _KINDS_REMEMBERED:
+                del self._kinds[next(iter(self._kinds))]
+        if isinstance(known, DocumentError):
+            raise DocumentError(name, known.reason, code=known.code)
+        return known
+
+    async def _cached(self, sha256: str, kind: Kind) -> ParsedDocument | None:
+        """The cached document, if any."""
         document = self.cache.recall(sha256, kind)
         if document is None:
             # Reading and decoding an entry of up to max_chars is kept off the loop too.
             document = await asyncio.to_thread(self.cache.load, sha256, kind)
             if document is not None:
                 self.cache.remember(document)
-        return document or sha256
+        return document
 
     def _hint(self, kind: Kind) -> str:
         if kind not in _SCANNABLE:

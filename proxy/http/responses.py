@@ -53,7 +53,7 @@ async def create_response(request: web.Request) -> web.StreamResponse:
     body = await parse_body(await read_request_body(request, services))
     if services.settings.upstream.responses == "native":
         return await _native(request, services, body)
-    chat, asked = chat_request(body)
+    chat, asked = chat_request(body, services.settings.server.max_messages)
     exchange, status, started = await prepare_or_fail(request, services, chat, asked.file_search)
     if exchange is None:
         assert started is not None
@@ -153,7 +153,7 @@ async def _native(
     """Upstreams that speak Responses: the pipeline enriches `input`, the answer is theirs."""
     if "input" not in body:
         raise BadRequest("input: is required", param="input", code="missing_required_parameter")
-    messages, origins = translate_input(body["input"])
+    messages, origins = translate_input(body["input"], services.settings.server.max_messages)
     chat: dict[str, Any] = {"messages": messages, "stream": body.get("stream") is True}
     if isinstance(body.get("model"), str):
         chat["model"] = body["model"]

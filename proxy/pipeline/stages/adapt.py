@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 from typing import Any
 
@@ -20,6 +21,16 @@ from proxy.upstream.text_adapter import TextCompletionConverter
 
 # Template overhead per message no chat format exceeds (role markers, separators, BOS/EOS).
 TEMPLATE_TOKENS_PER_MESSAGE = 16
+# Conversations longer than this are rendered in a thread: a template runs per message, and
+# context shifting renders the conversation once per step of its search.
+OFF_LOOP_MESSAGES = 64
+
+
+async def rendered(fmt: InstructFormat, messages: list[dict[str, Any]]) -> str:
+    """The prompt for `messages` (the upstream adds BOS itself), off the loop when long."""
+    if len(messages) > OFF_LOOP_MESSAGES:
+        return await asyncio.to_thread(render_prompt, fmt, messages, include_bos=False)
+    return render_prompt(fmt, messages, include_bos=False)
 
 
 def surely_fits(messages: list[dict[str, Any]], limit: int) -> bool:
@@ -92,13 +103,13 @@ async def _to_text_completion(exchange: Exchange, services: Services, format_nam
         counter = await services.introspection.counter(exchange.model)
 
         async def count(candidate: list[dict[str, Any]]) -> int:
-            return await counter.count_prompt(render_prompt(fmt, candidate))
+            return await counter.count_prompt(await rendered(fmt, candidate))
 
         result = await shift_context(messages, count, limit)
         messages = result.messages
         _note_dropped(exchange, result.dropped, result.tokens, limit)
-    # Rendering happens once, here at the end; the upstream adds BOS itself.
-    prompt = render_prompt(fmt, messages, include_bos=False)
+    # Rendering happens once, here at the end.
+    prompt = await rendered(fmt, messages)
     exchange.body = completion_request(exchange.body, fmt, prompt)
     exchange.upstream_path = "/v1/completions"
     exchange.decision.adapter = AdapterRecord("text", fmt.name, stops)
