@@ -148,6 +148,10 @@ class DocumentSettings(Section):
     max_chars: int = Field(5_000_000, ge=1)
     max_files_per_request: int = Field(20, ge=1)
     max_request_chars: int = Field(10_000_000, ge=1)
+    # Bytes of the documents one request references (each file once), and that all requests
+    # of one key hold at a time while they read them: 413 and 429 before anything is read.
+    max_request_mb: float = Field(256, gt=0)
+    max_inflight_mb_per_key: float = Field(512, gt=0)
     parse_timeout_s: float = Field(60, gt=0)
     parse_workers: int = Field(2, ge=1)
     cache_max_mb: float = Field(2048, gt=0)

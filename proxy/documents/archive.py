@@ -166,11 +166,14 @@ def _end_record(data: bytes, label: str) -> _End:
     entries, directory_bytes = struct.unpack_from("<HI", data, at + 10)
     locator = at - _ZIP64_LOCATOR_SIZE
     record = locator - _ZIP64_END_SIZE
-    if locator >= 0 and data[locator : locator + 4] == _ZIP64_LOCATOR:
-        if record >= 0 and data[record : record + 4] == _ZIP64_END:
-            # zipfile takes the ZIP64 record's count and size over the plain record's.
-            entries, directory_bytes = struct.unpack_from("<QQ", data, record + 32)
-            return _End(entries, directory_bytes, record)
+    if (
+        record >= 0
+        and data[locator : locator + 4] == _ZIP64_LOCATOR
+        and data[record : record + 4] == _ZIP64_END
+    ):
+        # zipfile takes the ZIP64 record's count and size over the plain record's.
+        entries, directory_bytes = struct.unpack_from("<QQ", data, record + 32)
+        return _End(entries, directory_bytes, record)
     return _End(entries, directory_bytes, at)
 
 

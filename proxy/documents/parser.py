@@ -69,7 +69,7 @@ class DocumentParser:
         recycle = {} if recycle_rss_bytes is None else {"recycle_rss_bytes": recycle_rss_bytes}
         self.pool = WorkerPool(workers, argv=worker_argv, **recycle)
         self._inflight: dict[str, asyncio.Future[ParsedDocument]] = {}
-        self._kinds: dict[tuple[str, str, Kind | None], Kind | DocumentError] = {}
+        self._kinds: dict[tuple[str, str, Kind | None], Kind | tuple[str, str]] = {}
 
     async def start(self) -> None:
         """Optional warm-up: spawn the worker processes before the first parse."""
@@ -140,6 +140,9 @@ class DocumentParser:
             return document
         finally:
             self._inflight.pop(sha256, None)
+            # The future holds the error, whose traceback holds this frame: without this the
+            # cycle (and the document's bytes with it) would wait for the garbage collector.
+            del future
 
     async def _parse_or_share(
         self, name: str, kind: Kind, data: bytes, sha256: str, emit: StatusSink
@@ -217,12 +220,14 @@ class DocumentParser:
             try:
                 known = await asyncio.to_thread(detect, name, data)
             except DocumentError as error:
-                known = error
+                # The reason only: the error's traceback would keep the bytes alive.
+                known = (error.reason, error.code or "invalid_document")
             self._kinds[key] = known
             while len(self._kinds) > _KINDS_REMEMBERED:
                 del self._kinds[next(iter(self._kinds))]
-        if isinstance(known, DocumentError):
-            raise DocumentError(name, known.reason, code=known.code)
+        if isinstance(known, tuple):
+            reason, code = known
+            raise DocumentError(name, reason, code=code)
         return known
 
     async def _cached(self, sha256: str, kind: Kind) -> ParsedDocument | None:

@@ -97,6 +97,7 @@ async def prepare_exchange(
     try:
         await run_pipeline(exchange, services)
     finally:
+        exchange.release_documents()
         services.metrics.prepare.observe(time.perf_counter() - exchange.started)
     return exchange
 

@@ -73,13 +73,8 @@ def small(name: str, data: bytes) -> Member:
 
 
 def _central_entry(name: bytes, offset: int) -> bytes:
-    return (
-        struct.pack(
-            "<4s6H3I5H2I", b"PK\x01\x02", 20, 20, 0, 0, 0, 0, 0, 0, 0, len(name), 0, 0, 0, 0, 0,
-            offset,
-        )  # fmt: skip
-        + name
-    )
+    fields = (20, 20, 0, 0, 0, 0, 0, 0, 0, len(name), 0, 0, 0, 0, 0, offset)
+    return struct.pack("<4s6H3I5H2I", b"PK\x01\x02", *fields) + name
 
 
 def crowded_docx(entries: int, *, zip64: bool, declared: int | None = None) -> bytes:

@@ -9,9 +9,10 @@ import dataclasses
 import re
 
 from proxy.errors import BadRequest, DocumentError, PayloadTooLarge
-from proxy.files.paths import read_document_path
+from proxy.files.paths import read_document_path, resolve_document_path
 from proxy.files.remote import fetch_document
 from proxy.pipeline.exchange import Exchange
+from proxy.pipeline.inflight import MIB, request_too_large
 from proxy.pipeline.references import FileRef, find_references
 from proxy.pipeline.services import Services
 
@@ -44,13 +45,16 @@ def decode_file_data(name: str, value: str, max_bytes: int) -> bytes:
     return data
 
 
-async def read_reference(ref: FileRef, services: Services, scope: str | None) -> FileRef:
+async def read_reference(
+    ref: FileRef, services: Services, scope: str | None, max_bytes: int | None = None
+) -> FileRef:
     """The reference with its bytes (and, for uploads, the stored name and id); a file id is
-    looked up among the files `scope` may see (None: an admin's, all of them)."""
+    looked up among the files `scope` may see (None: an admin's, all of them). `max_bytes`:
+    what a URL's download may hold (default documents.max_file_mb)."""
     documents = services.settings.documents
-    max_bytes = int(documents.max_file_mb * 1024 * 1024)
+    max_file = int(documents.max_file_mb * MIB)
     if ref.origin == "file_data":
-        data = decode_file_data(ref.name, ref.locator, max_bytes)
+        data = decode_file_data(ref.name, ref.locator, max_file)
         # The base64 text is not needed again: let it go with the body.
         return dataclasses.replace(ref, data=data, locator="")
     if ref.origin == "url":
@@ -59,7 +63,7 @@ async def read_reference(ref: FileRef, services: Services, scope: str | None) ->
             ref.locator,
             name=ref.name,
             prefixes=documents.allowed_url_prefixes,
-            max_bytes=max_bytes,
+            max_bytes=max_file if max_bytes is None else max_bytes,
             timeout_s=documents.url_timeout_s,
         )
         return dataclasses.replace(ref, data=data)
@@ -68,11 +72,75 @@ async def read_reference(ref: FileRef, services: Services, scope: str | None) ->
         name = ref.name if ref.name != ref.locator else stored.filename
         return dataclasses.replace(ref, name=name, data=data, file_id=stored.id)
     data = await asyncio.to_thread(
-        read_document_path, documents.roots, ref.locator, ref.name, max_bytes
+        read_document_path, documents.roots, ref.locator, ref.name, max_file
     )
     if not data:
         raise DocumentError(ref.name, "the file is empty (0 bytes)", code="empty_file")
     return dataclasses.replace(ref, data=data)
+
+
+def source_of(ref: FileRef) -> tuple[str, str] | None:
+    """What names the same bytes twice in one request (None: inline data, read as it is)."""
+    return None if ref.origin == "file_data" else (ref.origin, ref.locator)
+
+
+async def size_of(ref: FileRef, services: Services, scope: str | None) -> int | None:
+    """The bytes `ref` will read, known before reading it (None: a URL, unknown until fetched)."""
+    if ref.origin == "file_data":
+        return len(ref.locator) * 3 // 4  # base64: 4 characters for 3 bytes
+    if ref.origin == "file_id":
+        stored = await asyncio.to_thread(services.files.get, ref.locator, scope)
+        return stored.bytes
+    if ref.origin == "path":
+        roots = services.settings.documents.roots
+        path = await asyncio.to_thread(resolve_document_path, roots, ref.locator)
+        return (await asyncio.to_thread(path.stat)).st_size
+    return None
+
+
+async def read_references(
+    refs: list[FileRef], exchange: Exchange, services: Services
+) -> list[FileRef]:
+    """Every reference with its bytes. Each file is read once however often it is named, and
+    only once the sizes of all of them, summed, fit the request's and the key's budgets."""
+    documents = services.settings.documents
+    scope = exchange.caller.scope
+    request_limit = int(documents.max_request_mb * MIB)
+    key_limit = int(documents.max_inflight_mb_per_key * MIB)
+    unique: dict[tuple[str, str], FileRef] = {}
+    for ref in refs:
+        source = source_of(ref)
+        if source is not None:
+            unique.setdefault(source, ref)
+    sized = [ref for ref in refs if source_of(ref) is None] + list(unique.values())
+    total = 0
+    for ref in sized:
+        total += await size_of(ref, services, scope) or 0
+        if total > request_limit:
+            raise request_too_large(total, request_limit)
+    exchange.held = services.in_flight.reserve(exchange.caller.name, total, key_limit)
+    read: dict[tuple[str, str], FileRef] = {}
+    out = []
+    for ref in refs:
+        source = source_of(ref)
+        if source is not None and source in read:
+            first = read[source]
+            out.append(dataclasses.replace(ref, data=first.data, file_id=first.file_id))
+            continue
+        if ref.origin == "url":
+            room = request_limit - total
+            if room <= 0:
+                raise request_too_large(total + 1, request_limit)
+            max_file = int(documents.max_file_mb * MIB)
+            done = await read_reference(ref, services, scope, min(max_file, room))
+            total += len(done.data)
+            exchange.held.add(len(done.data), key_limit)
+        else:
+            done = await read_reference(ref, services, scope)
+        if source is not None:
+            read[source] = done
+        out.append(done)
+    return out
 
 
 async def extract_references(exchange: Exchange, services: Services) -> None:
@@ -91,6 +159,5 @@ async def extract_references(exchange: Exchange, services: Services) -> None:
         )
     exchange.body["messages"] = found.messages
     exchange.query = found.query
-    for ref in found.refs:
-        read = await read_reference(ref, services, exchange.caller.scope)
+    for read in await read_references(found.refs, exchange, services):
         (exchange.new_refs if read.new else exchange.old_refs).append(read)
