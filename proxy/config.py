@@ -79,6 +79,7 @@ class ServerSettings(Section):
     max_storage_mb_per_key: float | None = Field(None, gt=0)  # None: no quota
     header_timeout_s: float = Field(30, gt=0)
     body_timeout_s: float = Field(30, gt=0)
+    body_deadline_s: float = Field(120, gt=0)  # a whole body, however steadily it trickles
     max_connections_per_client: int = Field(128, ge=0)  # 0: no cap
     # Messages of a chat request (items of a Responses `input`): every stage walks them.
     max_messages: int = Field(4096, ge=1)

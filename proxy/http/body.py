@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import json
 from collections.abc import Awaitable
+from dataclasses import dataclass
 from typing import Any, TypeVar
 
 import orjson
@@ -32,15 +33,41 @@ def body_too_large(limit: int) -> PayloadTooLarge:
     )
 
 
-async def within(step: Awaitable[T], idle_s: float) -> T:
-    """One read of a request body, or a 408 when the client sends nothing for `idle_s`: aiohttp
-    has no body read timeout of its own, and a stalled upload would hold its connection."""
+@dataclass(frozen=True)
+class BodyClock:
+    """How long a body may take: `idle_s` without a byte (server.body_timeout_s), and
+    `total_s` in all (server.body_deadline_s) from when it starts being read."""
+
+    idle_s: float
+    total_s: float
+    deadline: float  # the event loop's time by which the whole body must have arrived
+
+    @classmethod
+    def start(cls, server: ServerSettings) -> BodyClock:
+        now = asyncio.get_running_loop().time()
+        return cls(server.body_timeout_s, server.body_deadline_s, now + server.body_deadline_s)
+
+
+async def within(step: Awaitable[T], clock: BodyClock) -> T:
+    """One read of a request body, or a 408 when the client sends nothing for `idle_s` or the
+    body is not whole by its deadline: aiohttp has no body read timeout of its own, and a
+    stalled upload, or one trickled a byte at a time, would hold its connection."""
+    left = clock.deadline - asyncio.get_running_loop().time()
+    late = left <= clock.idle_s
     try:
-        async with asyncio.timeout(idle_s):  # not wait_for: see DocumentParser on 3.11
-            return await step
+        async with asyncio.timeout(max(0.0, min(clock.idle_s, left))):  # not wait_for: see
+            return await step  # DocumentParser on 3.11
     except TimeoutError:
+        if late:
+            raise ProxyError(
+                f"the request body did not arrive within {clock.total_s:g} s"
+                " (server.body_deadline_s)",
+                status=408,
+                code="request_timeout",
+            ) from None
         raise ProxyError(
-            f"the request body stopped arriving (nothing for {idle_s:g} s, server.body_timeout_s)",
+            f"the request body stopped arriving (nothing for {clock.idle_s:g} s,"
+            " server.body_timeout_s)",
             status=408,
             code="request_timeout",
         ) from None
@@ -52,13 +79,16 @@ def check_received(request: web.Request, limit: int) -> None:
         raise body_too_large(limit)
 
 
-async def read_body(request: web.Request, limit: int, idle_s: float) -> bytes:
-    """The whole body, read as it streams in: at most `limit` bytes, no pause over `idle_s`."""
+async def read_body(request: web.Request, server: ServerSettings) -> bytes:
+    """The whole body, read as it streams in: at most server.max_body_mb, within the times of
+    its `BodyClock`."""
+    limit = max_body_bytes(server)
     if request.content_length is not None and request.content_length > limit:
         raise body_too_large(limit)
+    clock = BodyClock.start(server)
     chunks = []
     size = 0
-    while chunk := await within(request.content.readany(), idle_s):
+    while chunk := await within(request.content.readany(), clock):
         size += len(chunk)
         if size > limit:
             raise body_too_large(limit)

@@ -11,7 +11,7 @@ import aiohttp
 from aiohttp import web
 
 from proxy.errors import ProxyError, UpstreamError
-from proxy.http.body import max_body_bytes, parse_body, read_body, serialise
+from proxy.http.body import parse_body, read_body, serialise
 from proxy.http.decorate import as_chunk, decorate_json, decorate_stream
 from proxy.http.keys import CALLER, EXCHANGE, FAILURE, REQUEST_ID, ROUTE, SERVICES, UPSTREAM_SECONDS
 from proxy.http.recording import recorded
@@ -28,8 +28,7 @@ from proxy.upstream.sse import data_event
 
 
 async def read_request_body(request: web.Request, services: Services) -> bytes:
-    server = services.settings.server
-    return await read_body(request, max_body_bytes(server), server.body_timeout_s)
+    return await read_body(request, services.settings.server)
 
 
 def status_channel(request: web.Request, services: Services) -> StatusChannel:

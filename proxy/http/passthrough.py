@@ -6,7 +6,7 @@ import aiohttp
 import yarl
 from aiohttp import web
 
-from proxy.http.body import max_body_bytes, read_body
+from proxy.http.body import read_body
 from proxy.http.keys import REQUEST_ID, SERVICES, UPSTREAM_SECONDS
 from proxy.upstream.forward import Outgoing, forward
 from proxy.upstream.headers import upstream_request_headers
@@ -18,7 +18,7 @@ async def passthrough(request: web.Request) -> web.StreamResponse:
     upstream = services.upstream
     request_id = request[REQUEST_ID]
     server = services.settings.server
-    body = await read_body(request, max_body_bytes(server), server.body_timeout_s)
+    body = await read_body(request, server)
     outgoing = Outgoing(
         method=request.method,
         # The raw path and query, still percent-encoded as the client sent them.
