@@ -155,6 +155,9 @@ class DocumentSettings(Section):
     max_inflight_mb_per_key: float = Field(512, gt=0)
     parse_timeout_s: float = Field(60, gt=0)
     parse_workers: int = Field(2, ge=1)
+    # Parser processes one key's documents may hold at once; None: all but one with
+    # server.api_keys (at least one), all without (every caller is then one identity).
+    parse_workers_per_key: int | None = Field(None, ge=1)
     cache_max_mb: float = Field(2048, gt=0)
     pdf_tables: bool = True
     max_sheet_rows: int = Field(5000, ge=1)

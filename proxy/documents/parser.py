@@ -57,6 +57,7 @@ class DocumentParser:
         cache_max_bytes: int | None = None,
         ocr: OcrStatus = _OCR_OFF,
         recycle_rss_bytes: int | None = None,
+        per_key: int | None = None,
         shared: SharedParseCache | None = None,
         count: Callable[[str], None] = _quiet,
     ) -> None:
@@ -67,7 +68,7 @@ class DocumentParser:
         self.shared = shared
         self.count = count  # where a document's text came from: parsed | cache | shared
         recycle = {} if recycle_rss_bytes is None else {"recycle_rss_bytes": recycle_rss_bytes}
-        self.pool = WorkerPool(workers, argv=worker_argv, **recycle)
+        self.pool = WorkerPool(workers, argv=worker_argv, per_key=per_key, **recycle)
         self._inflight: dict[str, asyncio.Future[ParsedDocument]] = {}
         self._kinds: dict[tuple[str, str, Kind | None], Kind | tuple[str, str]] = {}
 
@@ -79,9 +80,10 @@ class DocumentParser:
         await self.pool.close()
 
     async def parse(
-        self, name: str, data: bytes, status: StatusSink | None = None
+        self, name: str, data: bytes, status: StatusSink | None = None, *, owner: str = ""
     ) -> ParsedDocument:
-        """Parse `data` (named `name` for messages); raise DocumentError or PayloadTooLarge."""
+        """Parse `data` (named `name` for messages); raise DocumentError or PayloadTooLarge.
+        `owner`: the key asking, which gets its fair share of the parser processes."""
         emit = status or _quiet
         limit = self.limits.max_file_bytes
         if len(data) > limit:
@@ -127,7 +129,7 @@ class DocumentParser:
         future: asyncio.Future[ParsedDocument] = asyncio.get_running_loop().create_future()
         self._inflight[sha256] = future
         try:
-            document = await self._parse_or_share(name, kind, data, sha256, emit)
+            document = await self._parse_or_share(name, kind, data, sha256, emit, owner)
         except asyncio.CancelledError:
             future.cancel()
             raise
@@ -145,14 +147,14 @@ class DocumentParser:
             del future
 
     async def _parse_or_share(
-        self, name: str, kind: Kind, data: bytes, sha256: str, emit: StatusSink
+        self, name: str, kind: Kind, data: bytes, sha256: str, emit: StatusSink, owner: str
     ) -> ParsedDocument:
         """Parsed here, or by another replica (its entry in the shared cache, waited for when
         it is parsing the same document right now)."""
         if self.shared is None:
-            return await self._parse_new(name, kind, data, sha256, emit)
+            return await self._parse_new(name, kind, data, sha256, emit, owner)
         document, parsed_here = await self.shared.parse_once(
-            sha256, kind, lambda: self._parse_new(name, kind, data, sha256, emit)
+            sha256, kind, lambda: self._parse_new(name, kind, data, sha256, emit, owner)
         )
         if not parsed_here:
             self.count("shared")
@@ -162,7 +164,7 @@ class DocumentParser:
         return document if document.name == name else replace(document, name=name)
 
     async def _parse_new(
-        self, name: str, kind: Kind, data: bytes, sha256: str, emit: StatusSink
+        self, name: str, kind: Kind, data: bytes, sha256: str, emit: StatusSink, owner: str
     ) -> ParsedDocument:
         started = time.perf_counter()
         library = LIBRARY[kind]
@@ -173,7 +175,7 @@ class DocumentParser:
         if kind in TEXT_KINDS:
             pages = await self._parse_text(name, kind, data, collector)
         else:
-            pages = await self._parse_in_worker(name, kind, data, collector)
+            pages = await self._parse_in_worker(name, kind, data, collector, owner)
         document = ParsedDocument(
             name,
             sha256,
@@ -314,7 +316,7 @@ class DocumentParser:
         return collector.finish()
 
     async def _parse_in_worker(
-        self, name: str, kind: Kind, data: bytes, collector: PageCollector
+        self, name: str, kind: Kind, data: bytes, collector: PageCollector, owner: str
     ) -> list[Page]:
         ocr = self.ocr.options
         job = {
@@ -335,7 +337,7 @@ class DocumentParser:
             },
         }
         try:
-            await self.pool.run(job, data, self.limits.timeout_s, collector.on_message)
+            await self.pool.run(job, data, self.limits.timeout_s, collector.on_message, owner)
         except WorkerTimeout:
             raise self._timeout(name) from None
         except WorkerUnavailable as exc:
