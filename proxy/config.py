@@ -83,6 +83,8 @@ class ServerSettings(Section):
     max_connections_per_client: int = Field(128, ge=0)  # 0: no cap
     # Messages of a chat request (items of a Responses `input`): every stage walks them.
     max_messages: int = Field(4096, ge=1)
+    # Values (strings, numbers, arrays, objects) a JSON body may hold, bounded before parsing.
+    max_json_values: int = Field(250_000, ge=1000)
 
 
 class SpawnSettings(Section):

@@ -13,12 +13,14 @@ from aiohttp import web
 
 from proxy.config import ServerSettings
 from proxy.errors import BadRequest, PayloadTooLarge, ProxyError
+from proxy.http.jsonsize import quick_bound, values_over
 
 T = TypeVar("T")
 
 # Bodies (and rewritten bodies) above this size are (de)serialised in a thread: a 60 MB base64
 # PDF takes long enough to stall every other request on the event loop.
 OFF_LOOP_BYTES = 1 << 20
+MAX_JSON_VALUES = 250_000  # the default of server.max_json_values
 
 
 def max_body_bytes(server: ServerSettings) -> int:
@@ -96,6 +98,19 @@ async def read_body(request: web.Request, server: ServerSettings) -> bytes:
     return b"".join(chunks)
 
 
+def too_many_values(limit: int) -> ProxyError:
+    return PayloadTooLarge(
+        f"the request body holds more than {limit} JSON values (server.max_json_values)",
+        code="too_many_json_values",
+    )
+
+
+def _bounded_loads(raw: bytes, max_values: int) -> Any:
+    if values_over(raw, max_values):
+        raise too_many_values(max_values)
+    return _loads(raw)
+
+
 def _loads(raw: bytes) -> Any:
     """orjson (5x faster on a small chat body); what it refuses goes to the json module, so
     what is accepted and the error a client reads stay the json module's (NaN, UTF-16, nesting
@@ -115,11 +130,20 @@ def _dumps(body: dict[str, Any]) -> bytes:
         return json.dumps(body, ensure_ascii=False).encode()
 
 
-async def parse_body(raw: bytes) -> dict[str, Any]:
+async def parse_body(raw: bytes, max_values: int = MAX_JSON_VALUES) -> dict[str, Any]:
+    """The body as a JSON object; one that may hold more than `max_values` values is refused
+    before it is parsed (see proxy.http.jsonsize), big ones are parsed in a thread."""
     if not raw:
         raise BadRequest("the request body is empty; expected a JSON object", code="invalid_json")
     try:
-        body = await asyncio.to_thread(_loads, raw) if len(raw) > OFF_LOOP_BYTES else _loads(raw)
+        if len(raw) > OFF_LOOP_BYTES:
+            body = await asyncio.to_thread(_bounded_loads, raw, max_values)
+        else:
+            if quick_bound(raw) > max_values and await asyncio.to_thread(
+                values_over, raw, max_values
+            ):
+                raise too_many_values(max_values)
+            body = _loads(raw)
     except RecursionError:
         raise BadRequest(
             "the request body is nested too deeply to read", code="invalid_json"
@@ -148,6 +172,8 @@ def text_size(body: dict[str, Any]) -> int:
     messages = body.get("messages")
     for message in messages if isinstance(messages, list) else ():
         content = message.get("content") if isinstance(message, dict) else None
+        calls = message.get("tool_calls") if isinstance(message, dict) else None
+        size += 64 * len(calls) if isinstance(calls, list) else 0  # each a small JSON object
         if isinstance(content, str):
             size += len(content)
         elif isinstance(content, list):

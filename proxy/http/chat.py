@@ -76,7 +76,12 @@ async def prepare_exchange(
     exchange = Exchange(
         request_id=request[REQUEST_ID],
         body=(
-            await parse_body(await read_request_body(request, services)) if body is None else body
+            await parse_body(
+                await read_request_body(request, services),
+                services.settings.server.max_json_values,
+            )
+            if body is None
+            else body
         ),
         caller=request[CALLER],
         option_headers={

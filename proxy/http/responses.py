@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 import time
-from collections.abc import AsyncIterator
-from typing import Any
+from collections.abc import AsyncIterator, Callable
+from typing import Any, ParamSpec, TypeVar
 
 import aiohttp
 from aiohttp import web
@@ -36,6 +37,20 @@ from proxy.upstream.headers import client_response_headers
 from proxy.upstream.relay import is_event_stream, relay_response
 from proxy.upstream.sse import data_event, event_json, sse_events
 
+P = ParamSpec("P")
+T = TypeVar("T")
+# Inputs of more items than this are translated in a thread (each item is checked and copied).
+OFF_LOOP_ITEMS = 256
+
+
+async def off_loop_if_long(
+    items: Any, translate: Callable[P, T], *args: P.args, **kwargs: P.kwargs
+) -> T:
+    """`translate(...)`, in a thread when `items` is a long list."""
+    if isinstance(items, list) and len(items) > OFF_LOOP_ITEMS:
+        return await asyncio.to_thread(translate, *args, **kwargs)
+    return translate(*args, **kwargs)
+
 
 def cited(exchange: Exchange, ids: Ids | None = None, include_results: bool = False) -> Cited:
     """What the answer cites; with a file_search tool, the `file_search_call` item too."""
@@ -50,10 +65,14 @@ def cited(exchange: Exchange, ids: Ids | None = None, include_results: bool = Fa
 async def create_response(request: web.Request) -> web.StreamResponse:
     request[ROUTE] = "responses"
     services = request.app[SERVICES]
-    body = await parse_body(await read_request_body(request, services))
+    body = await parse_body(
+        await read_request_body(request, services), services.settings.server.max_json_values
+    )
     if services.settings.upstream.responses == "native":
         return await _native(request, services, body)
-    chat, asked = chat_request(body, services.settings.server.max_messages)
+    chat, asked = await off_loop_if_long(
+        body.get("input"), chat_request, body, services.settings.server.max_messages
+    )
     exchange, status, started = await prepare_or_fail(request, services, chat, asked.file_search)
     if exchange is None:
         assert started is not None
@@ -153,7 +172,9 @@ async def _native(
     """Upstreams that speak Responses: the pipeline enriches `input`, the answer is theirs."""
     if "input" not in body:
         raise BadRequest("input: is required", param="input", code="missing_required_parameter")
-    messages, origins = translate_input(body["input"], services.settings.server.max_messages)
+    messages, origins = await off_loop_if_long(
+        body["input"], translate_input, body["input"], services.settings.server.max_messages
+    )
     chat: dict[str, Any] = {"messages": messages, "stream": body.get("stream") is True}
     if isinstance(body.get("model"), str):
         chat["model"] = body["model"]

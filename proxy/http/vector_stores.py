@@ -28,7 +28,7 @@ async def _body(request: web.Request) -> Any:
     """The JSON body; none at all (the SDK's cancel) reads as an empty object."""
     server = request.app[SERVICES].settings.server
     raw = await read_body(request, server)
-    return await parse_body(raw) if raw.strip() else {}
+    return await parse_body(raw, server.max_json_values) if raw.strip() else {}
 
 
 def _reply(request: web.Request, payload: dict[str, Any]) -> web.Response:

@@ -26,9 +26,20 @@ TEMPLATE_TOKENS_PER_MESSAGE = 16
 OFF_LOOP_MESSAGES = 64
 
 
+def long_conversation(messages: list[dict[str, Any]]) -> bool:
+    """Messages, and tool calls in them, beyond what the event loop walks in passing."""
+    count = len(messages)
+    for message in messages:
+        calls = message.get("tool_calls")
+        count += len(calls) if isinstance(calls, list) else 0
+        if count > OFF_LOOP_MESSAGES:
+            return True
+    return False
+
+
 async def rendered(fmt: InstructFormat, messages: list[dict[str, Any]]) -> str:
     """The prompt for `messages` (the upstream adds BOS itself), off the loop when long."""
-    if len(messages) > OFF_LOOP_MESSAGES:
+    if long_conversation(messages):
         return await asyncio.to_thread(render_prompt, fmt, messages, include_bos=False)
     return render_prompt(fmt, messages, include_bos=False)
 
@@ -50,11 +61,22 @@ def surely_fits(messages: list[dict[str, Any]], limit: int) -> bool:
                     size += len(part["text"].encode())
                 else:
                     return False  # images and other parts: count properly
-        if message.get("tool_calls"):
-            # Rendered into the prompt too (as JSON in most formats' conventions).
-            size += len(json.dumps(message["tool_calls"], ensure_ascii=False).encode())
+        calls = message.get("tool_calls")
+        if calls:
+            # Rendered into the prompt too (as JSON in most formats' conventions); encoded call
+            # by call, so that 40,000 calls are not one call of the encoder holding the GIL.
+            items = calls if isinstance(calls, list) else [calls]
+            size += sum(len(json.dumps(call, ensure_ascii=False).encode()) for call in items)
+            size += len(items) + 1  # the list's commas and brackets
         size += TEMPLATE_TOKENS_PER_MESSAGE
     return size <= limit
+
+
+async def fits_surely(messages: list[dict[str, Any]], limit: int) -> bool:
+    """`surely_fits`, in a thread for a long conversation (tool calls are JSON-encoded)."""
+    if long_conversation(messages):
+        return await asyncio.to_thread(surely_fits, messages, limit)
+    return surely_fits(messages, limit)
 
 
 def answer_budget(body: dict[str, Any]) -> int:
@@ -86,7 +108,7 @@ def _note_dropped(exchange: Exchange, dropped: int, tokens: int, limit: int) -> 
 async def _shift_chat(exchange: Exchange, services: Services) -> None:
     messages = exchange.messages
     limit = await _window_limit(exchange, services)
-    if limit is None or surely_fits(messages, limit):
+    if limit is None or await fits_surely(messages, limit):
         return
     counter = await services.introspection.counter(exchange.model)
     result = await shift_context(messages, counter.count_messages, limit)
@@ -99,7 +121,7 @@ async def _to_text_completion(exchange: Exchange, services: Services, format_nam
     stops = merged_stops(fmt, exchange.body.get("stop"))
     messages = resolve_macros(exchange.messages, services.settings.formats.variables)
     limit = await _window_limit(exchange, services)
-    if limit is not None and not surely_fits(messages, limit):
+    if limit is not None and not await fits_surely(messages, limit):
         counter = await services.introspection.counter(exchange.model)
 
         async def count(candidate: list[dict[str, Any]]) -> int:

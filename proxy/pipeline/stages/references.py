@@ -6,7 +6,6 @@ import asyncio
 import base64
 import binascii
 import dataclasses
-import re
 
 from proxy.errors import BadRequest, DocumentError, PayloadTooLarge
 from proxy.files.paths import read_document_path, resolve_document_path
@@ -16,33 +15,52 @@ from proxy.pipeline.inflight import MIB, request_too_large
 from proxy.pipeline.references import FileRef, find_references
 from proxy.pipeline.services import Services
 
-DATA_URL = re.compile(r"^data:(?P<mime>[^;,]*)(?P<params>(;[^;,]*)*),(?P<data>.*)$", re.DOTALL)
+OFF_LOOP_CHARS = 1 << 20
+DECODE_STEP = 1 << 20  # base64 characters decoded at a time (see _b64decode)
 
 
 def decode_file_data(name: str, value: str, max_bytes: int) -> bytes:
     """`data:<mime>;base64,...` or bare base64 → bytes, with a clear error naming the file."""
+    start = 0
     if value.startswith("data:"):
-        match = DATA_URL.match(value)
-        if match is None or ";base64" not in match.group("params"):
+        # The header runs to the first comma: `<mime>` then `;param`s, one of them `;base64`.
+        comma = value.find(",")
+        header = value[5:comma] if comma >= 0 else ""
+        params = header[len(header.split(";", 1)[0]) :]
+        if comma < 0 or ";base64" not in params:
             raise DocumentError(
                 name, "file_data must be a base64 data URL (data:<mime>;base64,...)"
             )
-        payload = match.group("data")
-    else:
-        payload = value
+        start = comma + 1  # the payload is read in place, never copied whole
     # base64 is 4/3 of the bytes: refuse oversized files before decoding them.
-    if len(payload) * 3 // 4 > max_bytes + 3:
+    if (len(value) - start) * 3 // 4 > max_bytes + 3:
         raise PayloadTooLarge(
             f"{name}: the file is larger than documents.max_file_mb ({max_bytes // 1048576} MiB)",
             code="file_too_large",
         )
     try:
-        data = base64.b64decode("".join(payload.split()), validate=True)
+        data = _b64decode(value, start)
     except (binascii.Error, ValueError):
         raise DocumentError(name, "file_data is not valid base64", code="invalid_base64") from None
     if not data:
         raise DocumentError(name, "the file is empty (0 bytes)", code="empty_file")
     return data
+
+
+def _b64decode(text: str, begin: int = 0) -> bytes:
+    """Strict base64 (whitespace allowed) from `text[begin:]`, decoded a megabyte at a time:
+    binascii holds the GIL for a whole call, and 60 MB in one would stall the event loop's
+    thread too."""
+    decoded = bytearray()
+    carry = ""
+    for start in range(begin, len(text), DECODE_STEP):
+        piece = carry + "".join(text[start : start + DECODE_STEP].split())
+        whole = len(piece) - len(piece) % 4
+        decoded += base64.b64decode(piece[:whole], validate=True)
+        carry = piece[whole:]
+    if carry.strip("="):  # excess padding is ignored, as in one call; anything else is wrong
+        decoded += base64.b64decode(carry, validate=True)
+    return bytes(decoded)
 
 
 async def read_reference(
@@ -54,7 +72,10 @@ async def read_reference(
     documents = services.settings.documents
     max_file = int(documents.max_file_mb * MIB)
     if ref.origin == "file_data":
-        data = decode_file_data(ref.name, ref.locator, max_file)
+        if len(ref.locator) > OFF_LOOP_CHARS:  # matching and decoding 60 MB of base64
+            data = await asyncio.to_thread(decode_file_data, ref.name, ref.locator, max_file)
+        else:
+            data = decode_file_data(ref.name, ref.locator, max_file)
         # The base64 text is not needed again: let it go with the body.
         return dataclasses.replace(ref, data=data, locator="")
     if ref.origin == "url":
