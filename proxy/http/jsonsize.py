@@ -10,24 +10,29 @@ comma, every container opens with a bracket.
 
 from __future__ import annotations
 
+import re
+
 STEP = 1 << 20
 
 
-def quick_bound(raw: bytes, start: int = 0, end: int | None = None) -> int:
-    """An upper bound counting commas and brackets inside strings too (C speed, no scan)."""
-    end = len(raw) if end is None else end
-    quotes = raw.count(b'"', start, end)
-    return sum(raw.count(mark, start, end) for mark in (b",", b"[", b"{")) + quotes // 2 + 1
+def quick_bound(raw: bytes) -> int:
+    """An upper bound counting commas, brackets and quotes inside strings too (C speed)."""
+    return _marks(raw, 0, len(raw)) + raw.count(b'"') // 2 + 1
+
+
+def _marks(raw: bytes, start: int, end: int) -> int:
+    return sum(raw.count(mark, start, end) for mark in (b",", b"[", b"{"))
 
 
 def values_over(raw: bytes, limit: int) -> bool:
     """Whether `raw` may hold more than `limit` values: a quick count first, a scan that skips
     string contents only when the quick count is over (text full of commas). Either works a
     step at a time and stops as soon as the count passes `limit`."""
-    total = 1
+    marks = quotes = 0
     for start in range(0, len(raw), STEP):
-        total += quick_bound(raw, start, start + STEP) - 1
-        if total > limit:
+        marks += _marks(raw, start, start + STEP)
+        quotes += raw.count(b'"', start, start + STEP)
+        if 1 + marks + quotes // 2 > limit:
             return _scanned_over(raw, limit)
     return False
 
@@ -39,46 +44,34 @@ def _scanned_over(raw: bytes, limit: int) -> bool:
         stop = min(size, at + STEP)
         quote = raw.find(b'"', at, stop)
         outside = stop if quote < 0 else quote
-        count += sum(raw.count(mark, at, outside) for mark in (b",", b"[", b"{"))
+        count += _marks(raw, at, outside)
         if count > limit:
             return True
         if quote < 0:
             at = stop
             continue
-        at, escaped = _string_end(raw, quote, limit - count)
-        count += 1 + escaped  # the string (a value or a key); each escaped quote a step
-        if at < 0 or count > limit:
+        at = _string_end(raw, quote)
+        count += 1  # the string: a value or a key
+        if at < 0:
             return count > limit
-    return False
+    return count > limit
 
 
-def _string_end(raw: bytes, quote: int, budget: int) -> tuple[int, int]:
+# A string's contents up to its closing quote: runs of plain bytes, and escapes (`\"` among
+# them), possessively (no backtracking).
+_CONTENTS = re.compile(rb'(?:[^"\\]++|\\.)*+', re.DOTALL)
+
+
+def _string_end(raw: bytes, quote: int) -> int:
     """Just past the quote closing the string opened at `quote` (-1: none; the parser will say
-    what is wrong), and how many escaped quotes were stepped over (at most `budget` + 1)."""
-    at, size, escaped = quote + 1, len(raw), 0
+    what is wrong), matched a step at a time."""
+    at, size = quote + 1, len(raw)
     while at < size:
-        close = raw.find(b'"', at, min(size, at + STEP))
-        if close < 0:
-            at = min(size, at + STEP)
-            continue
-        if _backslashes_before(raw, close, quote + 1) % 2 == 0:
-            return close + 1, escaped
-        escaped += 1
-        if escaped > budget:
-            return close + 1, escaped
-        at = close + 1
-    return -1, escaped
-
-
-def _backslashes_before(raw: bytes, end: int, floor: int) -> int:
-    """The backslashes right before `end` (not before `floor`), counted a window at a time."""
-    count, high = 0, end
-    while high > floor:
-        low = max(floor, high - 4096)
-        window = raw[low:high]
-        kept = len(window.rstrip(b"\\"))
-        count += len(window) - kept
-        if kept:
-            return count
-        high = low
-    return count
+        match = _CONTENTS.match(raw, at, min(size, at + STEP))
+        end = match.end() if match else at
+        if end < size and raw[end] == 0x22:  # the closing quote
+            return end + 1
+        if end == at:  # a lone backslash at the end of the step: take it with the next
+            end = at + 1 if raw[at] != 0x5C else at + 2
+        at = end
+    return -1
