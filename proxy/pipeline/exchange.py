@@ -129,7 +129,10 @@ class Exchange:
         key's budget (the parsed text stays; the bytes would otherwise live as long as the
         request, or longer where an error's traceback holds it)."""
         for refs in (self.new_refs, self.old_refs):
-            refs[:] = [dataclasses.replace(ref, data=b"") if ref.data else ref for ref in refs]
+            refs[:] = [
+                dataclasses.replace(ref, data=b"", dropped=len(ref.data)) if ref.data else ref
+                for ref in refs
+            ]
         if self.held is not None:
             self.held.release()
 
