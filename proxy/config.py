@@ -116,12 +116,17 @@ class ServerSettings(Section):
     max_storage_mb_per_key: float | None = Field(None, gt=0)  # None: no quota
     header_timeout_s: float = Field(30, gt=0)
     body_timeout_s: float = Field(30, gt=0)
+    body_deadline_s: float = Field(120, gt=0)  # a whole body, however steadily it trickles
     max_connections_per_client: int = Field(128, ge=0)  # 0: no cap
     # Browsers (see README "Security"): names the Host header may carry besides loopback names,
     # IP addresses and `host`; origins of web pages allowed to call the proxy (CORS).
     allowed_hosts: list[str] = Field(default_factory=list)
     cors_origins: list[str] = Field(default_factory=list)
     max_vector_stores_per_key: int = Field(100, ge=1)
+    # Messages of a chat request (items of a Responses `input`): every stage walks them.
+    max_messages: int = Field(4096, ge=1)
+    # Values (strings, numbers, arrays, objects) a JSON body may hold, bounded before parsing.
+    max_json_values: int = Field(250_000, ge=1000)
 
     @field_validator("allowed_hosts")
     @classmethod
@@ -310,8 +315,15 @@ class DocumentSettings(Section):
     max_chars: int = Field(5_000_000, ge=1)
     max_files_per_request: int = Field(20, ge=1)
     max_request_chars: int = Field(10_000_000, ge=1)
+    # Bytes of the documents one request references (each file once), and that all requests
+    # of one key hold at a time while they read them: 413 and 429 before anything is read.
+    max_request_mb: float = Field(256, gt=0)
+    max_inflight_mb_per_key: float = Field(512, gt=0)
     parse_timeout_s: float = Field(60, gt=0)
     parse_workers: int = Field(2, ge=1)
+    # Parser processes one key's documents may hold at once; None: all but one with
+    # server.api_keys (at least one), all without (every caller is then one identity).
+    parse_workers_per_key: int | None = Field(None, ge=1)
     cache_max_mb: float = Field(2048, gt=0)
     pdf_tables: bool = True
     max_sheet_rows: int = Field(5000, ge=1)

@@ -115,7 +115,26 @@ async def _serve(settings: Settings, sock: socket.socket) -> None:
         while True:
             await asyncio.sleep(3600)
     finally:
-        await runner.cleanup()
+        await stop_within(runner, settings.server.shutdown_grace_s)
+
+
+async def stop_within(runner: web.AppRunner, grace_s: float) -> None:
+    """Stop listening, give in-flight requests `grace_s` to finish, then close what is left.
+
+    aiohttp's cleanup waits the grace for the handlers, then asks them to stop and waits the
+    grace once more: a stream that never ends (a long generation) would hold the process for
+    twice the grace. After the grace every connection still open is closed, which cancels its
+    handler (handler_cancellation), so the whole shutdown takes the grace and no more.
+    """
+    cleanup = asyncio.ensure_future(runner.cleanup())
+    done, _ = await asyncio.wait({cleanup}, timeout=grace_s)
+    if not done:
+        server = runner.server
+        for connection in list(server.connections if server is not None else ()):
+            connection.force_close()
+        if server is not None:
+            log.info("shutdown grace over: open connections closed", grace_s=grace_s)
+    await cleanup
 
 
 def _run(settings: Settings, sock: socket.socket, parent: int | None = None) -> None:

@@ -98,6 +98,17 @@ def ocr_of(settings: Settings) -> OcrStatus:
         raise ConfigError(f"config key documents.ocr.enabled: {error}") from error
 
 
+def parse_workers_per_key(settings: Settings) -> int:
+    """Parser processes one key may hold: as configured, else all but one when there are keys
+    (another key then always finds one free, or the next one free), else all of them."""
+    documents = settings.documents
+    if documents.parse_workers_per_key is not None:
+        return min(documents.parse_workers_per_key, documents.parse_workers)
+    if settings.server.api_keys:
+        return max(1, documents.parse_workers - 1)
+    return documents.parse_workers
+
+
 def make_parser(
     settings: Settings, shared: SharedParseCache | None = None, metrics: Metrics | None = None
 ) -> DocumentParser:
@@ -121,6 +132,7 @@ def make_parser(
         cache_max_bytes=int(documents.cache_max_mb * 1024 * 1024),
         ocr=ocr,
         recycle_rss_bytes=int(documents.worker_recycle_mb * 1024 * 1024),
+        per_key=parse_workers_per_key(settings),
         shared=shared,
         count=(lambda source: metrics.documents.labels(source).inc()) if metrics else _ignore,
     )

@@ -283,3 +283,19 @@ def test_the_last_user_message_may_be_followed_by_others() -> None:
     assert (found.last_user_index, found.query) == (0, "the question")
     nobody = find_references([{"role": "system", "content": "s"}], path_prefix=None)
     assert (nobody.last_user_index, nobody.query) == (None, "")
+
+
+def test_file_data_is_decoded_in_steps_with_the_same_result(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from proxy.pipeline.stages import references as stage
+
+    monkeypatch.setattr(stage, "DECODE_STEP", 8)  # many steps, split anywhere in a group
+    data = bytes(range(256)) * 3
+    text = base64.b64encode(data).decode()
+    spaced = "\n".join(text[i : i + 7] for i in range(0, len(text), 7))
+    for value in (text, spaced, "data:text/plain;charset=utf-8;base64," + spaced):
+        assert stage.decode_file_data("a.bin", value, 10_000) == data
+    for broken in (text[:-1], text[:40] + "!" + text[41:], "data:text/plain," + text):
+        with pytest.raises(DocumentError):
+            stage.decode_file_data("a.bin", broken, 10_000)

@@ -114,7 +114,10 @@ def refuses_connections(base: str) -> bool:
 def stream_in_thread(base: str, received: list[bytes]) -> threading.Thread:
     def read_stream() -> None:
         body = {"messages": [{"role": "user", "content": "hi"}], "stream": True}
-        with httpx.stream("POST", base + "/v1/chat/completions", json=body, timeout=30) as response:
+        with (
+            contextlib.suppress(httpx.HTTPError),
+            httpx.stream("POST", base + "/v1/chat/completions", json=body, timeout=30) as response,
+        ):
             received.extend(response.iter_raw())
 
     reader = threading.Thread(target=read_stream)
@@ -242,6 +245,31 @@ def test_workers_stop_when_the_parent_is_killed_hard(
     assert b"".join(received).rstrip().endswith(b"data: [DONE]")
     assert wait_for(lambda: not any(alive(pid) for pid in workers), 30)
     assert refuses_connections(base)
+
+
+@pytest.mark.slow
+def test_workers_exit_within_the_grace_when_the_parent_is_killed_mid_stream(
+    launch: object, upstream: FakeUpstream
+) -> None:
+    # Streams that would run for a minute: the grace cuts them, and the workers exit within it
+    # (aiohttp alone waited the grace twice: once for the handlers, once more after cancelling).
+    upstream.chunk_delay = 10.0
+    grace = 4.0
+    env = {**SERVER_STORE, "PROXY__SERVER__SHUTDOWN_GRACE_S": str(grace)}
+    base = launch(upstream.base_url, *WORKERS, env=env)  # type: ignore[operator, attr-defined]
+    parent = launch.processes[-1]  # type: ignore[attr-defined]
+    assert wait_for(lambda: len(children_of(parent.pid)) == 2)
+    workers = children_of(parent.pid)
+    readers = [stream_in_thread(base, []) for _ in range(4)]
+    time.sleep(1.0)
+    parent.send_signal(signal.SIGKILL)
+    killed = time.monotonic()
+    parent.wait(10)
+    assert wait_for(lambda: not any(alive(pid) for pid in workers), 30)
+    assert time.monotonic() - killed < grace + 2.5
+    assert refuses_connections(base)
+    for reader in readers:
+        reader.join(30)
 
 
 @pytest.mark.slow

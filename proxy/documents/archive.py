@@ -13,6 +13,7 @@ import io
 import struct
 import zipfile
 import zlib
+from typing import NamedTuple
 
 from proxy.documents.failure import ExtractError
 
@@ -25,6 +26,12 @@ MAX_RATIO = 100
 """Compressed XML reaches 10-30:1; a member over 1 MiB that claims more than 100:1 is a bomb."""
 _EOCD = b"PK\x05\x06"
 _EOCD_SIZE = 22
+_ZIP64_LOCATOR = b"PK\x06\x07"
+_ZIP64_LOCATOR_SIZE = 20
+_ZIP64_END = b"PK\x06\x06"
+_ZIP64_END_SIZE = 56
+_CENTRAL = b"PK\x01\x02"
+_CENTRAL_SIZE = 46
 _LOCAL_HEADER = 30
 _STEP = 1024 * 1024
 # Only stored and deflated members: bzip2 and LZMA inflate without an output bound in
@@ -109,17 +116,71 @@ def read_head(archive: zipfile.ZipFile, member: str, size: int = 64) -> bytes:
 
 
 def _check_directory(data: bytes, label: str) -> None:
-    # zipfile builds an object per entry and reads the directory by its declared size:
-    # a 50 MB file can list a million entries. Read the end record first.
-    at = data.rfind(_EOCD, max(0, len(data) - 65536 - _EOCD_SIZE))
-    if at < 0 or len(data) < at + _EOCD_SIZE:
-        raise ExtractError(
-            f"is a corrupt {label} (no end of central directory)", "corrupt_document"
-        )
-    entries, directory_bytes = struct.unpack_from("<HI", data, at + 10)
-    # 0xFFFF entries means a ZIP64 directory: no document needs that many.
+    """Refuse a directory too big to list, before zipfile builds an object per entry.
+
+    The end record is found where zipfile finds it, and a ZIP64 end record (which zipfile
+    prefers whenever its locator is there) is read too. The entries are then counted by walking
+    the directory itself, at most MAX_ENTRIES + 1 of them: zipfile reads the directory by its
+    declared size and ignores the declared count, so a small count can hide a million entries.
+    """
+    end = _end_record(data, label)
+    entries, directory_bytes = end.entries, end.directory_bytes
     if entries > MAX_ENTRIES or directory_bytes > MAX_DIRECTORY_BYTES:
+        raise _too_many(entries, directory_bytes)
+    start = end.location - directory_bytes
+    if start < 0:
         raise ExtractError(
-            f"lists too many entries ({entries}, {directory_bytes} bytes of directory)",
-            "document_too_large",
+            f"is a corrupt {label} (bad offset for central directory)", "corrupt_document"
         )
+    stop = min(len(data), start + directory_bytes)
+    at, counted = start, 0
+    while at < stop:
+        if data[at : at + 4] != _CENTRAL or at + _CENTRAL_SIZE > stop:
+            raise ExtractError(
+                f"is a corrupt {label} (bad central directory entry)", "corrupt_document"
+            )
+        name, extra, comment = struct.unpack_from("<HHH", data, at + 28)
+        at += _CENTRAL_SIZE + name + extra + comment
+        counted += 1
+        if counted > MAX_ENTRIES:
+            raise _too_many(counted, directory_bytes, more=True)
+
+
+class _End(NamedTuple):
+    entries: int
+    directory_bytes: int
+    location: int
+    """Where the directory ends: the end record, or the ZIP64 end record before it."""
+
+
+def _end_record(data: bytes, label: str) -> _End:
+    """The end of central directory, found as zipfile's `_EndRecData` finds it."""
+    at = len(data) - _EOCD_SIZE
+    if not (at >= 0 and data[at : at + 4] == _EOCD and data[-2:] == b"\0\0"):
+        tail = max(0, len(data) - 65536 - _EOCD_SIZE)
+        at = data.rfind(_EOCD, tail)
+        if at < 0 or len(data) < at + _EOCD_SIZE:
+            raise ExtractError(
+                f"is a corrupt {label} (no end of central directory)", "corrupt_document"
+            )
+    entries, directory_bytes = struct.unpack_from("<HI", data, at + 10)
+    locator = at - _ZIP64_LOCATOR_SIZE
+    record = locator - _ZIP64_END_SIZE
+    if (
+        record >= 0
+        and data[locator : locator + 4] == _ZIP64_LOCATOR
+        and data[record : record + 4] == _ZIP64_END
+    ):
+        # zipfile takes the ZIP64 record's count and size over the plain record's.
+        entries, directory_bytes = struct.unpack_from("<QQ", data, record + 32)
+        return _End(entries, directory_bytes, record)
+    return _End(entries, directory_bytes, at)
+
+
+def _too_many(entries: int, directory_bytes: int, *, more: bool = False) -> ExtractError:
+    counted = f"more than {MAX_ENTRIES}" if more else str(entries)
+    return ExtractError(
+        f"lists too many entries ({counted}, {directory_bytes} bytes of directory;"
+        f" at most {MAX_ENTRIES} entries and {MAX_DIRECTORY_BYTES // MIB} MiB)",
+        "document_too_large",
+    )

@@ -7,7 +7,7 @@ import hashlib
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import replace
-from pathlib import Path
+from pathlib import Path, PurePath
 from typing import TYPE_CHECKING
 
 import structlog
@@ -35,6 +35,7 @@ if TYPE_CHECKING:
 log = structlog.get_logger(__name__)
 
 _INLINE_BYTES = 4 * 1024 * 1024
+_KINDS_REMEMBERED = 4096
 _SCANNABLE = frozenset({Kind.PDF, Kind.XPS, Kind.CBZ, Kind.IMAGE})
 _OCR_OFF = OcrStatus(None, "not configured")
 
@@ -56,6 +57,7 @@ class DocumentParser:
         cache_max_bytes: int | None = None,
         ocr: OcrStatus = _OCR_OFF,
         recycle_rss_bytes: int | None = None,
+        per_key: int | None = None,
         shared: SharedParseCache | None = None,
         count: Callable[[str], None] = _quiet,
     ) -> None:
@@ -66,8 +68,9 @@ class DocumentParser:
         self.shared = shared
         self.count = count  # where a document's text came from: parsed | cache | shared
         recycle = {} if recycle_rss_bytes is None else {"recycle_rss_bytes": recycle_rss_bytes}
-        self.pool = WorkerPool(workers, argv=worker_argv, **recycle)
+        self.pool = WorkerPool(workers, argv=worker_argv, per_key=per_key, **recycle)
         self._inflight: dict[str, asyncio.Future[ParsedDocument]] = {}
+        self._kinds: dict[tuple[str, str, Kind | None], Kind | tuple[str, str]] = {}
 
     async def start(self) -> None:
         """Optional warm-up: spawn the worker processes before the first parse."""
@@ -77,9 +80,10 @@ class DocumentParser:
         await self.pool.close()
 
     async def parse(
-        self, name: str, data: bytes, status: StatusSink | None = None
+        self, name: str, data: bytes, status: StatusSink | None = None, *, owner: str = ""
     ) -> ParsedDocument:
-        """Parse `data` (named `name` for messages); raise DocumentError or PayloadTooLarge."""
+        """Parse `data` (named `name` for messages); raise DocumentError or PayloadTooLarge.
+        `owner`: the key asking, which gets its fair share of the parser processes."""
         emit = status or _quiet
         limit = self.limits.max_file_bytes
         if len(data) > limit:
@@ -87,7 +91,8 @@ class DocumentParser:
                 f"{name}: is {len(data)} bytes, over the limit of {limit} bytes per document",
                 code="document_too_large",
             )
-        kind = detect(name, data)
+        sha256 = await self._digest(data)
+        kind = await self._kind(name, data, sha256)
         if kind == Kind.IMAGE and not self.ocr.on:
             raise DocumentError(
                 name,
@@ -106,12 +111,11 @@ class DocumentParser:
                 declared=str(declared),
                 parsed_as=str(kind),
             )
-        cached = await self._cached(data, kind)
-        if isinstance(cached, ParsedDocument):
+        cached = await self._cached(sha256, kind)
+        if cached is not None:
             self.count("cache")
             self._check_size(name, cached)
             return cached if cached.name == name else replace(cached, name=name)
-        sha256 = cached
         # Many clients sending the same new document at once parse it once.
         while (pending := self._inflight.get(sha256)) is not None:
             try:
@@ -125,7 +129,7 @@ class DocumentParser:
         future: asyncio.Future[ParsedDocument] = asyncio.get_running_loop().create_future()
         self._inflight[sha256] = future
         try:
-            document = await self._parse_or_share(name, kind, data, sha256, emit)
+            document = await self._parse_or_share(name, kind, data, sha256, emit, owner)
         except asyncio.CancelledError:
             future.cancel()
             raise
@@ -138,16 +142,19 @@ class DocumentParser:
             return document
         finally:
             self._inflight.pop(sha256, None)
+            # The future holds the error, whose traceback holds this frame: without this the
+            # cycle (and the document's bytes with it) would wait for the garbage collector.
+            del future
 
     async def _parse_or_share(
-        self, name: str, kind: Kind, data: bytes, sha256: str, emit: StatusSink
+        self, name: str, kind: Kind, data: bytes, sha256: str, emit: StatusSink, owner: str
     ) -> ParsedDocument:
         """Parsed here, or by another replica (its entry in the shared cache, waited for when
         it is parsing the same document right now)."""
         if self.shared is None:
-            return await self._parse_new(name, kind, data, sha256, emit)
+            return await self._parse_new(name, kind, data, sha256, emit, owner)
         document, parsed_here = await self.shared.parse_once(
-            sha256, kind, lambda: self._parse_new(name, kind, data, sha256, emit)
+            sha256, kind, lambda: self._parse_new(name, kind, data, sha256, emit, owner)
         )
         if not parsed_here:
             self.count("shared")
@@ -157,7 +164,7 @@ class DocumentParser:
         return document if document.name == name else replace(document, name=name)
 
     async def _parse_new(
-        self, name: str, kind: Kind, data: bytes, sha256: str, emit: StatusSink
+        self, name: str, kind: Kind, data: bytes, sha256: str, emit: StatusSink, owner: str
     ) -> ParsedDocument:
         started = time.perf_counter()
         library = LIBRARY[kind]
@@ -168,7 +175,7 @@ class DocumentParser:
         if kind in TEXT_KINDS:
             pages = await self._parse_text(name, kind, data, collector)
         else:
-            pages = await self._parse_in_worker(name, kind, data, collector)
+            pages = await self._parse_in_worker(name, kind, data, collector, owner)
         document = ParsedDocument(
             name,
             sha256,
@@ -194,20 +201,46 @@ class DocumentParser:
         )
         return document
 
-    async def _cached(self, data: bytes, kind: Kind) -> ParsedDocument | str:
-        """The cached document, or the sha256 to file a new one under."""
+    async def kind_of(self, name: str, data: bytes) -> Kind:
+        """The kind `parse` would take `data` for (DocumentError when it takes none)."""
+        return await self._kind(name, data, await self._digest(data))
+
+    async def _digest(self, data: bytes) -> str:
         if len(data) < _INLINE_BYTES:
-            sha256 = hashlib.sha256(data).hexdigest()
-        else:
-            # hashlib releases the GIL: big inputs are hashed without holding up the loop.
-            sha256 = (await asyncio.to_thread(hashlib.sha256, data)).hexdigest()
+            return hashlib.sha256(data).hexdigest()
+        # hashlib releases the GIL: big inputs are hashed without holding up the loop.
+        return (await asyncio.to_thread(hashlib.sha256, data)).hexdigest()
+
+    async def _kind(self, name: str, data: bytes, sha256: str) -> Kind:
+        """Detected once per bytes and name (the extension counts), in a thread: telling a
+        container's format lists its entries, which is not for the event loop. The outcome,
+        a refusal included, is remembered, so a document sent again (or named 20 times in one
+        request) is not detected again."""
+        key = (sha256, PurePath(name).suffix.lower(), declared_kind(name))
+        known = self._kinds.get(key)
+        if known is None:
+            try:
+                known = await asyncio.to_thread(detect, name, data)
+            except DocumentError as error:
+                # The reason only: the error's traceback would keep the bytes alive.
+                known = (error.reason, error.code or "invalid_document")
+            self._kinds[key] = known
+            while len(self._kinds) > _KINDS_REMEMBERED:
+                del self._kinds[next(iter(self._kinds))]
+        if isinstance(known, tuple):
+            reason, code = known
+            raise DocumentError(name, reason, code=code)
+        return known
+
+    async def _cached(self, sha256: str, kind: Kind) -> ParsedDocument | None:
+        """The cached document, if any."""
         document = self.cache.recall(sha256, kind)
         if document is None:
             # Reading and decoding an entry of up to max_chars is kept off the loop too.
             document = await asyncio.to_thread(self.cache.load, sha256, kind)
             if document is not None:
                 self.cache.remember(document)
-        return document or sha256
+        return document
 
     def _hint(self, kind: Kind) -> str:
         if kind not in _SCANNABLE:
@@ -283,7 +316,7 @@ class DocumentParser:
         return collector.finish()
 
     async def _parse_in_worker(
-        self, name: str, kind: Kind, data: bytes, collector: PageCollector
+        self, name: str, kind: Kind, data: bytes, collector: PageCollector, owner: str
     ) -> list[Page]:
         ocr = self.ocr.options
         job = {
@@ -304,7 +337,7 @@ class DocumentParser:
             },
         }
         try:
-            await self.pool.run(job, data, self.limits.timeout_s, collector.on_message)
+            await self.pool.run(job, data, self.limits.timeout_s, collector.on_message, owner)
         except WorkerTimeout:
             raise self._timeout(name) from None
         except WorkerUnavailable as exc:

@@ -13,6 +13,7 @@ from typing import Any
 
 import structlog
 
+from proxy.documents.fairness import FairShare
 from proxy.documents.protocol import HEADER, frame_length, pack, pack_json
 
 log = structlog.get_logger(__name__)
@@ -87,8 +88,11 @@ class WorkerPool:
         argv: Sequence[str] | None = None,
         memory_bytes: int = WORKER_MEMORY_BYTES,
         recycle_rss_bytes: int = RECYCLE_RSS_BYTES,
+        per_key: int | None = None,
     ) -> None:
         self._size = max(1, size)
+        # None: no cap (one identity); the proxy's wiring caps keys at all processes but one.
+        self.share = FairShare(self._size, min(self._size, per_key or self._size))
         self._argv = list(argv or [sys.executable, "-m", "proxy.documents.worker"])
         self._argv.append(str(memory_bytes))
         self._idle: asyncio.Queue[_Worker | None] | None = None
@@ -116,11 +120,26 @@ class WorkerPool:
         data: bytes,
         timeout_s: float,
         on_message: Callable[[Message], float | None],
+        key: str = "",
     ) -> None:
         """Run one job, passing each frame to `on_message`, until `done` or `error` arrives.
 
         `on_message` may return seconds to add to the time limit (slow steps such as OCR).
+        `key`: whose job it is, for the fair share of the processes (waiting is not timed).
         """
+        await self.share.acquire(key)
+        try:
+            await self._run(job, data, timeout_s, on_message)
+        finally:
+            self.share.release(key)
+
+    async def _run(
+        self,
+        job: Message,
+        data: bytes,
+        timeout_s: float,
+        on_message: Callable[[Message], float | None],
+    ) -> None:
         for attempt in (1, 2):
             worker = await self._acquire()
             self.jobs += 1

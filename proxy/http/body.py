@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import json
 from collections.abc import Awaitable
+from dataclasses import dataclass
 from typing import Any, TypeVar
 
 import orjson
@@ -12,12 +13,14 @@ from aiohttp import web
 
 from proxy.config import ServerSettings
 from proxy.errors import BadRequest, PayloadTooLarge, ProxyError
+from proxy.http.jsonsize import quick_bound, values_over
 
 T = TypeVar("T")
 
 # Bodies (and rewritten bodies) above this size are (de)serialised in a thread: a 60 MB base64
 # PDF takes long enough to stall every other request on the event loop.
 OFF_LOOP_BYTES = 1 << 20
+MAX_JSON_VALUES = 250_000  # the default of server.max_json_values
 
 
 def max_body_bytes(server: ServerSettings) -> int:
@@ -32,15 +35,41 @@ def body_too_large(limit: int) -> PayloadTooLarge:
     )
 
 
-async def within(step: Awaitable[T], idle_s: float) -> T:
-    """One read of a request body, or a 408 when the client sends nothing for `idle_s`: aiohttp
-    has no body read timeout of its own, and a stalled upload would hold its connection."""
+@dataclass(frozen=True)
+class BodyClock:
+    """How long a body may take: `idle_s` without a byte (server.body_timeout_s), and
+    `total_s` in all (server.body_deadline_s) from when it starts being read."""
+
+    idle_s: float
+    total_s: float
+    deadline: float  # the event loop's time by which the whole body must have arrived
+
+    @classmethod
+    def start(cls, server: ServerSettings) -> BodyClock:
+        now = asyncio.get_running_loop().time()
+        return cls(server.body_timeout_s, server.body_deadline_s, now + server.body_deadline_s)
+
+
+async def within(step: Awaitable[T], clock: BodyClock) -> T:
+    """One read of a request body, or a 408 when the client sends nothing for `idle_s` or the
+    body is not whole by its deadline: aiohttp has no body read timeout of its own, and a
+    stalled upload, or one trickled a byte at a time, would hold its connection."""
+    left = clock.deadline - asyncio.get_running_loop().time()
+    late = left <= clock.idle_s
     try:
-        async with asyncio.timeout(idle_s):  # not wait_for: see DocumentParser on 3.11
-            return await step
+        async with asyncio.timeout(max(0.0, min(clock.idle_s, left))):  # not wait_for: see
+            return await step  # DocumentParser on 3.11
     except TimeoutError:
+        if late:
+            raise ProxyError(
+                f"the request body did not arrive within {clock.total_s:g} s"
+                " (server.body_deadline_s)",
+                status=408,
+                code="request_timeout",
+            ) from None
         raise ProxyError(
-            f"the request body stopped arriving (nothing for {idle_s:g} s, server.body_timeout_s)",
+            f"the request body stopped arriving (nothing for {clock.idle_s:g} s,"
+            " server.body_timeout_s)",
             status=408,
             code="request_timeout",
         ) from None
@@ -52,18 +81,34 @@ def check_received(request: web.Request, limit: int) -> None:
         raise body_too_large(limit)
 
 
-async def read_body(request: web.Request, limit: int, idle_s: float) -> bytes:
-    """The whole body, read as it streams in: at most `limit` bytes, no pause over `idle_s`."""
+async def read_body(request: web.Request, server: ServerSettings) -> bytes:
+    """The whole body, read as it streams in: at most server.max_body_mb, within the times of
+    its `BodyClock`."""
+    limit = max_body_bytes(server)
     if request.content_length is not None and request.content_length > limit:
         raise body_too_large(limit)
+    clock = BodyClock.start(server)
     chunks = []
     size = 0
-    while chunk := await within(request.content.readany(), idle_s):
+    while chunk := await within(request.content.readany(), clock):
         size += len(chunk)
         if size > limit:
             raise body_too_large(limit)
         chunks.append(chunk)
     return b"".join(chunks)
+
+
+def too_many_values(limit: int) -> ProxyError:
+    return PayloadTooLarge(
+        f"the request body holds more than {limit} JSON values (server.max_json_values)",
+        code="too_many_json_values",
+    )
+
+
+def _bounded_loads(raw: bytes, max_values: int) -> Any:
+    if values_over(raw, max_values):
+        raise too_many_values(max_values)
+    return _loads(raw)
 
 
 def _loads(raw: bytes) -> Any:
@@ -85,11 +130,20 @@ def _dumps(body: dict[str, Any]) -> bytes:
         return json.dumps(body, ensure_ascii=False).encode()
 
 
-async def parse_body(raw: bytes) -> dict[str, Any]:
+async def parse_body(raw: bytes, max_values: int = MAX_JSON_VALUES) -> dict[str, Any]:
+    """The body as a JSON object; one that may hold more than `max_values` values is refused
+    before it is parsed (see proxy.http.jsonsize), big ones are parsed in a thread."""
     if not raw:
         raise BadRequest("the request body is empty; expected a JSON object", code="invalid_json")
     try:
-        body = await asyncio.to_thread(_loads, raw) if len(raw) > OFF_LOOP_BYTES else _loads(raw)
+        if len(raw) > OFF_LOOP_BYTES:
+            body = await asyncio.to_thread(_bounded_loads, raw, max_values)
+        else:
+            if quick_bound(raw) > max_values and await asyncio.to_thread(
+                values_over, raw, max_values
+            ):
+                raise too_many_values(max_values)
+            body = _loads(raw)
     except RecursionError:
         raise BadRequest(
             "the request body is nested too deeply to read", code="invalid_json"
@@ -118,6 +172,8 @@ def text_size(body: dict[str, Any]) -> int:
     messages = body.get("messages")
     for message in messages if isinstance(messages, list) else ():
         content = message.get("content") if isinstance(message, dict) else None
+        calls = message.get("tool_calls") if isinstance(message, dict) else None
+        size += 64 * len(calls) if isinstance(calls, list) else 0  # each a small JSON object
         if isinstance(content, str):
             size += len(content)
         elif isinstance(content, list):

@@ -11,7 +11,7 @@ import aiohttp
 from aiohttp import web
 
 from proxy.errors import ProxyError, UpstreamError
-from proxy.http.body import max_body_bytes, parse_body, read_body, serialise
+from proxy.http.body import parse_body, read_body, serialise
 from proxy.http.decorate import as_chunk, decorate_json, decorate_stream
 from proxy.http.keys import CALLER, EXCHANGE, FAILURE, REQUEST_ID, ROUTE, SERVICES, UPSTREAM_SECONDS
 from proxy.http.recording import recorded
@@ -34,8 +34,7 @@ from proxy.upstream.sse import data_event
 
 
 async def read_request_body(request: web.Request, services: Services) -> bytes:
-    server = services.settings.server
-    return await read_body(request, max_body_bytes(server), server.body_timeout_s)
+    return await read_body(request, services.settings.server)
 
 
 def status_channel(request: web.Request, services: Services) -> StatusChannel:
@@ -88,7 +87,12 @@ async def prepare_exchange(
     exchange = Exchange(
         request_id=request[REQUEST_ID],
         body=(
-            await parse_body(await read_request_body(request, services)) if body is None else body
+            await parse_body(
+                await read_request_body(request, services),
+                services.settings.server.max_json_values,
+            )
+            if body is None
+            else body
         ),
         caller=request[CALLER],
         option_headers={
@@ -109,6 +113,7 @@ async def prepare_exchange(
     try:
         await run_pipeline(exchange, services)
     finally:
+        exchange.release_documents()
         services.metrics.prepare.observe(time.perf_counter() - exchange.started)
     return exchange
 

@@ -14,7 +14,7 @@ from aiohttp.http_exceptions import HttpProcessingError
 from proxy.documents.naming import basename
 from proxy.errors import BadRequest, ProxyError
 from proxy.files.protocol import FileStore, Owner, Upload
-from proxy.http.body import body_too_large, check_received, max_body_bytes, within
+from proxy.http.body import BodyClock, body_too_large, check_received, max_body_bytes, within
 from proxy.http.keys import CALLER, ROUTE, SERVICES
 
 CHUNK_BYTES = 1 << 20
@@ -67,19 +67,20 @@ async def create_file(request: web.Request) -> web.Response:
     if not request.content_type.startswith("multipart/"):
         raise BadRequest("upload files as multipart/form-data with fields 'file' and 'purpose'")
     server = request.app[SERVICES].settings.server
-    limit, idle_s = max_body_bytes(server), server.body_timeout_s
+    limit = max_body_bytes(server)
     if request.content_length is not None and request.content_length > limit:
         raise body_too_large(limit)
     purpose: str | None = None
     pending: tuple[Upload, str] | None = None
     try:
         reader = await request.multipart()
-        while (part := await within(reader.next(), idle_s)) is not None:
+        clock = BodyClock.start(server)
+        while (part := await within(reader.next(), clock)) is not None:
             check_received(request, limit)
             if not isinstance(part, BodyPartReader):
                 raise BadRequest("nested multipart bodies are not accepted", param="file")
             if part.name == "purpose":
-                purpose = (await _small_field(part, request, limit, idle_s)).strip()
+                purpose = (await _small_field(part, request, limit, clock)).strip()
             elif part.name == "file":
                 if pending is not None:
                     raise BadRequest("send one 'file' field per upload", param="file")
@@ -90,11 +91,11 @@ async def create_file(request: web.Request) -> web.Response:
                 # A client may send the whole local path; the name is its last part.
                 filename = basename(part.filename or "") or "upload"
                 pending = (upload, filename)
-                while chunk := await within(part.read_chunk(CHUNK_BYTES), idle_s):
+                while chunk := await within(part.read_chunk(CHUNK_BYTES), clock):
                     check_received(request, limit)
                     await asyncio.to_thread(upload.write, chunk)
             else:
-                while await within(part.read_chunk(CHUNK_BYTES), idle_s):
+                while await within(part.read_chunk(CHUNK_BYTES), clock):
                     check_received(request, limit)
         if pending is None:
             raise BadRequest("the multipart body has no 'file' field", param="file")
@@ -121,10 +122,10 @@ async def create_file(request: web.Request) -> web.Response:
 
 
 async def _small_field(
-    part: BodyPartReader, request: web.Request, limit: int, idle_s: float
+    part: BodyPartReader, request: web.Request, limit: int, clock: BodyClock
 ) -> str:
     data = b""
-    while chunk := await within(part.read_chunk(1024), idle_s):
+    while chunk := await within(part.read_chunk(1024), clock):
         check_received(request, limit)
         data += chunk
         if len(data) > MAX_FIELD_BYTES:

@@ -19,13 +19,13 @@ import aiohttp
 from aiohttp import web
 
 from proxy.errors import BadRequest, ProxyError, UpstreamError
-from proxy.http.body import OFF_LOOP_BYTES, max_body_bytes, parse_body, read_body, serialise
+from proxy.http.body import OFF_LOOP_BYTES, parse_body, read_body, serialise
 from proxy.http.chat import forward_exchange, prepare_or_fail, read_request_body
 from proxy.http.decorate import Transform
 from proxy.http.keys import CALLER, REQUEST_ID, ROUTE, SERVICES
 from proxy.http.passthrough import relay_to_upstream
 from proxy.http.recording import recorded
-from proxy.http.responses import cited
+from proxy.http.responses import cited, off_loop_if_long
 from proxy.pipeline.exchange import Caller
 from proxy.pipeline.services import Services
 from proxy.responses.answer import Cited, Ids
@@ -149,7 +149,8 @@ async def create_native_response(request: web.Request) -> web.StreamResponse:
     request[ROUTE] = "responses"
     services = request.app[SERVICES]
     caller = request[CALLER]
-    body = await parse_body(await read_request_body(request, services))
+    server = services.settings.server
+    body = await parse_body(await read_request_body(request, services), server.max_json_values)
     if "input" not in body:
         raise BadRequest("input: is required", param="input", code="missing_required_parameter")
     await check_references(services, caller, body)
@@ -159,7 +160,9 @@ async def create_native_response(request: web.Request) -> web.StreamResponse:
         await asyncio.to_thread(owners.record, "response", ident, caller.name)
 
     watch = Watched(record)
-    messages, origins = translate_input(body["input"])
+    messages, origins = await off_loop_if_long(
+        body["input"], translate_input, body["input"], server.max_messages
+    )
     chat: dict[str, Any] = {"messages": messages, "stream": body.get("stream") is True}
     if isinstance(body.get("model"), str):
         chat["model"] = body["model"]
@@ -246,8 +249,8 @@ async def stored_native_response(request: web.Request) -> web.StreamResponse:
     ident, _, rest = request.match_info["tail"].partition("/")
     if ident in BODY_ROUTES and not rest and request.method == "POST":
         server = services.settings.server
-        raw = await read_body(request, max_body_bytes(server), server.body_timeout_s)
-        await check_references(services, caller, await parse_body(raw))
+        raw = await read_body(request, server)
+        await check_references(services, caller, await parse_body(raw, server.max_json_values))
         return await relay_to_upstream(request, raw)
     return await _owned_route(request, services, caller, "response", ident, rest)
 

@@ -8,7 +8,7 @@ import yarl
 from aiohttp import web
 
 from proxy.errors import ProxyError
-from proxy.http.body import max_body_bytes, read_body
+from proxy.http.body import read_body
 from proxy.http.keys import CALLER, REQUEST_ID, SERVICES, UPSTREAM_SECONDS
 from proxy.upstream.forward import Answer, Outgoing, forward
 from proxy.upstream.headers import upstream_request_headers
@@ -47,7 +47,7 @@ async def relay_to_upstream(
     request_id = request[REQUEST_ID]
     server = services.settings.server
     if body is None:
-        body = await read_body(request, max_body_bytes(server), server.body_timeout_s)
+        body = await read_body(request, server)
     outgoing = Outgoing(
         method=request.method,
         # The raw path and query, still percent-encoded as the client sent them.

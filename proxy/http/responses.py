@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 import time
-from collections.abc import AsyncIterator
-from typing import Any
+from collections.abc import AsyncIterator, Callable
+from typing import Any, ParamSpec, TypeVar
 
 import aiohttp
 from aiohttp import web
@@ -34,6 +35,20 @@ from proxy.upstream.headers import client_response_headers
 from proxy.upstream.relay import error_message, is_stream, relay_response
 from proxy.upstream.sse import sse_events
 
+P = ParamSpec("P")
+T = TypeVar("T")
+# Inputs of more items than this are translated in a thread (each item is checked and copied).
+OFF_LOOP_ITEMS = 256
+
+
+async def off_loop_if_long(
+    items: Any, translate: Callable[P, T], *args: P.args, **kwargs: P.kwargs
+) -> T:
+    """`translate(...)`, in a thread when `items` is a long list."""
+    if isinstance(items, list) and len(items) > OFF_LOOP_ITEMS:
+        return await asyncio.to_thread(translate, *args, **kwargs)
+    return translate(*args, **kwargs)
+
 
 def cited(exchange: Exchange, ids: Ids | None = None, include_results: bool = False) -> Cited:
     """What the answer cites; with a file_search tool, the `file_search_call` item too."""
@@ -48,8 +63,12 @@ def cited(exchange: Exchange, ids: Ids | None = None, include_results: bool = Fa
 async def create_response(request: web.Request) -> web.StreamResponse:
     request[ROUTE] = "responses"
     services = request.app[SERVICES]
-    body = await parse_body(await read_request_body(request, services))
-    chat, asked = chat_request(body)
+    body = await parse_body(
+        await read_request_body(request, services), services.settings.server.max_json_values
+    )
+    chat, asked = await off_loop_if_long(
+        body.get("input"), chat_request, body, services.settings.server.max_messages
+    )
     ids, created_at = Ids.new(), int(time.time())
     # One stream of events from the first to the last, failures included: a stream the
     # statuses started and that breaks off ends with `error` and `response.failed`.

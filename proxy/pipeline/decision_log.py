@@ -76,13 +76,13 @@ def documents_of(exchange: Exchange) -> list[LoggedDocument]:
             LoggedDocument(
                 name=ref.name,
                 new=True,
-                bytes=len(ref.data),
+                bytes=ref.size,
                 pages=len(document.pages) if document else None,
                 kind=document.kind if document else None,
             )
         )
     for ref in exchange.old_refs:
-        logged.append(LoggedDocument(ref.name, False, len(ref.data), None, None))
+        logged.append(LoggedDocument(ref.name, False, ref.size, None, None))
     return logged
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -14,6 +15,7 @@ from proxy.pipeline.references import FileRef
 from proxy.pipeline.strategy import Strategy
 
 if TYPE_CHECKING:
+    from proxy.pipeline.inflight import Held
     from proxy.stores.filters import Filter
     from proxy.stores.records import StoreRecord
 
@@ -92,6 +94,7 @@ class Exchange:
     old_refs: list[FileRef] = field(default_factory=list)
     new_documents: list[ParsedDocument] = field(default_factory=list)
     document_chars: int = 0  # text of the documents parsed so far (documents.max_request_chars)
+    held: Held | None = None  # the documents' bytes, counted against the key until released
     query: str = ""
     decision: Decision = field(default_factory=Decision)
     citations: list[str] = field(default_factory=list)
@@ -125,6 +128,18 @@ class Exchange:
     def messages(self) -> list[dict[str, Any]]:
         messages = self.body.get("messages")
         return messages if isinstance(messages, list) else []
+
+    def release_documents(self) -> None:
+        """The pipeline is done with the documents' bytes: drop them and give them back to the
+        key's budget (the parsed text stays; the bytes would otherwise live as long as the
+        request, or longer where an error's traceback holds it)."""
+        for refs in (self.new_refs, self.old_refs):
+            refs[:] = [
+                dataclasses.replace(ref, data=b"", dropped=len(ref.data)) if ref.data else ref
+                for ref in refs
+            ]
+        if self.held is not None:
+            self.held.release()
 
     def timed(self, name: str, seconds: float) -> None:
         self.timings[name] = round(self.timings.get(name, 0.0) + seconds, 6)

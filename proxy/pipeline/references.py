@@ -29,6 +29,12 @@ class FileRef:
     file_id: str | None = None
     # False: the name is ours (`document-N`), and the document's own title may replace it.
     named: bool = True
+    dropped: int = 0  # the size of `data`, once the bytes were dropped after the pipeline
+
+    @property
+    def size(self) -> int:
+        """Bytes read for this reference (still known after they are dropped)."""
+        return len(self.data) or self.dropped
 
 
 @dataclass(frozen=True)

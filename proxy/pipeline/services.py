@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING
 from proxy.config import Settings
 from proxy.metrics import Metrics
 from proxy.pipeline.decision_log import DecisionLog
+from proxy.pipeline.inflight import BytesInFlight
 from proxy.upstream.client import UpstreamClient
 from proxy.upstream.routes import UpstreamRoutes
 
@@ -42,6 +43,7 @@ class Services:
     token_cache: TokenCache
     formats: FormatRegistry
     decisions: DecisionLog = field(default_factory=DecisionLog)
+    in_flight: BytesInFlight = field(default_factory=BytesInFlight)  # document bytes per key
     retriever_factory: Callable[[], Retriever] | None = field(repr=False, default=None)
     local_upstream: LlamaServer | None = field(default=None, repr=False)
     vector_stores: VectorStores | None = field(default=None, repr=False)

@@ -177,12 +177,15 @@ def _refuse_state(body: dict[str, Any]) -> None:
         raise bad("stored prompt templates are not supported by this proxy", "prompt")
 
 
-def chat_request(body: dict[str, Any]) -> tuple[dict[str, Any], Asked]:
-    """The chat body for a Responses body, and what the response object must repeat."""
+def chat_request(
+    body: dict[str, Any], max_items: int | None = None
+) -> tuple[dict[str, Any], Asked]:
+    """The chat body for a Responses body, and what the response object must repeat; an
+    `input` of more than `max_items` items is refused before it is translated."""
     _refuse_state(body)
     if "input" not in body:
         raise bad("is required", "input", "missing_required_parameter")
-    messages = input_messages(body["input"])
+    messages = input_messages(body["input"], max_items)
     instructions = body.get("instructions")
     if instructions is not None:
         messages.insert(0, {"role": "system", "content": text_of(instructions, "instructions")})

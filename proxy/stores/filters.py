@@ -18,6 +18,8 @@ from proxy.errors import BadRequest
 Scalar = str | int | float | bool
 MAX_DEPTH = 8
 MAX_COMPARISONS = 64
+MAX_LIST_VALUES = 1000
+"""Values of one `in`/`nin` list: checked before any is looked at, like the comparisons."""
 _ORDER: dict[str, Callable[[Any, Any], bool]] = {
     "gt": operator.gt,
     "gte": operator.ge,
@@ -32,6 +34,8 @@ class Comparison:
     key: str
     type: str
     value: Scalar | tuple[Scalar, ...]
+    # `in`/`nin`: the values as `_kind_of` keys, so a file is matched in one set lookup.
+    members: frozenset[tuple[str, Scalar]] = frozenset()
 
 
 @dataclass(frozen=True)
@@ -87,9 +91,15 @@ def _parse(raw: Any, where: str, depth: int, count: list[int]) -> Filter:
     if not isinstance(key, str) or not key:
         raise _bad(f"{where}.key", "must be a non-empty string")
     if kind in ("in", "nin"):
-        if not isinstance(value, list) or not all(_scalar(item) for item in value):
+        if not isinstance(value, list):
             raise _bad(f"{where}.value", f"{kind} needs an array of strings or numbers")
-        return Comparison(key, kind, tuple(value))
+        if len(value) > MAX_LIST_VALUES:
+            raise _bad(
+                f"{where}.value", f"{kind} takes at most {MAX_LIST_VALUES} values ({len(value)})"
+            )
+        if not all(_scalar(item) for item in value):
+            raise _bad(f"{where}.value", f"{kind} needs an array of strings or numbers")
+        return Comparison(key, kind, tuple(value), frozenset(_kind_of(item) for item in value))
     if not _scalar(value):
         raise _bad(f"{where}.value", "must be a string, a number or a boolean")
     if kind in _ORDER and isinstance(value, bool):
@@ -105,6 +115,16 @@ def _same(left: Any, right: Any) -> bool:
     if isinstance(left, str) or isinstance(right, str):
         return isinstance(left, str) and isinstance(right, str) and left == right
     return bool(left == right)
+
+
+def _kind_of(value: Scalar) -> tuple[str, Scalar]:
+    """A value with its kind, equal where `_same` says equal: True is not 1, "1" is not 1, but
+    1 is 1.0 (numbers hash and compare by value)."""
+    if isinstance(value, bool):
+        return ("bool", value)
+    if isinstance(value, str):
+        return ("str", value)
+    return ("number", value)
 
 
 def _ordered(left: Any, right: Any) -> bool:
@@ -127,7 +147,6 @@ def matches(rule: Filter, attributes: Mapping[str, Any]) -> bool:
     if rule.type == "ne":
         return not _same(value, rule.value)
     if rule.type in ("in", "nin"):
-        assert isinstance(rule.value, tuple)
-        found = any(_same(value, item) for item in rule.value)
+        found = _scalar(value) and _kind_of(value) in rule.members
         return found if rule.type == "in" else not found
     return _ordered(value, rule.value) and _ORDER[rule.type](value, rule.value)

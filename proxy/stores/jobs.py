@@ -272,7 +272,7 @@ class IndexingJobs:
 
     async def _read_parse_index(self, record: FileRecord) -> Outcome:
         stored, data = await asyncio.to_thread(self.files.read, record.id, None)
-        document = await self.parser.parse(stored.filename, data)
+        document = await self.parser.parse(stored.filename, data, owner=stored.owner)
         variants = await self.variants()
         retriever = variants.for_chunking(record.chunking)
         index_key = variants.key(document.sha256, record.chunking)

@@ -197,7 +197,7 @@ class StoreFiles:
             stored, data = await _run(self.stores.uploads.read, record.id, None)
         except FileNotFound:
             raise StoreFileNotFound(record.store_id, record.id) from None
-        return await self.stores.parser.parse(stored.filename, data)
+        return await self.stores.parser.parse(stored.filename, data, owner=stored.owner)
 
     async def load(self, record: FileRecord, key: str) -> ParsedDocument:
         return keyed(await self.document(record), key)

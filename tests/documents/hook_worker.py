@@ -1,5 +1,5 @@
 """Test parse worker: `%PDF-HANG` hangs, `%PDF-CRASH` segfaults, `%PDF-GREEDY` overallocates,
-`%PDF-BLOAT` keeps 300 MB after its job."""
+`%PDF-BLOAT` keeps 300 MB after its job, `%PDF-SLOW` takes 4 s (a big document)."""
 
 from __future__ import annotations
 
@@ -23,6 +23,9 @@ def _extract(kind: str, data: bytes, job: Job) -> Iterator[Unit]:
     if data.startswith(b"%PDF-HANG"):
         job.on_count(1)
         time.sleep(3600)
+    if data.startswith(b"%PDF-SLOW"):
+        job.on_count(1)
+        time.sleep(4)
     if data.startswith(b"%PDF-BLOAT"):
         block = bytearray(300 * 1024**2)
         block[::4096] = b"x" * len(block[::4096])  # touched, so it is resident

@@ -15,7 +15,7 @@ import pytest
 from proxy.documents import DocumentParser, detect
 from proxy.documents.archive import MAX_ENTRIES
 from proxy.errors import DocumentError
-from tests.documents.zipbombs import deflated_zeros, raw_zip, small
+from tests.documents.zipbombs import crowded_docx, deflated_zeros, raw_zip, small
 
 ROOT = Path(__file__).resolve().parents[2]
 GIB = 1024
@@ -112,6 +112,24 @@ def test_too_many_entries_are_refused_before_the_directory_is_read() -> None:
     with pytest.raises(DocumentError, match="too many entries") as caught:
         detect("many.docx", raw_zip(members))
     assert caught.value.code == "document_too_large"
+
+
+def test_a_zip64_end_record_is_read_for_the_entry_count() -> None:
+    # The plain end record claims one entry; the ZIP64 one, which zipfile reads instead,
+    # lists 50,000 (the had 700,000): refused from the record, before zipfile lists them.
+    with pytest.raises(DocumentError, match=r"too many entries \(50000") as caught:
+        detect("crowded.docx", crowded_docx(50_000, zip64=True))
+    assert caught.value.code == "document_too_large"
+
+
+def test_entries_are_counted_in_the_directory_whatever_the_end_record_says() -> None:
+    # zipfile reads the directory by its size and ignores the declared count of 100.
+    crowded = crowded_docx(MAX_ENTRIES + 1, zip64=False, declared=100)
+    with pytest.raises(DocumentError, match=f"more than {MAX_ENTRIES}") as caught:
+        detect("crowded.docx", crowded)
+    assert caught.value.code == "document_too_large"
+    for zip64 in (True, False):  # within the limit, either record: an ordinary DOCX
+        assert detect("fine.docx", crowded_docx(MAX_ENTRIES, zip64=zip64)) == "docx"
 
 
 def test_compression_methods_that_inflate_unbounded_are_refused() -> None:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import threading
 import time
 from collections.abc import AsyncIterator, Callable, Iterator
 from contextlib import contextmanager
@@ -16,6 +17,7 @@ import pytest_asyncio
 
 from proxy.documents import DocumentParser, ParseLimits
 from proxy.documents.cache import DocumentCache
+from proxy.documents.detect import detect
 from proxy.documents.model import Page, ParsedDocument
 from proxy.errors import DocumentError, PayloadTooLarge
 
@@ -142,6 +144,35 @@ async def test_html_and_docx_go_through_workers(parser: DocumentParser) -> None:
     document = await parser.parse("p.html", b"<h1>Title</h1><p>Body text.</p>")
     assert document.library == "selectolax"
     assert document.text == "# Title\n\nBody text."
+
+
+async def test_the_kind_is_detected_once_and_off_the_event_loop(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from proxy.documents import parser as parser_module
+
+    threads: list[int] = []
+
+    def counted(name: str, data: bytes) -> object:
+        threads.append(threading.get_ident())
+        return detect(name, data)
+
+    monkeypatch.setattr(parser_module, "detect", counted)
+    parser = DocumentParser(tmp_path, workers=1)
+    try:
+        for _ in range(3):
+            assert await parser.kind_of("notes.txt", b"plain words\n") == "text"
+            document = await parser.parse("notes.txt", b"plain words\n")
+            assert document.kind == "text"
+        # A refusal is remembered as well.
+        for _ in range(2):
+            with pytest.raises(DocumentError, match="empty"):
+                await parser.parse("empty.txt", b"")
+        assert await parser.kind_of("notes.md", b"plain words\n") == "markdown"
+    finally:
+        await parser.close()
+    assert len(threads) == 3  # notes.txt, empty.txt, notes.md: once each
+    assert threading.get_ident() not in threads
 
 
 async def test_file_size_limit(tmp_path: Path) -> None:

@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import asyncio
+from types import SimpleNamespace
 from typing import Any, cast
 
 import pytest
 
+from proxy.config import ServerSettings, Settings
 from proxy.errors import BadRequest
 from proxy.pipeline.exchange import Exchange
 from proxy.pipeline.services import Services
@@ -15,9 +17,11 @@ from proxy.pipeline.stages.validate import validate_request
 GOOD = {"role": "user", "content": "q"}
 
 
-def validated(body: dict[str, Any]) -> None:
-    # The stage reads nothing from the services.
-    asyncio.run(validate_request(Exchange("r", body), cast(Services, None)))
+def validated(body: dict[str, Any], max_messages: int = 4096) -> None:
+    # The stage reads only the settings from the services.
+    settings = Settings(server=ServerSettings(max_messages=max_messages))
+    services = cast(Services, SimpleNamespace(settings=settings))
+    asyncio.run(validate_request(Exchange("r", body), services))
 
 
 @pytest.mark.parametrize(
@@ -105,3 +109,13 @@ def test_a_body_we_cannot_work_on_is_a_400_naming_the_field(
 )
 def test_a_body_we_can_work_on_passes(body: dict[str, Any]) -> None:
     validated(body)
+
+
+def test_more_messages_than_the_cap_are_refused_before_any_is_read() -> None:
+    validated({"messages": [GOOD] * 3}, max_messages=3)
+    # Not even looked at: the count alone refuses them.
+    with pytest.raises(BadRequest) as raised:
+        validated({"messages": [GOOD, *["not a message"] * 3]}, max_messages=3)
+    error = raised.value
+    assert (error.param, error.code, error.status) == ("messages", "too_many_messages", 400)
+    assert error.message == "'messages' has 4 items; at most 3 are accepted (server.max_messages)"

@@ -187,3 +187,27 @@ def test_bad_requests_name_the_field(body: dict[str, object], param: str, words:
         chat_request(body)
     assert caught.value.param == param
     assert words in caught.value.message
+
+
+def test_more_input_items_than_the_cap_are_refused_before_any_is_translated() -> None:
+    items = [{"role": "user", "content": "hi"}] * 3
+    assert len(chat_request({"input": items}, max_items=3)[0]["messages"]) == 3
+    for translate in (
+        lambda: chat_request({"input": [*items, "not an item"]}, max_items=3),
+        lambda: translate_input([*items, "not an item"], max_items=3),
+    ):
+        with pytest.raises(BadRequest) as raised:
+            translate()
+        error = raised.value
+        assert (error.param, error.code) == ("input", "too_many_messages")
+        assert error.message == "'input' has 4 items; at most 3 are accepted (server.max_messages)"
+
+
+def test_many_function_calls_of_one_turn_are_one_assistant_message() -> None:
+    calls = [
+        {"type": "function_call", "call_id": f"c{n}", "name": "f", "arguments": "{}"}
+        for n in range(5000)
+    ]
+    messages = input_messages([{"role": "user", "content": "go"}, *calls])
+    assert len(messages) == 2
+    assert [call["id"] for call in messages[1]["tool_calls"]] == [f"c{n}" for n in range(5000)]

@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 
 from proxy.errors import BadRequest
-from proxy.stores.filters import matches, parse_filter
+from proxy.stores.filters import MAX_LIST_VALUES, matches, parse_filter
 
 ATTRIBUTES = {"author": "ann", "year": 2021, "draft": False, "date": "2024-03-01", "score": 4.5}
 
@@ -104,3 +104,22 @@ def test_filters_are_bounded() -> None:
     wide = {"type": "or", "filters": [{"type": "eq", "key": "a", "value": i} for i in range(65)]}
     with pytest.raises(BadRequest, match="comparisons"):
         parse_filter(wide)
+    # `in` and `nin` lists are capped like the comparisons, before a value is looked at.
+    for kind in ("in", "nin"):
+        at_cap = {"type": kind, "key": "year", "value": [*range(MAX_LIST_VALUES - 1), 2021]}
+        assert passes(at_cap) is (kind == "in")
+        too_long = {"type": kind, "key": "a", "value": [object()] * (MAX_LIST_VALUES + 1)}
+        with pytest.raises(BadRequest, match=f"at most {MAX_LIST_VALUES} values") as caught:
+            parse_filter(too_long)
+        assert caught.value.param == "filters.value"
+
+
+def test_list_membership_keeps_the_kinds_apart() -> None:
+    # One set lookup per file, with the same rules as eq: 1 is 1.0, never True or "1".
+    assert passes({"type": "in", "key": "year", "value": [2021.0]})
+    assert passes({"type": "in", "key": "score", "value": [4.5, "x"]})
+    assert not passes({"type": "in", "key": "year", "value": ["2021", True]})
+    assert not passes({"type": "in", "key": "draft", "value": [0, "False"]})
+    assert passes({"type": "in", "key": "draft", "value": [False]})
+    assert passes({"type": "nin", "key": "draft", "value": [0]})
+    assert not passes({"type": "in", "key": "odd", "value": ["x"]}, {"odd": ["x"]})

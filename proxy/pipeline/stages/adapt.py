@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 from typing import Any
 
@@ -23,6 +24,27 @@ from proxy.upstream.text_adapter import TextCompletionConverter
 
 # Template overhead per message no chat format exceeds (role markers, separators, BOS/EOS).
 TEMPLATE_TOKENS_PER_MESSAGE = 16
+# Conversations longer than this are rendered in a thread: a template runs per message, and
+# context shifting renders the conversation once per step of its search.
+OFF_LOOP_MESSAGES = 64
+
+
+def long_conversation(messages: list[dict[str, Any]]) -> bool:
+    """Messages, and tool calls in them, beyond what the event loop walks in passing."""
+    count = len(messages)
+    for message in messages:
+        calls = message.get("tool_calls")
+        count += len(calls) if isinstance(calls, list) else 0
+        if count > OFF_LOOP_MESSAGES:
+            return True
+    return False
+
+
+async def rendered(fmt: InstructFormat, messages: list[dict[str, Any]]) -> str:
+    """The prompt for `messages` (the upstream adds BOS itself), off the loop when long."""
+    if long_conversation(messages):
+        return await asyncio.to_thread(render_prompt, fmt, messages, include_bos=False)
+    return render_prompt(fmt, messages, include_bos=False)
 
 
 def token_bound(messages: list[dict[str, Any]]) -> int | None:
@@ -43,9 +65,13 @@ def token_bound(messages: list[dict[str, Any]]) -> int | None:
                     size += len(part["text"].encode())
                 else:
                     return None  # images and other parts: count properly
-        if message.get("tool_calls"):
-            # Rendered into the prompt too (as JSON in most formats' conventions).
-            size += len(json.dumps(message["tool_calls"], ensure_ascii=False).encode())
+        calls = message.get("tool_calls")
+        if calls:
+            # Rendered into the prompt too (as JSON in most formats' conventions); encoded call
+            # by call, so that 40,000 calls are not one call of the encoder holding the GIL.
+            items = calls if isinstance(calls, list) else [calls]
+            size += sum(len(json.dumps(call, ensure_ascii=False).encode()) for call in items)
+            size += len(items) + 1  # the list's commas and brackets
         size += TEMPLATE_TOKENS_PER_MESSAGE
     return size
 
@@ -53,6 +79,19 @@ def token_bound(messages: list[dict[str, Any]]) -> int | None:
 def surely_fits(messages: list[dict[str, Any]], limit: int) -> bool:
     """True when the conversation cannot exceed `limit` tokens, whatever the tokenizer."""
     bound = token_bound(messages)
+    return bound is not None and bound <= limit
+
+
+async def bound_of(messages: list[dict[str, Any]]) -> int | None:
+    """`token_bound`, in a thread for a long conversation (tool calls are JSON-encoded)."""
+    if long_conversation(messages):
+        return await asyncio.to_thread(token_bound, messages)
+    return token_bound(messages)
+
+
+async def fits_surely(messages: list[dict[str, Any]], limit: int) -> bool:
+    """`surely_fits`, in a thread for a long conversation."""
+    bound = await bound_of(messages)
     return bound is not None and bound <= limit
 
 
@@ -101,7 +140,7 @@ def _note_dropped(exchange: Exchange, dropped: int, tokens: int, limit: int) -> 
 async def _shift_chat(exchange: Exchange, services: Services) -> None:
     messages = exchange.messages
     limit = await _window_limit(exchange, services)
-    if limit is None or surely_fits(messages, limit):
+    if limit is None or await fits_surely(messages, limit):
         return
     counter = await services.introspection.counter(exchange.model)
     result = await shift_context(messages, counter.count_messages, limit)
@@ -114,17 +153,17 @@ async def _to_text_completion(exchange: Exchange, services: Services, format_nam
     stops = merged_stops(fmt, exchange.body.get("stop"))
     messages = resolve_macros(exchange.messages, services.settings.formats.variables)
     limit = await _window_limit(exchange, services)
-    if limit is not None and not surely_fits(messages, limit):
+    if limit is not None and not await fits_surely(messages, limit):
         counter = await services.introspection.counter(exchange.model)
 
         async def count(candidate: list[dict[str, Any]]) -> int:
-            return await counter.count_prompt(render_prompt(fmt, candidate))
+            return await counter.count_prompt(await rendered(fmt, candidate))
 
         result = await shift_context(messages, count, limit)
         messages = result.messages
         _note_dropped(exchange, result.dropped, result.tokens, limit)
-    # Rendering happens once, here at the end; the upstream adds BOS itself.
-    prompt = render_prompt(fmt, messages, include_bos=False)
+    # Rendering happens once, here at the end.
+    prompt = await rendered(fmt, messages)
     exchange.body = completion_request(exchange.body, fmt, prompt)
     exchange.upstream_path = "/v1/completions"
     exchange.decision.adapter = AdapterRecord("text", fmt.name, stops)

@@ -21,7 +21,9 @@ async def parse_refs(
     limit = services.settings.documents.max_request_chars
     documents = []
     for index, ref in enumerate(refs):
-        document = await services.parser.parse(ref.name, ref.data, exchange.status)
+        document = await services.parser.parse(
+            ref.name, ref.data, exchange.status, owner=exchange.caller.name
+        )
         exchange.document_chars += document.char_count
         if exchange.document_chars > limit:
             raise BadRequest(

@@ -11,7 +11,7 @@ from proxy.errors import BadRequest
 from proxy.pipeline.decision import UpstreamRecord
 from proxy.pipeline.exchange import Exchange
 from proxy.pipeline.services import Services
-from proxy.pipeline.stages.adapt import answer_budget, answer_room, token_bound
+from proxy.pipeline.stages.adapt import answer_budget, answer_room, bound_of
 from proxy.upstream.facts import ModelFacts
 from proxy.upstream.kinds import traits
 from proxy.upstream.ollama.answer import NativeAnswer, OllamaChatConverter
@@ -65,7 +65,7 @@ async def prompt_tokens(exchange: Exchange, counter: TokenCounter, limit: int) -
         if len(prompt.encode()) <= limit:
             return None
         return await counter.count_prompt(prompt)
-    bound = token_bound(exchange.messages)
+    bound = await bound_of(exchange.messages)
     if bound is not None and bound <= limit:
         return None
     images = _images(exchange.messages)
@@ -143,7 +143,7 @@ async def _ollama(
     assert record is not None
     name = full_name(exchange.model or "")
     raised = services.introspection.raised_num_ctx.get(name)
-    bound = token_bound(exchange.messages)
+    bound = await bound_of(exchange.messages)
     surely = bound is not None and bound + answer <= loaded
     if surely and raised is None:
         record.note = "surely within the loaded window: sent to the OpenAI endpoint as it came"

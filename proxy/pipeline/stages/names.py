@@ -5,7 +5,6 @@ from __future__ import annotations
 import dataclasses
 from typing import Any
 
-from proxy.documents.detect import detect
 from proxy.documents.model import ParsedDocument
 from proxy.documents.naming import extension, given_name, numbered_name, titled_name
 from proxy.errors import ProxyError
@@ -14,20 +13,26 @@ from proxy.pipeline.references import FileRef, attached_marker
 from proxy.pipeline.services import Services
 
 
-def _sniffed_kind(ref: FileRef) -> str | None:
+async def _sniffed_kind(ref: FileRef, services: Services) -> str | None:
+    # The parser's detection: off the event loop, and done once for the documents stage too.
     try:
-        return str(detect(ref.name, ref.data))
+        return str(await services.parser.kind_of(ref.name, ref.data))
     except ProxyError:
         return None  # the parser refuses it with the full reason later
 
 
-def provisional(ref: FileRef, position: int) -> FileRef:
-    """The ref under its given basename, or `document-N.<ext>` until its title is known."""
+def provisional(ref: FileRef, position: int, kind: str | None = None) -> FileRef:
+    """The ref under its given basename, or `document-N.<ext>` (`kind` the sniffed one, for a
+    name without an extension) until its title is known."""
     name = given_name(ref.name)
     if name is not None:
         return ref if name == ref.name else dataclasses.replace(ref, name=name)
-    kind = None if extension(ref.name) else _sniffed_kind(ref)
     return dataclasses.replace(ref, name=numbered_name(ref.name, position, kind), named=False)
+
+
+def needs_sniffing(ref: FileRef) -> bool:
+    """Only a document we must name, whose name has no extension, is named after its kind."""
+    return given_name(ref.name) is None and not extension(ref.name)
 
 
 def rename_marker(
@@ -56,7 +61,8 @@ async def name_references(exchange: Exchange, services: Services) -> None:
     for refs in (exchange.old_refs, exchange.new_refs):
         for index, ref in enumerate(refs):
             position += 1
-            named = provisional(ref, position)
+            kind = await _sniffed_kind(ref, services) if needs_sniffing(ref) else None
+            named = provisional(ref, position, kind)
             if named is not ref:
                 rename_marker(exchange.messages, ref, named.name, exchange.control_tokens)
                 refs[index] = named

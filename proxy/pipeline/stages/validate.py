@@ -7,6 +7,16 @@ from proxy.pipeline.exchange import Exchange
 from proxy.pipeline.services import Services
 
 
+def check_count(count: int, limit: int, param: str) -> None:
+    """Refuse a conversation longer than server.max_messages before any stage walks it."""
+    if count > limit:
+        raise BadRequest(
+            f"'{param}' has {count} items; at most {limit} are accepted (server.max_messages)",
+            param=param,
+            code="too_many_messages",
+        )
+
+
 async def validate_request(exchange: Exchange, services: Services) -> None:
     messages = exchange.body.get("messages")
     if not isinstance(messages, list) or not messages:
@@ -15,6 +25,7 @@ async def validate_request(exchange: Exchange, services: Services) -> None:
             param="messages",
             code="invalid_value",
         )
+    check_count(len(messages), services.settings.server.max_messages, "messages")
     for index, message in enumerate(messages):
         if not isinstance(message, dict):
             raise BadRequest(
