@@ -63,7 +63,11 @@ async def _window_limit(exchange: Exchange, services: Services) -> int | None:
     window = await services.introspection.context_window(exchange.model)
     if window.tokens is None:
         return None
-    return max(1, window.tokens - answer_budget(exchange.body))
+    # Page images are not text: the counters see only their labels, so their tokens are
+    # taken off the limit here.
+    images = exchange.decision.images
+    pictured = images.tokens if images is not None else 0
+    return max(1, window.tokens - answer_budget(exchange.body) - pictured)
 
 
 def _note_dropped(exchange: Exchange, dropped: int, tokens: int, limit: int) -> None:
