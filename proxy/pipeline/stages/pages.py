@@ -377,7 +377,7 @@ async def _render_and_attach(
     _cite(exchange, [planned.page for planned, _, _ in sent])
     exchange.status(f"Sending {len(sent)} pages as images: {_listed(sent)}")
     tokens_header = exchange.response_headers.get("X-Enrich-Tokens")
-    if tokens_header and "/" in tokens_header:
+    if exchange.strategy == INJECT and tokens_header and "/" in tokens_header:
         used, window = tokens_header.split("/", 1)
         exchange.response_headers["X-Enrich-Tokens"] = f"{int(used) + record.tokens}/{window}"
 
