@@ -40,7 +40,16 @@ def test_qwen3vl_counts_32_pixel_blocks() -> None:
 
 @pytest.mark.parametrize(
     ("width", "height"),
-    [(800, 1000), (1000, 1400), (27, 27), (5000, 300), (4000, 4000), (1234, 567), (56, 4096)],
+    [
+        (800, 1000),
+        (1000, 1400),
+        (27, 27),
+        (5000, 300),
+        (4000, 4000),
+        (1234, 567),
+        (56, 4096),
+        (294, 406),
+    ],
 )
 def test_qwen2vl_counts_as_the_llama_cpp_fake_does(width: int, height: int) -> None:
     """Any image size, resized as llama.cpp resizes it: the same count as the fake upstream's,
