@@ -8,11 +8,13 @@ from __future__ import annotations
 
 import base64
 import json
+import os
 from collections.abc import Callable, Iterator
 from typing import Any
 
 import httpx
 import openai
+import pymupdf
 import pytest
 
 from proxy.pipeline import flow
@@ -348,3 +350,52 @@ def test_context_shifting_makes_room_for_the_images(
     assert response.headers["X-Enrich-Images"] == "1"
     assert int(response.headers["X-Enrich-Dropped-Messages"]) > 0
     assert fake.prompt_tokens[-1] <= 2048
+
+
+def test_when_no_kept_page_fits_the_passages_get_the_whole_budget_back(
+    make_proxy: Callable[..., str], serve_fake: Callable[[FakeUpstream], str]
+) -> None:
+    fake = VisionUpstream(projector="gemma3", n_ctx=2048)
+    base = make_proxy(upstream={"base_url": serve_fake(fake)}, vision={"budget_share": 0.02})
+    body = chat(
+        "Figure 1: Revenue by quarter", pdf_part(chart_report_pdf(filler_pages=12, words=300))
+    )
+    body["enrich"] = {"affinity_threshold": 0.0}
+    decision = preview(base, body)["decision"]
+    assert decision["images"]["pages"] == []
+    assert "the passages took the whole budget" in decision["images"]["note"]
+    body["enrich"]["images"] = "none"
+    plain = preview(base, body)["decision"]
+    assert decision["retrieval"]["selected_per_source"] == plain["retrieval"]["selected_per_source"]
+    assert "images" not in plain  # images: none asks nothing of the model
+
+
+def noisy_pdf() -> bytes:
+    """A page of prose and a photograph-like image (noise compresses in no format)."""
+    document = pymupdf.open()
+    page = document.new_page()
+    page.insert_text((72, 72), "A photograph of the warehouse follows.")
+    noise = pymupdf.Pixmap(pymupdf.csRGB, 300, 300, os.urandom(300 * 300 * 3), False)
+    page.insert_image(pymupdf.Rect(72, 100, 472, 500), pixmap=noise)
+    return document.tobytes()
+
+
+def test_a_page_too_big_to_encode_is_left_out_and_the_text_still_goes(
+    make_proxy: Callable[..., str], serve_fake: Callable[[FakeUpstream], str]
+) -> None:
+    fake = VisionUpstream(projector="gemma3", n_ctx=8192)
+    base = make_proxy(upstream={"base_url": serve_fake(fake)}, vision={"max_image_kb": 16})
+    response = httpx.post(
+        base + "/v1/chat/completions",
+        json=chat("What is shown?", pdf_part(noisy_pdf(), "photo.pdf")),
+        timeout=60,
+    )
+    assert response.status_code == 200 and "X-Enrich-Images" not in response.headers
+    assert fake.seen == [[]]
+    assert "A photograph of the warehouse follows." in user_parts(fake)[-1]["text"]
+    images = preview(base, chat("What is shown?", pdf_part(noisy_pdf(), "photo.pdf")))["decision"][
+        "images"
+    ]
+    assert images["left_out"] == [
+        {"file": "photo.pdf", "page": 1, "reason": "image", "why": "not rendered"}
+    ]
