@@ -45,8 +45,16 @@ def test_scans_are_drawn_with_or_without_an_ocr_layer(corpus_dir: Path) -> None:
 def test_a_book_with_a_few_illustrations(corpus_dir: Path) -> None:
     pages = drawn(corpus_dir / "pdf" / "freeculture.pdf")
     assert pages[1] == "scan"  # the cover, one full-page image
-    assert 15 <= len(pages) <= 25  # of 352 pages
+    assert len(pages) == 19  # of 352 pages
+    assert pages[6] == "figure"  # the title page's black band and barcode
     assert all(reason in ("image", "scan", "figure") for reason in pages.values())
+
+
+def test_lecture_notes_with_geometry_figures(corpus_dir: Path) -> None:
+    pages = drawn(corpus_dir / "pdf" / "GeoTopo-komprimiert.pdf")
+    assert len(pages) == 35  # of 117
+    assert {11: "figure", 23: "figure", 73: "figure", 107: "figure"}.items() <= pages.items()
+    assert 2 not in pages and 4 not in pages  # the preface and the table of contents
 
 
 def test_a_vector_chart_page_is_drawn_and_prose_pages_are_not() -> None:
