@@ -40,7 +40,7 @@ class PassageSelection:
     passages: list[Passage]
     per_source: list[int]
     left_out: int
-    used: int = 0  # of the budget, by the passages kept
+    used: int = field(default=0, compare=False)  # of the budget, by the passages kept
 
 
 class PassageBudget:
