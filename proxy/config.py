@@ -344,6 +344,11 @@ class DocumentSettings(Section):
 
 
 CitationStyle = Literal["fields", "inline", "both"]
+ImageDetail = Literal["none", "low", "high", "auto"]
+"""How a vision model gets a document's drawn pages: not at all, small, large, or large while
+the budget allows and small after (see README "Pages as images")."""
+Projector = Literal["gemma3", "qwen2vl", "qwen3vl", "llava", "estimate"]
+"""Image-cost families: the tokens an image of a given size takes (proxy/upstream/image_cost)."""
 
 
 class EnrichFields(BaseModel):
@@ -358,6 +363,8 @@ class EnrichFields(BaseModel):
     citations: CitationStyle | None = None
     # Vector stores searched as if their files were old files of the conversation.
     vector_store_ids: list[Annotated[str, Field(max_length=64)]] | None = Field(None, max_length=16)
+    # Drawn pages (charts, figures, scans) as images for a vision model.
+    images: ImageDetail | None = None
 
 
 class ModelSettings(Section):
@@ -367,6 +374,11 @@ class ModelSettings(Section):
     tokenizer: TokenizerSetting | None = None
     enrich: EnrichFields = Field(default_factory=EnrichFields)  # defaults for this model name
     upstream_model: str | None = None  # an alias: the name sent upstream instead
+    # Does the model see images? None: ask the upstream (llama.cpp /props, vLLM /tokenize).
+    vision: bool | None = None
+    # What an image costs it: a projector family, or a fixed number of tokens per image;
+    # None: the server's own count where it gives one, else guessed from its chat template.
+    image_tokens: Projector | Annotated[int, Field(ge=1, le=100_000)] | None = None
 
 
 # What a model without a `models:` entry gets; one shared instance (read, never changed), as
@@ -417,6 +429,24 @@ class RetrievalSettings(Section):
     def _overlap_below_size(self) -> RetrievalSettings:
         if self.chunk_overlap >= self.chunk_tokens:
             raise ValueError("chunk_overlap must be less than chunk_tokens")
+        return self
+
+
+class VisionSettings(Section):
+    """Drawn pages of documents sent as images to models that see (README "Pages as images")."""
+
+    images: ImageDetail = "auto"  # the default of enrich.images
+    max_pages: int = Field(8, ge=0, le=100)  # page images per request
+    budget_share: float = Field(0.5, ge=0.0, le=1.0)  # of the passage budget, for retrieval
+    low_px: int = Field(512, ge=64, le=4096)  # longest side of a `low` image
+    high_px: int = Field(1280, ge=64, le=4096)  # longest side of a `high` image
+    max_image_kb: int = Field(1536, ge=16)  # encoded size of one image, after PNG/JPEG choice
+    render_timeout_s: float = Field(30, gt=0)  # the worker job rendering one document's pages
+
+    @model_validator(mode="after")
+    def _low_below_high(self) -> VisionSettings:
+        if self.low_px > self.high_px:
+            raise ValueError("low_px must not be larger than high_px")
         return self
 
 
@@ -490,6 +520,7 @@ class Settings(Section):
     embeddings: EmbeddingSettings = Field(default_factory=EmbeddingSettings)
     vector_store: VectorStoreSettings = Field(default_factory=VectorStoreSettings)
     retrieval: RetrievalSettings = Field(default_factory=RetrievalSettings)
+    vision: VisionSettings = Field(default_factory=VisionSettings)
     guard: GuardSettings = Field(default_factory=GuardSettings)
     formats: FormatSettings = Field(default_factory=FormatSettings)
     files: FileStoreSettings = Field(default_factory=FileStoreSettings)

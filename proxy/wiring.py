@@ -15,6 +15,7 @@ import structlog
 from proxy.config import ConfigError, Settings
 from proxy.documents import DocumentParser, ParseLimits
 from proxy.documents.ocr import OcrStatus, OcrUnavailable, ocr_status
+from proxy.documents.page_images import PageImages
 from proxy.files.protocol import FileStore
 from proxy.files.store import DiskFileStore
 from proxy.formats import FormatRegistry
@@ -27,6 +28,7 @@ from proxy.upstream.introspection import ModelIntrospection
 from proxy.upstream.local import make_local_server
 from proxy.upstream.spawn import LlamaServer
 from proxy.upstream.tokens import TokenCache, load_encoding
+from proxy.upstream.vision import VisionIntrospection
 
 if TYPE_CHECKING:
     from obstore.store import S3Store
@@ -298,16 +300,25 @@ async def build_services(
     upstream = UpstreamClient(upstream_settings, session)
     metrics = metrics or Metrics()
     objects = await asyncio.to_thread(make_object_store, settings)
+    parser = make_parser(settings, make_shared_cache(settings, objects), metrics)
+    introspection = ModelIntrospection(settings, upstream)
     services = Services(
         settings=settings,
         upstream=upstream,
         metrics=metrics,
         files=make_files(settings, objects),
-        parser=make_parser(settings, make_shared_cache(settings, objects), metrics),
-        introspection=ModelIntrospection(settings, upstream),
+        parser=parser,
+        introspection=introspection,
         guarded=GuardedTexts(redact_overrides=settings.guard.redact_overrides),
         token_cache=TokenCache(),
         formats=make_formats(settings),
+        vision=VisionIntrospection(settings, upstream, introspection.kind),
+        page_images=PageImages(
+            parser.pool,
+            survey_timeout_s=settings.documents.parse_timeout_s,
+            render_timeout_s=settings.vision.render_timeout_s,
+            max_image_bytes=settings.vision.max_image_kb * 1024,
+        ),
         decisions=DecisionLog(
             settings.server.decision_log_size, settings.server.decision_log_snippets
         ),

@@ -15,9 +15,13 @@ import pytest
 from proxy.http.ui import ASSETS, CONTENT_SECURITY_POLICY
 from tests.conftest import ROOT
 from tests.fakes.browser import Browser, find_chromium
+from tests.fakes.servers import ServerThread
 from tests.fakes.upstream import FakeUpstream
+from tests.fakes.vision import VisionUpstream, chart_report_pdf
 from tests.test_decisions import KEYS, chat
 from tests.test_enrich import ask, text_part
+from tests.test_page_images import chat as chat_body
+from tests.test_page_images import pdf_part
 from tests.test_retrieval_flow import SMALL_CHUNKS, retrieval_body
 
 ARTIFACTS = ROOT / "test-artifacts" / "ui"
@@ -247,3 +251,22 @@ def test_the_pages_files_are_package_data() -> None:
     assert files and all(any(fnmatch.fnmatch(f, p) for p in patterns) for f in files)
     served = {f"http/static/{name}" for name in ASSETS}
     assert served == set(files)
+
+
+async def test_a_card_says_which_pages_went_as_images(
+    make_proxy: Callable[..., str], servers: ServerThread, browser: Browser
+) -> None:
+    fake = VisionUpstream(projector="gemma3", n_ctx=8192)
+    base = make_proxy(upstream={"base_url": servers.serve(fake.app())})
+    body = chat_body("Which quarter had the highest revenue?", pdf_part(chart_report_pdf()))
+    assert chat(base, body, **{"X-Request-ID": "vision"}).status_code == 200
+    await browser.goto(base + "/ui")
+    await browser.wait_for(
+        "document.querySelectorAll('#request-list .card').length === 1", "a card"
+    )
+    line = await browser.eval("document.querySelector('[data-id=vision] .images').textContent")
+    assert line.startswith("page images: report.pdf p.2 (figure, high 633×896, 274 tokens, ")
+    assert "the model sees (llama.cpp /props modalities.vision)" in line
+    assert "image cost: gemma3 (estimated), guessed from the chat template" in line
+    await browser.screenshot(ARTIFACTS / "page-images.png")
+    assert browser.problems == []

@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any, BinaryIO
 
 # Imported up front so that a job never waits for a library to load.
+from proxy.documents import drawn
 from proxy.documents.extract import extract_units
 from proxy.documents.failure import ExtractError
 from proxy.documents.job import Job, OcrOptions, Units
@@ -58,6 +59,9 @@ def job_from(spec: dict[str, Any], send: Send) -> Job:
 
 def run_job(spec: dict[str, Any], data: bytes, send: Send) -> None:
     """Extract one document, sending units in batches so the parent can report progress."""
+    if "task" in spec:  # pages as images: which are drawn, or rendering them
+        drawn.run(spec, data, send)
+        return
     job = job_from(spec, send)
     batch: list[list[Any]] = []
     batch_chars = total_chars = sent = 0

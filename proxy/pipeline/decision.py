@@ -122,6 +122,24 @@ class WindowShare:
 
 
 @dataclass
+class ImagesRecord:
+    """Drawn pages sent to a vision model as images: whether the model sees (and where that
+    was learnt), what an image costs it, the room images had, and each page sent or left out."""
+
+    sees: bool
+    source: str
+    image_tokens: str  # the projector family, a fixed count, or "counted by the upstream"
+    image_tokens_source: str
+    estimated: bool
+    asked: str  # none | low | high | auto (the request's option; files may ask their own)
+    room: int | None = None  # tokens the images could take
+    tokens: int = 0  # what the images sent take, labels included
+    pages: list[dict[str, Any]] = field(default_factory=list)
+    left_out: list[dict[str, Any]] = field(default_factory=list)
+    note: str = ""
+
+
+@dataclass
 class Decision:
     """Written by the stages in order; read by the preview, the debug log and the headers."""
 
@@ -138,6 +156,7 @@ class Decision:
     adapter: AdapterRecord | None = None
     window: WindowShare | None = None
     upstream: UpstreamRecord | None = None
+    images: ImagesRecord | None = None
     documents: list[dict[str, Any]] = field(default_factory=list)
     """Each parsed document: kind, title, locations, OCR'd pages, warnings (documents.report)."""
     warnings: list[str] = field(default_factory=list)
@@ -169,6 +188,7 @@ class Decision:
             ("adapter", self.adapter),
             ("window", self.window),
             ("upstream", self.upstream),
+            ("images", self.images),
         ):
             if part is not None:
                 record[name] = dataclasses.asdict(part)

@@ -8,7 +8,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol
 
-from proxy.config import CitationStyle
+from proxy.config import CitationStyle, ImageDetail
 from proxy.documents.model import ParsedDocument
 from proxy.pipeline.decision import Decision
 from proxy.pipeline.references import FileRef
@@ -16,6 +16,7 @@ from proxy.pipeline.strategy import Strategy
 
 if TYPE_CHECKING:
     from proxy.pipeline.inflight import Held
+    from proxy.pipeline.stages.pages import PagesState
     from proxy.stores.filters import Filter
     from proxy.stores.records import StoreRecord
 
@@ -48,6 +49,7 @@ class Options:
     citations: CitationStyle = "fields"
     retrieval_limit_given: bool = False  # sent by the client: honoured exactly, no budget fill
     vector_store_ids: tuple[str, ...] = ()  # searched as if their files were old files
+    images: ImageDetail = "auto"  # drawn pages as images, for a model that sees
 
 
 @dataclass(frozen=True)
@@ -107,6 +109,7 @@ class Exchange:
     fixed_route: bool = False  # the body goes where the caller sends it (native Responses)
     response_converter: ResponseConverter | None = None
     control_tokens: tuple[str, ...] = ()  # declared by the upstream model, for the guard
+    pages: PagesState | None = None  # drawn pages as images: what was planned, for which model
     timings: dict[str, float] = field(default_factory=dict)
     status: Callable[[str], None] = field(default=lambda line: None, repr=False)
     started: float = field(default_factory=time.perf_counter)

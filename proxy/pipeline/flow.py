@@ -15,6 +15,7 @@ from proxy.pipeline.stages.fit import fit_window
 from proxy.pipeline.stages.inject import inject
 from proxy.pipeline.stages.names import name_references
 from proxy.pipeline.stages.options import read_options
+from proxy.pipeline.stages.pages import send_pages
 from proxy.pipeline.stages.references import extract_references
 from proxy.pipeline.stages.stores import find_stores
 from proxy.pipeline.stages.validate import validate_request
@@ -32,6 +33,7 @@ STAGES: list[tuple[str, Stage]] = [
     ("stores", find_stores),  # vector stores to search, searched like old files (file_search)
     ("decide", decide),  # token counts + context window → strategy (SPEC §1)
     ("inject", inject),  # full content, or retrieval + passage budget + citations (§1, §2)
+    ("pages", send_pages),  # drawn pages (charts, scans) as images, for a model that sees
     ("window", measure_window),  # how the prompt fills the context window (no extra calls)
     ("adapt", adapt),  # context shifting; text-completion upstreams get a rendered prompt
     ("settle", settle_window),  # the window again if shifting counted the whole prompt

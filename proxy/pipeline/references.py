@@ -11,6 +11,7 @@ from proxy.files.remote import url_name
 from proxy.guard.names import safe_name
 
 FILE_PART_TYPES = frozenset({"file", "input_file"})
+IMAGE_DETAILS = ("auto", "low", "high")  # an input_file's `detail`: how its pages go as images
 
 
 Origin = Literal["file_data", "file_id", "path", "url"]
@@ -30,6 +31,7 @@ class FileRef:
     # False: the name is ours (`document-N`), and the document's own title may replace it.
     named: bool = True
     dropped: int = 0  # the size of `data`, once the bytes were dropped after the pipeline
+    detail: str | None = None  # Responses input_file `detail`: auto | low | high (page images)
 
     @property
     def size(self) -> int:
@@ -70,13 +72,18 @@ def _spec_from_part(part: dict[str, Any], where: str, index: int, new: bool, n: 
     if name is not None and not isinstance(name, str):
         raise BadRequest(f"{where}: filename must be a string", param=where)
     data, file_id, url = fields.get("file_data"), fields.get("file_id"), fields.get("file_url")
+    detail = fields.get("detail")
+    if detail is not None and detail not in IMAGE_DETAILS:
+        raise BadRequest(
+            f"{where}: detail must be one of auto, low, high", param=where, code="invalid_value"
+        )
     if isinstance(data, str) and data:
-        return FileRef(name or f"attachment-{n + 1}", "file_data", data, index, new)
+        return FileRef(name or f"attachment-{n + 1}", "file_data", data, index, new, detail=detail)
     if isinstance(file_id, str) and file_id:
-        return FileRef(name or file_id, "file_id", file_id, index, new)
+        return FileRef(name or file_id, "file_id", file_id, index, new, detail=detail)
     if isinstance(url, str) and url:
         # Fetched only if documents.allowed_url_prefixes lists it (checked when it is read).
-        return FileRef(name or url_name(url) or url, "url", url, index, new)
+        return FileRef(name or url_name(url) or url, "url", url, index, new, detail=detail)
     raise BadRequest(f"{where}: a file part needs file_data, file_id or file_url", param=where)
 
 

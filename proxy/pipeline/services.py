@@ -17,6 +17,7 @@ from proxy.upstream.client import UpstreamClient
 from proxy.upstream.routes import UpstreamRoutes
 
 if TYPE_CHECKING:
+    from proxy.documents.page_images import PageImages
     from proxy.documents.parser import DocumentParser
     from proxy.files.protocol import FileStore
     from proxy.formats import FormatRegistry
@@ -27,6 +28,7 @@ if TYPE_CHECKING:
     from proxy.upstream.introspection import ModelIntrospection
     from proxy.upstream.spawn import LlamaServer
     from proxy.upstream.tokens import TokenCache
+    from proxy.upstream.vision import VisionIntrospection
 
 
 @dataclass
@@ -42,6 +44,8 @@ class Services:
     guarded: GuardedTexts
     token_cache: TokenCache
     formats: FormatRegistry
+    vision: VisionIntrospection  # does the model see images, and what does one cost it
+    page_images: PageImages  # drawn pages surveyed and rendered in the parse workers
     decisions: DecisionLog = field(default_factory=DecisionLog)
     in_flight: BytesInFlight = field(default_factory=BytesInFlight)  # document bytes per key
     retriever_factory: Callable[[], Retriever] | None = field(repr=False, default=None)

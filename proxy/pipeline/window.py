@@ -60,6 +60,7 @@ def share_window(
     counted_files: tuple[int, int] | None,
     full_content: bool,
     max_tokens: int | None,
+    images: tuple[int, bool] = (0, False),
 ) -> WindowShare:
     """The window's parts: decide's exact counts where it made them, the rest estimated.
 
@@ -67,7 +68,8 @@ def share_window(
     `question_tokens` are decide's counts; system and history share the conversation's other
     tokens by their characters. `counted_files` is (tokens, characters) of the files decide
     counted: the documents part when they went in full, and the rate at which passages and the
-    prompt's frame are estimated (else `CHARS_PER_TOKEN`).
+    prompt's frame are estimated (else `CHARS_PER_TOKEN`). `images` is (tokens, estimated) of
+    the documents' pages sent as images: part of the documents.
     """
     estimated: list[str] = []
     notes: list[str] = []
@@ -102,6 +104,11 @@ def share_window(
     else:
         documents = estimate(sizes.documents)
         if sizes.documents:
+            estimated.append("documents")
+    if images[0]:
+        documents += images[0]
+        notes.append(f"page images {images[0]} tokens" + (" (estimated)" if images[1] else ""))
+        if images[1] and "documents" not in estimated:
             estimated.append("documents")
     if estimated:
         notes.append(f"estimated at {1 / rate:.2f} characters per token")

@@ -10,7 +10,7 @@ STATELESS = (
     "this proxy keeps no responses (store is not supported): send the whole conversation in"
     " `input` instead, earlier turns' files included (they are searched as old files)"
 )
-FILE_FIELDS = ("file_id", "file_data", "file_url", "filename")
+FILE_FIELDS = ("file_id", "file_data", "file_url", "filename", "detail")
 
 
 def bad(message: str, param: str, code: str = "invalid_value") -> BadRequest:

@@ -40,6 +40,7 @@ class PassageSelection:
     passages: list[Passage]
     per_source: list[int]
     left_out: int
+    used: int = field(default=0, compare=False)  # of the budget, by the passages kept
 
 
 class PassageBudget:
@@ -63,6 +64,10 @@ class PassageBudget:
             raise ValueError(f"a passage budget has to hold at least 1, not {limit}")
         self.limit = limit
         self._measure = measure
+
+    def with_limit(self, limit: int) -> PassageBudget:
+        """The same measure with another limit (room kept back for something else)."""
+        return PassageBudget(limit, self._measure)
 
     @classmethod
     def in_characters(cls, limit: int) -> PassageBudget:
@@ -128,6 +133,7 @@ class PassageBudget:
             passages=[passage for passages in selected for passage in passages],
             per_source=[len(passages) for passages in selected],
             left_out=left_out,
+            used=self.limit - remaining,
         )
 
     async def _measure_as_received(self, text: str, candidates: int) -> int:

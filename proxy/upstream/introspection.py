@@ -84,6 +84,10 @@ class ModelIntrospection:
         # for no less, so that Ollama does not reload the model back and forth.
         self.raised_num_ctx: dict[str, int] = {}
 
+    async def kind(self) -> str:
+        """The upstream's kind alone (what the vision learners are chosen by)."""
+        return (await self.detection()).kind
+
     async def detection(self) -> Detection:
         """The upstream's kind: configured, or asked of the upstream once and remembered."""
         configured = self.settings.upstream.kind

@@ -90,6 +90,8 @@ class FakeUpstream:
     response_id: str = "resp_up"
     responses_die: bool = False  # a streamed response breaks off after its first events
     conversations: int = 0
+    # A multimodal model (llama-server --mmproj): /props says so; vLLM's /tokenize takes images.
+    vision: bool = False
 
     def authorised(self, request: web.Request) -> None:
         if (
@@ -329,6 +331,7 @@ class FakeUpstream:
                 "total_slots": 1,
                 "model_path": "/models/fake.gguf",
                 "chat_template": self.chat_template,
+                "modalities": {"vision": self.vision, "audio": False},
                 "bos_token": "<s>",
                 "eos_token": "</s>",
             }
@@ -359,6 +362,11 @@ class FakeUpstream:
             return web.json_response(answer, status=status)
         body = await request.json()
         if self.kind == "vllm":
+            if not self.vision and has_image(body.get("messages")):
+                # vLLM's chat parser, for a text-only model (MultiModalRegistry.create_processor)
+                message = f"{body.get('model', 'fake-model')} is not a multimodal model"
+                error = {"message": message, "type": "BadRequestError", "param": None, "code": 400}
+                return web.json_response({"error": error}, status=400)
             text = chatml(body["messages"]) if "messages" in body else body.get("prompt", "")
             tokens = fake_tokens(text)
             return web.json_response(
@@ -430,6 +438,15 @@ class FakeUpstream:
                 **({"Location": location} if location else {}),
             },
         )
+
+
+def has_image(messages: Any) -> bool:
+    return any(
+        isinstance(part, dict) and part.get("type") == "image_url"
+        for message in messages or []
+        if isinstance(message, dict) and isinstance(message.get("content"), list)
+        for part in message["content"]
+    )
 
 
 def last_user_text(body: dict[str, Any]) -> str:

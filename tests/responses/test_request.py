@@ -27,7 +27,13 @@ def test_parts_become_chat_parts_and_files_stay_for_the_references_stage() -> No
                         "image_url": "data:image/png;base64,AA",
                         "detail": "low",
                     },
-                    {"type": "input_file", "file_id": "file-1", "filename": "a.pdf", "detail": "x"},
+                    {
+                        "type": "input_file",
+                        "file_id": "file-1",
+                        "filename": "a.pdf",
+                        "detail": "low",
+                    },
+                    {"type": "input_file", "file_id": "file-2", "purpose": "x"},
                 ],
             }
         ]
@@ -41,7 +47,10 @@ def test_parts_become_chat_parts_and_files_stay_for_the_references_stage() -> No
                     "type": "image_url",
                     "image_url": {"url": "data:image/png;base64,AA", "detail": "low"},
                 },
-                {"type": "input_file", "file_id": "file-1", "filename": "a.pdf"},
+                # An input_file's detail chooses how its drawn pages go to a vision model
+                # (checked by the references stage); other fields are not kept.
+                {"type": "input_file", "file_id": "file-1", "filename": "a.pdf", "detail": "low"},
+                {"type": "input_file", "file_id": "file-2"},
             ],
         }
     ]

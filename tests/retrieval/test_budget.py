@@ -285,3 +285,14 @@ async def test_a_cut_the_guard_makes_no_shorter_is_left_out() -> None:
             [[passage(0, 0, text)]], guard=guard
         )
         assert selection == PassageSelection([], [0], left_out=1)
+
+
+async def test_the_selection_says_how_much_of_the_budget_the_kept_passages_use() -> None:
+    passages = [[passage(0, 0, "a" * 30), passage(0, 1, "b" * 500), passage(0, 2, "c" * 10)]]
+    budget = PassageBudget(200, Recorder())
+    selection = await budget.select(passages)
+    assert [p.text for p in selection.passages] == ["a" * 30, "c" * 10]
+    assert selection.used == cost("a" * 30, 3) + cost("c" * 10, 3)
+    narrowed = budget.with_limit(50)
+    assert narrowed.limit == 50
+    assert (await narrowed.select(passages)).used == cost("a" * 30, 3)

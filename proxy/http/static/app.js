@@ -191,6 +191,25 @@ function guardLine(guard) {
   return parts.length ? el("p", { class: "budget guard", text: `guard changes: ${parts.join(", ")}` }) : null;
 }
 
+function imagesLine(images) {
+  if (!images) return null;
+  const cost = images.image_tokens === "counted by the upstream"
+    ? "images counted by the upstream"
+    : `image cost: ${images.image_tokens}${images.estimated ? " (estimated)" : ""}, ${images.image_tokens_source}`;
+  if (!images.sees) {
+    return el("p", { class: "budget images", text: `page images: none — the model does not see (${images.source})` });
+  }
+  const pages = (images.pages || []).map(
+    (p) => `${p.file} p.${p.page} (${p.reason}, ${p.detail} ${p.width}×${p.height}, ${n(p.tokens)} tokens, ${bytes(p.bytes)})`);
+  const out = (images.left_out || []).map((p) => `${p.file} p.${p.page} (${p.why})`);
+  const room = images.room === null || images.room === undefined ? "" : ` of ${n(images.room)} room`;
+  const text =
+    `page images: ${pages.length ? pages.join(", ") : "none sent"} — ${n(images.tokens)} tokens${room};` +
+    ` the model sees (${images.source}); ${cost}` +
+    (out.length ? `; left out: ${out.join(", ")}` : "") + (images.note ? `; ${images.note}` : "");
+  return el("p", { class: "budget images", text });
+}
+
 function renderRecord(record, showCaller) {
   const d = record.decision || {};
   const strategy = record.strategy || UNDECIDED;
@@ -218,6 +237,7 @@ function renderRecord(record, showCaller) {
     record.error ? el("p", { class: "failure", text: record.error }) : null,
     warnings.length ? el("ul", { class: "warnings" }, ...warnings) : null,
     guardLine(d.guard),
+    imagesLine(d.images),
     cites.length ? el("ol", { class: "citations" }, ...cites) : null,
     timingsLine(record.timings_s),
     passagesTable(d.retrieval),

@@ -128,7 +128,11 @@ async def _window_limit(exchange: Exchange, services: Services) -> int | None:
     if window.tokens is None:
         return None
     kind = (await services.introspection.detection()).kind
-    return max(1, window.tokens - answer_room(exchange.body, kind))
+    # Page images are not text: the counters see only their labels, so their tokens are
+    # taken off the limit here.
+    images = exchange.decision.images
+    pictured = images.tokens if images is not None else 0
+    return max(1, window.tokens - answer_room(exchange.body, kind) - pictured)
 
 
 def _note_dropped(exchange: Exchange, dropped: int, tokens: int, limit: int) -> None:

@@ -7,7 +7,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from proxy.config import CitationStyle, EnrichFields
+from proxy.config import CitationStyle, EnrichFields, ImageDetail
 from proxy.errors import BadRequest
 from proxy.pipeline.exchange import Exchange, Options
 from proxy.pipeline.services import Services
@@ -20,6 +20,7 @@ OPTION_HEADERS = {
     "x-enrich-affinity-threshold": "affinity_threshold",
     "x-enrich-citations": "citations",
     "x-enrich-vector-stores": "vector_store_ids",
+    "x-enrich-images": "images",
 }
 HEADER_NAMES = {
     "strategy": "X-Enrich-Strategy",
@@ -27,6 +28,7 @@ HEADER_NAMES = {
     "affinity_threshold": "X-Enrich-Affinity-Threshold",
     "citations": "X-Enrich-Citations",
     "vector_store_ids": "X-Enrich-Vector-Stores",
+    "images": "X-Enrich-Images",
 }
 
 
@@ -95,6 +97,7 @@ def merge_options(
     default_limit: int,
     default_threshold: float | None,
     default_citations: CitationStyle,
+    default_images: ImageDetail = "auto",
 ) -> Options:
     """Later layers win key by key; what no layer gives comes from the config."""
     given: dict[str, Any] = {}
@@ -106,6 +109,7 @@ def merge_options(
         affinity_threshold=given.get("affinity_threshold", default_threshold),
         citations=given.get("citations", default_citations),
         vector_store_ids=tuple(given.get("vector_store_ids", ())),
+        images=given.get("images", default_images),
     )
 
 
@@ -123,6 +127,7 @@ async def read_options(exchange: Exchange, services: Services) -> None:
             retrieval_limit=retrieval.limit,
             affinity_threshold=retrieval.affinity_threshold,
             citations=retrieval.citations,
+            images=settings.vision.images,
         )
         return
     body_layer = enrich_from_body(raw)
@@ -134,6 +139,7 @@ async def read_options(exchange: Exchange, services: Services) -> None:
         default_limit=retrieval.limit,
         default_threshold=retrieval.affinity_threshold,
         default_citations=retrieval.citations,
+        default_images=settings.vision.images,
     )
     # A limit this request sets is taken as given; a configured one is a floor (budget fill).
     exchange.options.retrieval_limit_given = (

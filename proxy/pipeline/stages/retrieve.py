@@ -17,6 +17,7 @@ from proxy.pipeline.rewrite import replace_last_user_text
 from proxy.pipeline.services import Services
 from proxy.pipeline.stages.documents import parse_refs
 from proxy.pipeline.stages.guard_report import note_guard
+from proxy.pipeline.stages.pages import select_with_pages
 from proxy.retrieval.budget import Passage, PassageBudget, PassageSelection
 from proxy.retrieval.retriever import Scored
 from proxy.stores.chunking import reference
@@ -75,8 +76,17 @@ async def retrieve(exchange: Exchange, services: Services) -> None:
     counter = await services.introspection.counter(exchange.model)
     window = await services.introspection.context_window(exchange.model)
     budget = PassageBudget.for_window(window.tokens, counter.count_text)
-    selection = await budget.select(
-        candidates, guard=lambda text: services.guarded.guard(text, exchange.control_tokens).text
+    unit = "tokens" if window.tokens else "characters"
+
+    async def select(budget: PassageBudget) -> PassageSelection:
+        return await budget.select(
+            candidates,
+            guard=lambda text: services.guarded.guard(text, exchange.control_tokens).text,
+        )
+
+    # For a model that sees, the kept passages' drawn pages as images, in the same budget.
+    selection = await select_with_pages(
+        exchange, services, sources, candidates, budget, unit, select
     )
     cite(exchange, selection)
     exchange.decision.retrieval = RetrievalRecord(
@@ -87,7 +97,7 @@ async def retrieve(exchange: Exchange, services: Services) -> None:
         embedder=retriever.embedder.name,
         scores=[[round(item.dense, 4) for item in items] for items in ranked],
         budget_limit=budget.limit,
-        budget_unit="tokens" if window.tokens else "characters",
+        budget_unit=unit,
         selected_per_source=selection.per_source,
         left_out=selection.left_out,
         ranking=retriever.ranking + ("+rerank" if retriever.reranker else ""),

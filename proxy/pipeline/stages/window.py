@@ -30,6 +30,7 @@ async def measure_window(exchange: Exchange, services: Services) -> None:
             chars += len((await services.guarded.document(document, exchange.control_tokens)).text)
         counted_files = (budget.file_tokens, chars)
     injected = record.strategy in (INJECT, RETRIEVAL)
+    images = record.images
     record.window = share_window(
         prompt_sizes(exchange.messages, exchange.query, injected=injected),
         context_window=window,
@@ -38,6 +39,7 @@ async def measure_window(exchange: Exchange, services: Services) -> None:
         counted_files=counted_files,
         full_content=record.strategy == INJECT,
         max_tokens=answer_budget(exchange.body) or None,
+        images=(images.tokens, images.estimated) if images is not None else (0, False),
     )
 
 

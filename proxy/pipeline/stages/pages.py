@@ -1,0 +1,440 @@
+"""Stage: the drawn pages of the documents (charts, figures, scans) as images for a model that
+sees — for full content, the documents' drawn pages in the room the 70% rule leaves after
+their text; for retrieval, the pages the kept passages come from, best first, in the passage
+budget (`select_with_pages`). Text-only models get exactly what they got before."""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import math
+from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import structlog
+
+from proxy.documents.drawn import DrawnPage
+from proxy.documents.model import ParsedDocument
+from proxy.documents.page_images import PageImage, PagesFailed
+from proxy.guard.names import safe_name
+from proxy.pipeline.decision import ImagesRecord
+from proxy.pipeline.exchange import Exchange
+from proxy.pipeline.page_plan import (
+    LABEL_TOKENS,
+    Asked,
+    Detail,
+    ImagePlan,
+    PageCandidate,
+    details,
+    plan_images,
+    sizes_wanted,
+)
+from proxy.pipeline.references import FileRef, last_user_index
+from proxy.pipeline.services import Services
+from proxy.pipeline.strategy import INJECT, RETRIEVAL, available_tokens, measure_context
+from proxy.retrieval.budget import Passage, PassageBudget, PassageSelection
+from proxy.upstream.vision import Sight
+
+log = structlog.get_logger(__name__)
+
+CHARS_PER_TOKEN = 4
+"""A budget in characters (no known window) prices an image at this many per token."""
+
+
+@dataclass
+class Pricing:
+    """Sizes and token counts of candidate pages at each detail, for one request."""
+
+    sight: Sight
+    low_px: int
+    high_px: int
+    counts: dict[tuple[int, int], int]
+
+    def size(self, page: PageCandidate, detail: Detail) -> tuple[int, int]:
+        return self.sight.cost.size(
+            page.width_pt, page.height_pt, detail, self.low_px, self.high_px
+        )
+
+
+@dataclass
+class PagesState:
+    """A request's page images: the model's sight, the documents (and their bytes) whose pages
+    may go, how they are priced, and the plan once made."""
+
+    sight: Sight
+    documents: dict[str, ParsedDocument] = field(default_factory=dict)
+    data: dict[str, bytes] = field(default_factory=dict)
+    pricing: Pricing | None = None
+    plan: ImagePlan | None = None
+
+
+def _wants_images(exchange: Exchange) -> bool:
+    asked: set[str] = {exchange.options.images}
+    asked.update(ref.detail for ref in [*exchange.new_refs, *exchange.old_refs] if ref.detail)
+    return asked != {"none"}
+
+
+async def sight_for(exchange: Exchange, services: Services) -> Sight | None:
+    """The model's sight when the request has documents and may send images; the decision
+    record says what was found. None when images cannot go (text adapter, images: none)."""
+    if not (exchange.new_documents or exchange.old_refs) or not _wants_images(exchange):
+        return None
+    if services.settings.model_settings(exchange.model).adapter == "text":
+        return None  # a rendered text prompt has no place for an image
+    sight = await services.vision.sight(exchange.model)
+    record = exchange.decision.images
+    if record is None:
+        found = sight.to_json()
+        exchange.decision.images = ImagesRecord(
+            sees=sight.sees,
+            source=sight.source,
+            image_tokens=found["image_tokens"],
+            image_tokens_source=found["image_tokens_source"],
+            estimated=found["estimated"],
+            asked=exchange.options.images,
+        )
+    if not sight.sees:
+        return None
+    if exchange.pages is None:
+        exchange.pages = PagesState(sight)
+    return sight
+
+
+def _asked(exchange: Exchange, document: ParsedDocument) -> Asked:
+    refs = [*exchange.new_refs, *exchange.old_refs]
+    for ref in refs:
+        if ref.name == document.name and ref.detail:
+            return ref.detail  # type: ignore[return-value]
+    return exchange.options.images
+
+
+async def _digest(data: bytes) -> str:
+    if len(data) < 1024 * 1024:
+        return hashlib.sha256(data).hexdigest()
+    return (await asyncio.to_thread(hashlib.sha256, data)).hexdigest()  # releases the GIL
+
+
+async def _remember(
+    state: PagesState, documents: Sequence[ParsedDocument], refs: Sequence[FileRef]
+) -> None:
+    """The documents whose pages may go, and the bytes each was parsed from (by sha256)."""
+    for document in documents:
+        state.documents.setdefault(document.sha256, document)
+    for ref in refs:
+        if not ref.data or len(state.data) == len(state.documents):
+            continue
+        digest = await _digest(ref.data)
+        if digest in state.documents:
+            state.data.setdefault(digest, ref.data)
+
+
+async def _surveys(
+    exchange: Exchange, services: Services, state: PagesState, documents: Sequence[ParsedDocument]
+) -> dict[str, tuple[DrawnPage, ...]]:
+    surveys: dict[str, tuple[DrawnPage, ...]] = {}
+    for document in documents:
+        if document.sha256 not in state.data or document.sha256 in surveys:
+            continue
+        try:
+            surveys[document.sha256] = await services.page_images.survey(
+                document, state.data[document.sha256]
+            )
+        except PagesFailed as error:
+            _note(exchange, f"{document.name}: its pages could not be surveyed ({error})")
+    return surveys
+
+
+def _candidate(document: ParsedDocument, page: DrawnPage, asked: Asked) -> PageCandidate:
+    return PageCandidate(
+        document.name, document.sha256, page.number, page.reason, page.width, page.height, asked
+    )
+
+
+async def _pricing(
+    exchange: Exchange, services: Services, state: PagesState, candidates: list[PageCandidate]
+) -> Pricing:
+    vision = services.settings.vision
+    pricing = Pricing(state.sight, vision.low_px, vision.high_px, {})
+    sizes = sizes_wanted(candidates, pricing.size)
+    pricing.counts = await services.vision.counts(exchange.model, state.sight, sizes)
+    state.pricing = pricing
+    return pricing
+
+
+def _note(exchange: Exchange, line: str) -> None:
+    record = exchange.decision.images
+    if record is not None:
+        record.note = "; ".join(filter(None, [record.note, line]))
+    log.warning("pages as images", request_id=exchange.request_id, note=line)
+
+
+async def send_pages(exchange: Exchange, services: Services) -> None:
+    """The stage: plan (full content) or take retrieval's plan, render, attach, cite."""
+    if exchange.strategy == INJECT:
+        if await sight_for(exchange, services) is not None:
+            await _plan_full_content(exchange, services)
+    elif exchange.strategy == RETRIEVAL and exchange.pages is None:
+        await sight_for(exchange, services)  # recorded, even when retrieval offered no page
+    state = exchange.pages
+    if state is None or state.plan is None or not state.plan.images:
+        return
+    await _render_and_attach(exchange, services, state, state.plan)
+
+
+async def _plan_full_content(exchange: Exchange, services: Services) -> None:
+    state = exchange.pages
+    assert state is not None
+    documents = exchange.new_documents
+    await _remember(state, documents, exchange.new_refs)
+    surveys = await _surveys(exchange, services, state, documents)
+    candidates = [
+        _candidate(document, page, _asked(exchange, document))
+        for document in documents
+        for page in surveys.get(document.sha256, ())
+    ]
+    room = await _room_after_text(exchange, services)
+    record = exchange.decision.images
+    assert record is not None
+    record.room = room
+    if not candidates or room is None:
+        return
+    pricing = await _pricing(exchange, services, state, candidates)
+    state.plan = plan_images(
+        candidates, room, services.settings.vision.max_pages, pricing.size, pricing.counts
+    )
+
+
+async def _room_after_text(exchange: Exchange, services: Services) -> int | None:
+    """What the 70% rule leaves once the documents' text and the question are in: from
+    decide's counts, or (a strategy forced, nothing counted) the rewritten prompt counted."""
+    budget = exchange.decision.budget
+    if budget is not None and budget.available_tokens is not None:
+        return max(0, budget.available_tokens - budget.file_tokens - budget.prompt_tokens)
+    window = await services.introspection.context_window(exchange.model)
+    if window.tokens is None:
+        return None
+    counter = await services.introspection.counter(exchange.model)
+    used = await counter.count_messages(exchange.messages)
+    return available_tokens(measure_context(used, window.tokens))
+
+
+async def select_with_pages(
+    exchange: Exchange,
+    services: Services,
+    sources: Sequence[ParsedDocument],
+    candidates: list[list[Passage]],
+    budget: PassageBudget,
+    budget_unit: str,
+    select: Callable[[PassageBudget], Awaitable[PassageSelection]],
+) -> PassageSelection:
+    """Retrieval's passages, and the drawn pages they come from as images.
+
+    When the passages offered come from drawn pages, up to `vision.budget_share` of the budget
+    is kept for their images; the passages are selected in the rest, then the drawn pages of
+    the kept passages — best passage first, files taking turns — take what is left, each at
+    the best detail that fits. If no image fits after all, the passages get the whole budget
+    again (selected anew)."""
+    if await sight_for(exchange, services) is None:
+        return await select(budget)
+    state = exchange.pages
+    assert state is not None
+    await _remember(state, sources, [*exchange.new_refs, *exchange.old_refs])
+    surveys = await _surveys(exchange, services, state, sources)
+    drawn = {
+        (source, page.number): page
+        for source, document in enumerate(sources)
+        for page in surveys.get(document.sha256, ())
+    }
+    offered = _pages_of(_best_first(candidates), drawn, sources, exchange)
+    record = exchange.decision.images
+    assert record is not None
+    if not offered:
+        return await select(budget)
+    pricing = await _pricing(exchange, services, state, offered)
+    unit = CHARS_PER_TOKEN if budget_unit == "characters" else 1
+    vision = services.settings.vision
+    cheapest = sorted(
+        min(pricing.counts[pricing.size(page, detail)] for detail in details(page.asked))
+        for page in offered
+        if details(page.asked)
+    )
+    wanted = unit * sum(cost + LABEL_TOKENS for cost in cheapest[: vision.max_pages])
+    reserve = min(math.floor(budget.limit * vision.budget_share), wanted, budget.limit - 1)
+    if reserve <= 0:
+        return await select(budget)
+    selection = await select(budget.with_limit(budget.limit - reserve))
+    room = (budget.limit - selection.used) // unit
+    record.room = room
+    kept = _pages_of(_best_first(_grouped(selection)), drawn, sources, exchange)
+    plan = plan_images(kept, room, vision.max_pages, pricing.size, pricing.counts)
+    if not plan.images:
+        _note(exchange, "no kept passage's drawn page fitted: the passages took the whole budget")
+        return await select(budget)
+    state.plan = plan
+    return selection
+
+
+def _grouped(selection: PassageSelection) -> list[list[Passage]]:
+    grouped: dict[int, list[Passage]] = {}
+    for passage in selection.passages:
+        grouped.setdefault(passage.source, []).append(passage)
+    return [grouped[source] for source in sorted(grouped)]
+
+
+def _best_first(by_source: Sequence[Sequence[Passage]]) -> list[Passage]:
+    """Rank by rank, files taking turns: the order the budget takes passages in."""
+    most = max((len(passages) for passages in by_source), default=0)
+    return [
+        p
+        for rank in range(most)
+        for passages in by_source
+        if rank < len(passages)
+        for p in [passages[rank]]
+    ]
+
+
+def _pages_of(
+    passages: list[Passage],
+    drawn: dict[tuple[int, int], DrawnPage],
+    sources: Sequence[ParsedDocument],
+    exchange: Exchange,
+) -> list[PageCandidate]:
+    """The drawn pages the passages come from, in the passages' order, each once."""
+    pages: list[PageCandidate] = []
+    seen: set[tuple[int, int]] = set()
+    for passage in passages:
+        start = int(passage.meta.get("page_start") or 0)
+        end = int(passage.meta.get("page_end") or start)
+        for number in range(start, max(start, end) + 1):
+            key = (passage.source, number)
+            if key in drawn and key not in seen:
+                seen.add(key)
+                document = sources[passage.source]
+                pages.append(_candidate(document, drawn[key], _asked(exchange, document)))
+    return pages
+
+
+async def _render_and_attach(
+    exchange: Exchange, services: Services, state: PagesState, plan: ImagePlan
+) -> None:
+    record = exchange.decision.images
+    assert record is not None
+    rendered: dict[tuple[str, int], PageImage] = {}
+    for sha256 in dict.fromkeys(image.page.sha256 for image in plan.images):
+        document = state.documents[sha256]
+        wanted = [
+            (image.page.number, image.width, image.height, image.page.reason)
+            for image in plan.images
+            if image.page.sha256 == sha256
+        ]
+        exchange.status(f"Rendering {len(wanted)} pages of {document.name} as images...")
+        try:
+            images = await services.page_images.render(document, state.data[sha256], wanted)
+        except PagesFailed as error:
+            _note(exchange, f"{document.name}: its pages could not be rendered ({error})")
+            continue
+        for number, page_image in images.items():
+            rendered[(sha256, number)] = page_image
+    sent = []
+    parts: list[dict[str, Any]] = []
+    for planned in plan.images:
+        image = rendered.get((planned.page.sha256, planned.page.number))
+        if image is None:
+            record.left_out.append(_page_json(planned.page, "not rendered"))
+            continue
+        tokens = planned.tokens
+        size = (image.width, image.height)
+        if size != (planned.width, planned.height):
+            # Scaled down to fit vision.max_image_kb: fewer pixels, priced again.
+            counts = await services.vision.counts(exchange.model, state.sight, {size})
+            tokens = counts[size] + LABEL_TOKENS
+        sent.append((planned, image, tokens))
+        label = safe_name(planned.page.place, exchange.control_tokens)
+        parts.append({"type": "text", "text": f"Page image: {label}"})
+        parts.append(
+            {"type": "image_url", "image_url": {"url": image.url, "detail": planned.detail}}
+        )
+    for page, why in plan.left_out:
+        record.left_out.append(_page_json(page, why))
+    if not sent:
+        return
+    _attach(exchange, parts)
+    record.tokens = sum(tokens for _, _, tokens in sent)
+    record.pages = [
+        {
+            **_page_json(planned.page),
+            "detail": planned.detail,
+            "width": image.width,
+            "height": image.height,
+            "mime": image.mime,
+            "bytes": image.size,
+            "tokens": tokens,
+        }
+        for planned, image, tokens in sent
+    ]
+    exchange.response_headers["X-Enrich-Images"] = str(len(sent))
+    _cite(exchange, [planned.page for planned, _, _ in sent])
+    exchange.status(f"Sending {len(sent)} pages as images: {_listed(sent)}")
+    tokens_header = exchange.response_headers.get("X-Enrich-Tokens")
+    if exchange.strategy == INJECT and tokens_header and "/" in tokens_header:
+        used, window = tokens_header.split("/", 1)
+        exchange.response_headers["X-Enrich-Tokens"] = f"{int(used) + record.tokens}/{window}"
+
+
+def _page_json(page: PageCandidate, why: str | None = None) -> dict[str, Any]:
+    found: dict[str, Any] = {"file": page.file, "page": page.number, "reason": page.reason}
+    if why is not None:
+        found["why"] = why
+    return found
+
+
+def _listed(sent: list[tuple[Any, PageImage, int]]) -> str:
+    by_file: dict[str, list[int]] = {}
+    for planned, _, _ in sent:
+        by_file.setdefault(planned.page.file, []).append(planned.page.number)
+    return "; ".join(
+        f"{name} (page{'s' if len(pages) > 1 else ''} {', '.join(map(str, pages))})"
+        for name, pages in by_file.items()
+    )
+
+
+def _attach(exchange: Exchange, parts: list[dict[str, Any]]) -> None:
+    """The page images (each after its label) before the enriched prompt in the last user
+    message: the question stays last, where models look for it."""
+    messages = exchange.messages
+    index = last_user_index(messages)
+    if index is None:
+        return
+    message = dict(messages[index])
+    content = message.get("content")
+    if isinstance(content, str):
+        content = [{"type": "text", "text": content}]
+    message["content"] = [*parts, *(content or [])]
+    exchange.body["messages"] = [*messages[:index], message, *messages[index + 1 :]]
+
+
+def _cite(exchange: Exchange, pages: list[PageCandidate]) -> None:
+    """Full content: the pages sent as images are the citations. Retrieval: the passages'
+    search results on those pages say so (`page_image`)."""
+    places = {(page.file, page.number) for page in pages}
+    if exchange.strategy == RETRIEVAL:
+        for result in exchange.search_results:
+            if (result.get("title"), result.get("page")) in places:
+                result["page_image"] = True
+        return
+    file_ids = {ref.name: ref.file_id for ref in exchange.new_refs if ref.file_id}
+    for page in pages:
+        exchange.citations.append(page.place)
+        found: dict[str, Any] = {
+            "title": page.file,
+            "url": page.place,
+            "snippet": "",
+            "source": "attachment",
+            "location": f"page={page.number}",
+            "page": page.number,
+            "page_image": True,
+        }
+        if file_ids.get(page.file):
+            found["file_id"] = file_ids[page.file]
+        exchange.search_results.append(found)

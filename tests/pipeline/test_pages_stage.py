@@ -1,0 +1,97 @@
+"""Retrieval with page images: the budget kept back for the kept passages' drawn pages, and
+given back when none of them is drawn (stage helpers driven with stubs)."""
+
+from __future__ import annotations
+
+from types import SimpleNamespace
+from typing import Any
+
+import pytest
+
+from proxy.config import load_settings
+from proxy.documents.drawn import DrawnPage
+from proxy.documents.model import Page, ParsedDocument
+from proxy.pipeline.decision import ImagesRecord
+from proxy.pipeline.exchange import Exchange
+from proxy.pipeline.stages import pages as stage
+from proxy.retrieval.budget import Passage, PassageBudget, PassageSelection
+from proxy.upstream.image_cost import ImageCost
+from proxy.upstream.vision import Sight
+
+DOCUMENT = ParsedDocument("a.pdf", "sha-a", "pdf", "PyMuPDF", (Page(1, "x"), Page(2, "y")))
+
+
+def passage(rank: int, page: int) -> Passage:
+    return Passage(0, rank, f"passage {rank}", {"page_start": page, "page_end": page})
+
+
+@pytest.fixture
+def stubbed(monkeypatch: pytest.MonkeyPatch) -> Exchange:
+    sight = Sight(True, "test", ImageCost("gemma3", "test", estimated=False))
+    exchange = Exchange("r", {"model": "m", "messages": []})
+
+    async def sight_for(exchange: Exchange, services: Any) -> Sight:
+        exchange.pages = stage.PagesState(sight)
+        exchange.decision.images = ImagesRecord(True, "test", "gemma3", "test", False, "auto")
+        return sight
+
+    async def remember(*args: Any) -> None:
+        return None
+
+    async def surveys(*args: Any) -> dict[str, tuple[DrawnPage, ...]]:
+        return {"sha-a": (DrawnPage(2, 612, 792, "figure", 0.2),)}
+
+    async def counts(model: Any, sight: Any, sizes: Any) -> dict[Any, int]:
+        return {size: 258 for size in sizes}
+
+    monkeypatch.setattr(stage, "sight_for", sight_for)
+    monkeypatch.setattr(stage, "_remember", remember)
+    monkeypatch.setattr(stage, "_surveys", surveys)
+    exchange.status = lambda line: None
+    services = SimpleNamespace(
+        settings=load_settings(None, environ={}), vision=SimpleNamespace(counts=counts)
+    )
+    exchange.services = services  # type: ignore[attr-defined]
+    return exchange
+
+
+async def run(exchange: Exchange, kept_page: int) -> tuple[list[int], PassageSelection]:
+    limits: list[int] = []
+
+    async def select(budget: PassageBudget) -> PassageSelection:
+        limits.append(budget.limit)
+        chosen = [passage(0, kept_page)]
+        return PassageSelection(chosen, [1], 0, used=300)
+
+    async def measure(text: str) -> int:
+        return len(text)
+
+    offered = [[passage(0, kept_page), passage(1, 2)]]
+    selection = await stage.select_with_pages(
+        exchange,
+        exchange.services,  # type: ignore[attr-defined]
+        [DOCUMENT],
+        offered,
+        PassageBudget(2048, measure),
+        "tokens",
+        select,
+    )
+    return limits, selection
+
+
+async def test_room_is_kept_back_for_a_drawn_page_of_a_kept_passage(stubbed: Exchange) -> None:
+    limits, _ = await run(stubbed, kept_page=2)
+    assert limits == [2048 - (258 + 16)]  # the page's cost (with its label) kept back, once
+    assert stubbed.pages is not None and stubbed.pages.plan is not None
+    assert [image.page.number for image in stubbed.pages.plan.images] == [2]
+    assert stubbed.decision.images is not None and stubbed.decision.images.room == 2048 - 300
+
+
+async def test_the_budget_is_given_back_when_no_kept_passage_is_on_a_drawn_page(
+    stubbed: Exchange,
+) -> None:
+    limits, _ = await run(stubbed, kept_page=1)
+    assert limits == [2048 - (258 + 16), 2048]  # selected again with the whole budget
+    assert stubbed.pages is not None and stubbed.pages.plan is None
+    assert stubbed.decision.images is not None
+    assert "the passages took the whole budget" in stubbed.decision.images.note
