@@ -11,6 +11,12 @@ from typing import Any
 
 from proxy.config import ConfigError, Settings, load_settings
 from proxy.logs import configure_logging
+from proxy.upstream.launch import LlamaServerError
+
+
+class StartupError(Exception):
+    """The proxy cannot start; the message says why and what to do, in one line."""
+
 
 USAGE = """\
 python -m proxy [serve] [--config PATH] [--host HOST] [--port PORT] [--upstream URL]
@@ -135,5 +141,11 @@ def main(argv: list[str] | None = None) -> int:
     except ConfigError as error:
         print(f"invalid configuration: {error}", file=sys.stderr)
         return 2
+    except StartupError as error:
+        print(f"cannot start: {error}", file=sys.stderr)
+        return 1
+    except LlamaServerError as error:
+        print(f"cannot start the local llama.cpp server: {error}", file=sys.stderr)
+        return 1
     print(f"unknown command {command!r}\n\n{USAGE}", file=sys.stderr)
     return 2

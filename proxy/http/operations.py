@@ -4,39 +4,35 @@ from __future__ import annotations
 
 from aiohttp import web
 
-from proxy.errors import ProxyError
 from proxy.http.keys import SERVICES
+from proxy.upstream.health import check_upstream
 
 
 async def healthz(request: web.Request) -> web.Response:
     """The proxy is up; is the upstream reachable? (llama.cpp `/health`, else `/v1/models`)."""
     upstream = request.app[SERVICES].upstream
     details = {"ocr": request.app[SERVICES].parser.ocr.describe()}
-    try:
-        status, _ = await upstream.get_json("/health")
-        if status == 404:
-            status, _ = await upstream.get_json("/v1/models")
-    except ProxyError as error:
+    health = await check_upstream(upstream)
+    if health.status is None:
         return web.json_response(
             {
                 "status": "degraded",
                 "proxy": "ok",
                 "upstream": "unreachable",
-                "detail": error.message,
+                "detail": health.problem,
                 "details": details,
             },
             status=503,
         )
-    healthy = status < 500
-    return web.json_response(
-        {
-            "status": "ok" if healthy else "degraded",
-            "proxy": "ok",
-            "upstream": status,
-            "details": details,
-        },
-        status=200 if healthy else 503,
-    )
+    body: dict[str, object] = {
+        "status": "ok" if health.healthy else "degraded",
+        "proxy": "ok",
+        "upstream": health.status,
+        "details": details,
+    }
+    if health.problem:
+        body["detail"] = health.problem
+    return web.json_response(body, status=200 if health.healthy else 503)
 
 
 async def metrics_route(request: web.Request) -> web.Response:
