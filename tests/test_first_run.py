@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import base64
 import os
 import signal
 import socket
@@ -136,8 +137,19 @@ def test_a_base_url_ending_in_v1_reaches_the_upstream_at_v1_once(
     client = openai.OpenAI(base_url=base + "/v1", api_key="unused", max_retries=0)
     answer = client.chat.completions.create(model="m", messages=[{"role": "user", "content": "hi"}])
     assert answer.choices[0].message.content == "Hello from the fake upstream."
-    assert "/v1/chat/completions" in [r.path for r in upstream.requests]
-    assert not [r.path for r in upstream.requests if r.path.startswith("/v1/v1")]
+    # With a document: counted by the upstream's own tokenizer, not a tiktoken stand-in.
+    note = "data:text/plain;base64," + base64.b64encode(b"The keeper fed the cats.").decode()
+    content = [
+        {"type": "text", "text": "Who fed the cats?"},
+        {"type": "file", "file": {"filename": "note.txt", "file_data": note}},
+    ]
+    raw = client.chat.completions.with_raw_response.create(
+        model="m", messages=[{"role": "user", "content": content}]
+    )
+    assert raw.headers["X-Enrich-Strategy"] == "inject-full-content"
+    paths = [r.path for r in upstream.requests]
+    assert "/v1/chat/completions" in paths and "/tokenize" in paths
+    assert not [path for path in paths if path.startswith("/v1/v1")]
     assert httpx.get(base + "/healthz").json()["status"] == "ok"
 
 
@@ -235,3 +247,125 @@ def test_an_upstream_down_at_start_is_a_warning_until_it_answers(
     servers.call(start_upstream())
     assert wait_for(lambda: b"upstream answering" in log.read_bytes(), 30), log.read_text()
     assert httpx.get(base + "/healthz").status_code == 200
+
+
+# -- a document sent as an image -------------------------------------------------------------
+
+
+def test_a_pdf_sent_as_an_image_is_a_400_that_says_to_send_a_file_part(
+    make_proxy: Callable[..., str], upstream: FakeUpstream
+) -> None:
+    client = openai.OpenAI(base_url=make_proxy() + "/v1", api_key="unused", max_retries=0)
+    pdf = "data:application/pdf;base64,JVBERi0xLjcK"
+    with pytest.raises(openai.BadRequestError) as raised:
+        client.chat.completions.create(
+            model="m",
+            messages=[
+                {
+                    "role": "user",
+                    "content": [
+                        {"type": "text", "text": "What does it say?"},
+                        {"type": "image_url", "image_url": {"url": pdf}},
+                    ],
+                }
+            ],
+        )
+    error = raised.value.body
+    assert isinstance(error, dict)
+    assert error["code"] == "document_as_image"
+    assert error["param"] == "messages[0].content[1].image_url"
+    assert error["message"].startswith(
+        "messages[0].content[1] is an image_url part holding application/pdf, not an image: "
+        'send a document as a file part, {"type": "file", "file": {"filename": "report.pdf", '
+    )
+    assert "/v1/chat/completions" not in [r.path for r in upstream.requests]
+    # A picture still goes to the upstream as it came (vision models).
+    png = "data:image/png;base64,iVBORw0KGgo="
+    client.chat.completions.create(
+        model="m",
+        messages=[{"role": "user", "content": [{"type": "image_url", "image_url": {"url": png}}]}],
+    )
+    sent = upstream.last_to("/v1/chat/completions").json["messages"][0]["content"][0]
+    assert sent == {"type": "image_url", "image_url": {"url": png}}
+
+
+def test_the_type_of_a_data_url_is_read_from_its_head_only() -> None:
+    from proxy.pipeline.images import data_url_type
+
+    assert data_url_type("data:application/pdf;base64,AAAA") == "application/pdf"
+    assert data_url_type("DATA:Image/PNG;base64,AAAA") == "image/png"
+    assert data_url_type("data:,hello") == ""
+    assert data_url_type("https://example.com/a.pdf") is None
+    assert data_url_type("data:" + "x" * 10_000) == "x" * 251
+
+
+# -- a missing offline file: which, and where ----------------------------------------------------
+
+
+def test_a_tiktoken_file_that_cannot_be_fetched_is_named_with_its_place(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import hashlib
+
+    import tiktoken.load
+    import tiktoken.registry
+
+    from proxy.errors import ProxyError
+    from proxy.upstream.tokens import load_encoding
+
+    def offline(blobpath: str) -> bytes:
+        raise ConnectionError(f"cannot reach {blobpath}")
+
+    monkeypatch.setenv("TIKTOKEN_CACHE_DIR", str(tmp_path))
+    monkeypatch.setattr(tiktoken.load, "read_file", offline)
+    monkeypatch.setattr(tiktoken.registry, "ENCODINGS", {})
+    with pytest.raises(ProxyError) as raised:
+        load_encoding("cl100k_base")
+    url = "https://openaipublic.blob.core.windows.net/encodings/cl100k_base.tiktoken"
+    place = tmp_path / hashlib.sha1(url.encode()).hexdigest()
+    assert raised.value.status == 503 and raised.value.code == "tokenizer_unavailable"
+    assert raised.value.message == (
+        "tiktoken's cl100k_base file is not cached and could not be downloaded (ConnectionError: "
+        f"cannot reach {url}); on a machine without internet access, put {url} at {place} "
+        "(the directory is TIKTOKEN_CACHE_DIR)"
+    )
+    # That is where tiktoken looks: the file put there is read without any download.
+    cached = Path.home() / ".cache" / "tiktoken" / place.name
+    if not cached.exists():
+        pytest.skip("no cached cl100k_base file to put in place")
+    place.write_bytes(cached.read_bytes())
+    assert load_encoding("cl100k_base").encode("hello") == [15339]
+
+
+def test_an_embedding_model_that_cannot_be_fetched_is_named_with_its_place(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from chromadb.utils.embedding_functions import ONNXMiniLM_L6_V2
+
+    from proxy.errors import ProxyError
+    from proxy.retrieval.embeddings import _minilm_tokenizer
+
+    def offline(self: object, url: str, fname: str, chunk_size: int = 1024) -> None:
+        raise ConnectionError(f"cannot reach {url}")
+
+    monkeypatch.setattr(ONNXMiniLM_L6_V2, "DOWNLOAD_PATH", tmp_path / "all-MiniLM-L6-v2")
+    monkeypatch.setattr(ONNXMiniLM_L6_V2, "_download", offline)
+    with pytest.raises(ProxyError) as raised:
+        _minilm_tokenizer()
+    url = ONNXMiniLM_L6_V2.MODEL_DOWNLOAD_URL
+    folder = tmp_path / "all-MiniLM-L6-v2" / "onnx"
+    assert raised.value.status == 503 and raised.value.code == "embedding_model_unavailable"
+    assert raised.value.message == (
+        f"the embedding model all-MiniLM-L6-v2 is not in {folder} and could not be downloaded "
+        f"(ConnectionError: cannot reach {url}); on a machine without internet access, unpack "
+        f"{url} into {folder.parent} (it holds onnx/model.onnx and the tokenizer's files), or use "
+        "an embedding server (embeddings.backend: openai)"
+    )
+    # That is where Chroma looks: the files put there are read without any download.
+    shipped = ROOT.parent / "shared" / "models" / "chroma" / "all-MiniLM-L6-v2" / "onnx"
+    if not shipped.is_dir():
+        pytest.skip("no shipped MiniLM files to put in place")
+    folder.mkdir(parents=True)
+    for item in shipped.iterdir():
+        (folder / item.name).write_bytes(item.read_bytes())
+    assert _minilm_tokenizer().encode("hello").ids
