@@ -15,8 +15,9 @@ from proxy.documents.model import DocumentWarning, Page, ParsedDocument
 
 log = structlog.get_logger(__name__)
 
-FORMAT_VERSION = 2
-"""2: units carry a location, a title and an OCR mark; documents a title and warnings."""
+FORMAT_VERSION = 3
+"""2: units carry a location, a title and an OCR mark; documents a title and warnings.
+3: text without line/paragraph separators, odd spaces, ligatures or soft hyphens."""
 
 
 def encode_entry(document: ParsedDocument) -> bytes:
