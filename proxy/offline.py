@@ -36,8 +36,7 @@ def tiktoken_missing(name: str, error: BaseException) -> ProxyError:
         where = f"{url} at {tiktoken_cache_dir() / key} (the directory is TIKTOKEN_CACHE_DIR)"
     return ProxyError(
         f"tiktoken's {name} file is not cached and could not be downloaded "
-        f"({error.__class__.__name__}: {error}); on a machine without internet access, put "
-        + where,
+        f"({error.__class__.__name__}); on a machine without internet access, put " + where,
         status=503,
         type="server_error",
         code="tokenizer_unavailable",
@@ -48,7 +47,7 @@ def embedding_model_missing(folder: Path, url: str, error: BaseException) -> Pro
     """Chroma's embedding model is not on disk and could not be downloaded."""
     return ProxyError(
         f"the embedding model all-MiniLM-L6-v2 is not in {folder} and could not be downloaded "
-        f"({error.__class__.__name__}: {error}); on a machine without internet access, unpack "
+        f"({error.__class__.__name__}); on a machine without internet access, unpack "
         f"{url} into {folder.parent} (it holds onnx/model.onnx and the tokenizer's files), or "
         "use an embedding server (embeddings.backend: openai)",
         status=503,
