@@ -185,13 +185,17 @@ def test_the_browser_address_of_a_wildcard_bind_is_loopback() -> None:
 def command(tmp_path: Path) -> Iterator[Callable[..., tuple[subprocess.Popen[bytes], Path]]]:
     started: list[subprocess.Popen[bytes]] = []
 
-    def run(*args: str) -> tuple[subprocess.Popen[bytes], Path]:
+    def run(*args: str, env: dict[str, str] | None = None) -> tuple[subprocess.Popen[bytes], Path]:
         log = tmp_path / f"stderr-{len(started)}.txt"
         with log.open("wb") as err:
             process = subprocess.Popen(
                 [sys.executable, "-m", "proxy", *args],
                 cwd=ROOT,
-                env={**os.environ, "PROXY__SERVER__DATA_DIR": str(tmp_path / "data")},
+                env={
+                    **os.environ,
+                    "PROXY__SERVER__DATA_DIR": str(tmp_path / "data"),
+                    **(env or {}),
+                },
                 stdout=subprocess.DEVNULL,
                 stderr=err,
                 start_new_session=True,
@@ -218,6 +222,20 @@ def test_a_port_in_use_is_one_line_that_says_what_to_do(
         f"cannot start: port {port} on 127.0.0.1 is already in use (another proxy, or another "
         f"server, is listening there): stop it, or start on another port with --port {port + 1} "
         "(server.port)\n"
+    )
+    assert "Traceback" not in text
+
+
+def test_a_local_server_that_cannot_start_is_one_line_that_says_why(
+    command: Callable[..., tuple[subprocess.Popen[bytes], Path]], tmp_path: Path
+) -> None:
+    missing = tmp_path / "no-such-model.gguf"
+    with_model = {"PROXY__UPSTREAM__SPAWN__MODEL": str(missing)}
+    process, log = command("--spawn-llama-server", "--port", str(free_port()), env=with_model)
+    assert process.wait(60) == 1
+    text = log.read_text()
+    assert text.endswith(
+        f"cannot start the local llama.cpp server: model file not found at {missing}\n"
     )
     assert "Traceback" not in text
 

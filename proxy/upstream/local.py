@@ -77,6 +77,8 @@ its first paragraph is the part that answers (measured on the bundled Gemma 3 27
 def is_base_model(metadata: dict[str, Value]) -> bool:
     """A pre-trained model, not tuned to chat: no chat template and no fine-tune named in its
     GGUF (`general.finetune`: `it`, `Instruct`, ...). It never ends a turn by itself."""
+    if "general.architecture" not in metadata:
+        return False  # the header could not be read: nothing is known of the model
     return not metadata.get("tokenizer.chat_template") and not metadata.get("general.finetune")
 
 

@@ -155,6 +155,12 @@ async def test_a_base_model_stops_at_the_first_blank_line(tmp_path: Path) -> Non
     assert option_values(argv, "--reverse-prompt") == []
     argv, _ = await launch_of(tmp_path, tuned, spawn={"stop": ["###", "User:"]})
     assert option_values(argv, "--reverse-prompt") == ["###", "User:"]
+    # A header that cannot be read tells nothing about the model: no stop is guessed.
+    unreadable = tmp_path / "not.gguf"
+    unreadable.write_bytes(b"not a gguf")
+    argv, logs = await launch_logs(tmp_path, str(unreadable))
+    assert option_values(argv, "--reverse-prompt") == []
+    assert not [e for e in logs if e["event"] == "spawn.base_model"]
 
 
 async def test_the_sampling_the_gguf_recommends_is_left_to_llamacpp_and_said(
