@@ -101,6 +101,16 @@ def test_an_unknown_enrich_key_or_header_names_the_closest_valid_one(
     assert error["param"] == "enrich.citation"
     with pytest.raises(openai.BadRequestError) as raised:
         client.chat.completions.create(
+            model="m", messages=messages, extra_body={"enrich": {"colour": "red"}}
+        )
+    error = raised.value.body
+    assert isinstance(error, dict)
+    assert error["message"] == (  # no name is close: all of them
+        "enrich.colour: unknown option; known: strategy, retrieval_limit, affinity_threshold, "
+        "citations, vector_store_ids"
+    )
+    with pytest.raises(openai.BadRequestError) as raised:
+        client.chat.completions.create(
             model="m", messages=messages, extra_headers={"X-Enrich-Citation": "inline"}
         )
     error = raised.value.body
