@@ -9,6 +9,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
+import structlog
+
 from proxy.config import ConfigError, Settings, load_settings
 from proxy.logs import configure_logging
 from proxy.upstream.launch import LlamaServerError
@@ -75,6 +77,20 @@ def _settings(args: argparse.Namespace) -> Settings:
     return load_settings(args.config, overrides=overrides)
 
 
+def announce_start(settings: Settings) -> None:
+    """A first line at once, before the seconds of imports and of a local server's start."""
+    configure_logging(settings.server.log_format, settings.server.log_level)
+    server = settings.server
+    then = (
+        "then a local llama.cpp server (a few seconds more)"
+        if settings.upstream.spawn.enabled
+        else f"in front of {settings.upstream.base_url}"
+    )
+    structlog.get_logger("proxy").info(
+        "starting", detail=f"loading, for {server.host}:{server.port}, {then}"
+    )
+
+
 async def _preview(settings: Settings, body: bytes) -> tuple[int, Any]:
     """Run the real app on a loopback port for one preview request."""
     import aiohttp
@@ -121,9 +137,11 @@ def main(argv: list[str] | None = None) -> int:
         argv = argv[1:]
     try:
         if command == "serve":
-            from proxy.serve import serve
+            settings = _settings(serve_parser().parse_args(argv))
+            announce_start(settings)
+            from proxy.serve import serve  # seconds of imports (openai, chromadb's client, ...)
 
-            return serve(_settings(serve_parser().parse_args(argv)))
+            return serve(settings)
         if command == "preview":
             parser = argparse.ArgumentParser(
                 prog="python -m proxy preview",

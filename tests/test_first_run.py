@@ -260,6 +260,10 @@ def test_an_upstream_down_at_start_is_a_warning_until_it_answers(
     base = f"http://127.0.0.1:{port}"
     assert wait_for(lambda: b"upstream not answering" in log.read_bytes()), log.read_text()
     text = log.read_text()
+    # The first line comes before the seconds of imports, saying what is under way.
+    assert text.splitlines()[0].endswith(
+        f"loading, for 127.0.0.1:{port}, in front of http://127.0.0.1:{upstream_port}'"
+    )
     assert f"open {base}/ui to see what the proxy decides" in text
     assert f"upstream http://127.0.0.1:{upstream_port} is unreachable" in text
     assert "start it, or point --upstream (upstream.base_url) at a running server" in text
