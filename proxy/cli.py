@@ -9,10 +9,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
-import structlog
-
 from proxy.config import ConfigError, Settings, load_settings
-from proxy.logs import configure_logging
+from proxy.logs import configure_logging, log_line
 from proxy.upstream.launch import LlamaServerError
 
 
@@ -79,15 +77,17 @@ def _settings(args: argparse.Namespace) -> Settings:
 
 def announce_start(settings: Settings) -> None:
     """A first line at once, before the seconds of imports and of a local server's start."""
-    configure_logging(settings.server.log_format, settings.server.log_level)
     server = settings.server
     then = (
         "then a local llama.cpp server (a few seconds more)"
         if settings.upstream.spawn.enabled
         else f"in front of {settings.upstream.base_url}"
     )
-    structlog.get_logger("proxy").info(
-        "starting", detail=f"loading, for {server.host}:{server.port}, {then}"
+    log_line(
+        server.log_format,
+        server.log_level,
+        "starting",
+        detail=f"loading, for {server.host}:{server.port}, {then}",
     )
 
 
