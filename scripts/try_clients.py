@@ -175,6 +175,40 @@ def llm_cli(base: str, pdf_path: Path, model: str) -> str:
         return done.stdout
 
 
+def agents_run(base: str, pdf: bytes) -> str:
+    """The OpenAI Agents SDK's non-streamed `Runner.run` (Responses API), the way its docs
+    point it at another server: an AsyncOpenAI client with the proxy's base_url. It raises
+    when a response ends `incomplete`, so the answer must end by itself."""
+    import asyncio
+
+    from agents import Agent, OpenAIResponsesModel, Runner, set_tracing_disabled
+    from openai import AsyncOpenAI
+
+    set_tracing_disabled(True)
+    client = AsyncOpenAI(base_url=base + "/v1", api_key="unused", default_headers=OPTIONS)
+    agent = Agent(
+        name="reader",
+        instructions="Answer from the document.",
+        model=OpenAIResponsesModel(model="any", openai_client=client),
+    )
+    data = base64.b64encode(pdf).decode()
+    question = [
+        {
+            "role": "user",
+            "content": [
+                {"type": "input_text", "text": QUESTION},
+                {
+                    "type": "input_file",
+                    "filename": "book.pdf",
+                    "file_data": f"data:application/pdf;base64,{data}",
+                },
+            ],
+        }
+    ]
+    result = asyncio.run(Runner.run(agent, question))  # type: ignore[arg-type]
+    return str(result.final_output)
+
+
 def curl_stream(base: str, pdf: bytes) -> str:
     body = {
         "model": "any",
@@ -235,6 +269,8 @@ def main() -> int:
         ("llm CLI (responses model)", lambda: llm_cli(base, pdf_path, "enrich-responses")),
         ("curl, SSE data: lines", lambda: curl_stream(base, pdf)),
     ]
+    if "--agents" in sys.argv:  # its own environment: it needs openai 3, llm and LlamaIndex 2
+        tries = [("OpenAI Agents SDK, Runner.run", lambda: agents_run(base, pdf))]
     failed = 0
     for name, attempt in tries:
         try:

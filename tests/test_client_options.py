@@ -89,7 +89,9 @@ def test_body_wins_and_bad_headers_are_named(
         extra_body={"enrich": {"strategy": "inject-full-content"}},
     )
     assert raw.headers["X-Enrich-Strategy"] == "inject-full-content"
-    assert "Sources:" not in (raw.parse().choices[0].message.content or "")
+    # The headers' inline citations still apply: the document went whole, and says so.
+    content = raw.parse().choices[0].message.content or ""
+    assert content.endswith("\n\nSources:\n- book.pdf, whole document")
     with pytest.raises(openai.BadRequestError) as caught:
         sdk(base, **{"X-Enrich-Retrieval-Limit": "lots"}).chat.completions.create(
             model="m", messages=[{"role": "user", "content": "hi"}]

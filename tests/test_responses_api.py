@@ -138,7 +138,9 @@ def test_stream_helper_and_inline_sources(base: str, upstream: FakeUpstream) -> 
     assert "".join(deltas) == final.output_text
     assert final.output_text.startswith(TEXT + "\n\nSources:\n- book.pdf, page")
     annotation = final.output[0].content[0].annotations[0]
-    assert final.output_text[annotation.index :].startswith("- book.pdf")
+    # At its page in the file's line of the block.
+    line = final.output_text[: annotation.index].rsplit("\n", 1)[1]
+    assert line.startswith("- book.pdf, page") and final.output_text[annotation.index].isdigit()
     assert "citations" not in (final.model_extra or {})  # inline only: no extra fields
     assert "X-Enrich" not in json.dumps(dict(upstream.last_to("/v1/chat/completions").headers))
 

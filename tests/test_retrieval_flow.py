@@ -194,7 +194,8 @@ def test_the_budget_is_half_the_window_in_the_models_tokens(
     passages = cited(upstream)
     assert len(passages) == 4 and set(passages) <= set(PARAGRAPHS)
     assert response.headers["X-Enrich-Citations"] == "4"
-    assert len(response.json()["citations"]) == 4
+    # Four passages of one text file, all in its one unit: one place to cite, once.
+    assert response.json()["citations"] == ["keeper.txt#line=1"]
     record = preview(base, keeper_request(5))
     retrieval = record["decision"]["retrieval"]
     assert retrieval["budget_limit"] == 4 * as_received
@@ -261,7 +262,7 @@ def test_files_take_turns_rank_by_rank(
     assert retrieval["selected_per_source"] == [2, 1] and retrieval["left_out"] == 1
     response = httpx.post(base + "/v1/chat/completions", json=body, timeout=60)
     citations = response.json()["citations"]
-    assert [c.split("#")[0] for c in citations] == ["first.txt", "first.txt", "second.txt"]
+    assert citations == ["first.txt#line=1", "second.txt#line=1"]  # each place once
     passages = cited(upstream)
     assert passages[0] in PARAGRAPHS[:3] and passages[1] in PARAGRAPHS[:3]
     assert passages[2] in PARAGRAPHS[3:]

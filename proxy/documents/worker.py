@@ -20,6 +20,7 @@ from proxy.documents.failure import ExtractError
 from proxy.documents.job import Job, OcrOptions, Units
 from proxy.documents.mupdf import mupdf_warnings
 from proxy.documents.protocol import pack_json, read_frame
+from proxy.documents.text import normalise_characters
 
 FLUSH_SECONDS = 0.05
 FLUSH_CHARS = 512 * 1024
@@ -98,7 +99,8 @@ def resident_bytes() -> int:
 
 
 def _clean(text: str) -> str:
-    text = text.rstrip()
+    # Every format's units pass here: one place for the characters no prompt should hold.
+    text = normalise_characters(text).rstrip()
     try:
         text.encode("utf-8")
     except UnicodeEncodeError:

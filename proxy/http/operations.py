@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from aiohttp import web
 
-from proxy.errors import ProxyError
 from proxy.http.keys import CALLER, SERVICES
+from proxy.upstream.health import check_upstream
 
 
 async def healthz(request: web.Request) -> web.Response:
@@ -14,37 +14,32 @@ async def healthz(request: web.Request) -> web.Response:
     only (as /metrics' document sources), the windows learnt per model: the model names are
     what callers sent, and a window raised for Ollama tells how long someone's prompt was."""
     services = request.app[SERVICES]
-    upstream = services.upstream
     caller = request.get(CALLER)
     detailed = not services.settings.server.api_keys or (caller is not None and caller.admin)
     # What was learnt of the upstream so far (its kind, the windows seen), asked of nobody.
     known = services.introspection.known(detailed)
     details = {"ocr": services.parser.ocr.describe(), "upstream": known}
-    try:
-        status, _ = await upstream.get_json("/health")
-        if status == 404:
-            status, _ = await upstream.get_json("/v1/models")
-    except ProxyError as error:
+    health = await check_upstream(services.upstream)
+    if health.status is None:
         return web.json_response(
             {
                 "status": "degraded",
                 "proxy": "ok",
                 "upstream": "unreachable",
-                "detail": error.message,
+                "detail": health.problem,
                 "details": details,
             },
             status=503,
         )
-    healthy = status < 500
-    return web.json_response(
-        {
-            "status": "ok" if healthy else "degraded",
-            "proxy": "ok",
-            "upstream": status,
-            "details": details,
-        },
-        status=200 if healthy else 503,
-    )
+    body: dict[str, object] = {
+        "status": "ok" if health.healthy else "degraded",
+        "proxy": "ok",
+        "upstream": health.status,
+        "details": details,
+    }
+    if health.problem:
+        body["detail"] = health.problem
+    return web.json_response(body, status=200 if health.healthy else 503)
 
 
 async def metrics_route(request: web.Request) -> web.Response:

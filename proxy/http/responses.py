@@ -56,7 +56,7 @@ def cited(exchange: Exchange, ids: Ids | None = None, include_results: bool = Fa
     item = None
     if exchange.file_search is not None and found is not None and ids is not None:
         item = file_search_item(ids.file_search, found.queries, found.results, include_results)
-    return Cited(exchange.search_results, exchange.sources_block, citation_fields(exchange), item)
+    return Cited(exchange.sources, exchange.sources_block, citation_fields(exchange), item)
 
 
 @recorded

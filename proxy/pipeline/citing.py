@@ -8,6 +8,20 @@ from urllib.parse import quote
 
 SOURCES_HEADING = "\n\nSources:\n"
 HEADER_CHARS = 1024
+WHOLE_DOCUMENT = "whole document"
+"""The place of a document the model got in full (`- report.pdf, whole document`)."""
+
+
+def whole_document(name: str, file_id: str | None = None) -> dict[str, Any]:
+    """A document injected in full, as a source: named like a search result, placed nowhere."""
+    source: dict[str, Any] = {"title": name, "location": WHOLE_DOCUMENT}
+    if file_id:
+        source["file_id"] = file_id
+    return source
+
+
+def _file_of(result: dict[str, Any]) -> str:
+    return str(result.get("title") or result.get("url") or "document")
 
 
 def _location(result: dict[str, Any]) -> tuple[str, str] | None:
@@ -23,27 +37,56 @@ def _location(result: dict[str, Any]) -> tuple[str, str] | None:
     return None
 
 
-def cited_files(search_results: Sequence[dict[str, Any]]) -> list[tuple[str, list[str]]]:
-    """Each cited file once, in the order first cited, with where in it: numbered places of
-    one kind together and in order (`pages 1, 4`), others as cited (`section 2.3 Refunds`)."""
+Place = tuple[str, str]
+"""(`page`, `4`), (`section`, `2.3 Refunds`), (``, `whole document`)."""
+
+
+def _places_by_file(search_results: Sequence[dict[str, Any]]) -> dict[str, dict[str, list[str]]]:
     places: dict[str, dict[str, list[str]]] = {}
     for result in search_results:
-        name = str(result.get("title") or result.get("url") or "document")
-        kinds = places.setdefault(name, {})
+        kinds = places.setdefault(_file_of(result), {})
         found = _location(result)
         if found is not None and found[1] not in kinds.setdefault(found[0], []):
             kinds[found[0]].append(found[1])
+    return places
+
+
+def _line(name: str, kinds: dict[str, list[str]]) -> tuple[str, dict[Place, int]]:
+    """A file's line of the block, and where in it each of its places is written: numbered
+    places of one kind together and in order (`pages 1, 4`), others as cited."""
+    line = f"- {name}"
+    spots: dict[Place, int] = {}
+    first = True
+
+    def put(text: str) -> int:
+        nonlocal line, first
+        line += (", " if first else "; ") + text
+        first = False
+        return len(line) - len(text)
+
+    for kind, values in kinds.items():
+        if values and all(value.isdigit() for value in values):
+            ordered = sorted(values, key=int)
+            plural = "s" if kind and len(values) > 1 else ""
+            head = f"{kind}{plural} " if kind else ""
+            at = put(head + ", ".join(ordered)) + len(head)
+            for value in ordered:
+                spots[(kind, value)] = at
+                at += len(value) + 2
+        else:
+            for value in values:
+                spots[(kind, value)] = put(f"{kind} {value}".strip())
+    return line, spots
+
+
+def cited_files(search_results: Sequence[dict[str, Any]]) -> list[tuple[str, list[str]]]:
+    """Each cited file once, in the order first cited, with where in it: numbered places of
+    one kind together and in order (`pages 1, 4`), others as cited (`section 2.3 Refunds`)."""
     files = []
-    for name, kinds in places.items():
-        labels = []
-        for kind, values in kinds.items():
-            if all(value.isdigit() for value in values):
-                numbers = ", ".join(str(n) for n in sorted(int(value) for value in values))
-                plural = "s" if kind and len(values) > 1 else ""
-                labels.append(f"{kind}{plural} {numbers}".strip())
-            else:
-                labels.extend(f"{kind} {value}".strip() for value in values)
-        files.append((name, labels))
+    for name, kinds in _places_by_file(search_results).items():
+        line, _ = _line(name, kinds)
+        places = line.removeprefix(f"- {name}").removeprefix(", ")
+        files.append((name, places.split("; ") if places else []))
     return files
 
 
@@ -54,20 +97,55 @@ def source_line(name: str, places: Sequence[str]) -> str:
 def sources_block(search_results: Sequence[dict[str, Any]]) -> str:
     """`\\n\\nSources:\\n- report.pdf, pages 1, 4\\n- handbook.docx, section Refunds`, appended
     after the model's own text; '' when nothing was cited."""
-    files = cited_files(search_results)
-    if not files:
+    places = _places_by_file(search_results)
+    if not places:
         return ""
-    return SOURCES_HEADING + "\n".join(source_line(name, places) for name, places in files)
+    return SOURCES_HEADING + "\n".join(_line(name, kinds)[0] for name, kinds in places.items())
 
 
 def source_offsets(search_results: Sequence[dict[str, Any]]) -> dict[str, int]:
     """Where each file's line starts inside `sources_block(...)`."""
     offsets: dict[str, int] = {}
     at = len(SOURCES_HEADING)
-    for name, places in cited_files(search_results):
+    for name, kinds in _places_by_file(search_results).items():
         offsets[name] = at
-        at += len(source_line(name, places)) + 1
+        at += len(_line(name, kinds)[0]) + 1
     return offsets
+
+
+def place_offsets(search_results: Sequence[dict[str, Any]]) -> dict[tuple[str, Place], int]:
+    """Where each file's place is written inside `sources_block(...)` (`4` in `pages 1, 4`)."""
+    offsets: dict[tuple[str, Place], int] = {}
+    at = len(SOURCES_HEADING)
+    for name, kinds in _places_by_file(search_results).items():
+        line, spots = _line(name, kinds)
+        for place, spot in spots.items():
+            offsets[(name, place)] = at + spot
+        at += len(line) + 1
+    return offsets
+
+
+def place_of(result: dict[str, Any]) -> Place | None:
+    """Where in its file a search result (or a whole document) is."""
+    return _location(result)
+
+
+def distinct_places(
+    search_results: Sequence[dict[str, Any]],
+) -> list[dict[str, Any]]:
+    """Each file's place once, in the order first cited: a second passage from the same page
+    adds nothing a person can follow. The first passage's snippet stays, with the best score."""
+    kept: dict[tuple[str, str, Place | None], dict[str, Any]] = {}
+    for result in search_results:
+        key = (_file_of(result), str(result.get("file_id") or ""), _location(result))
+        first = kept.get(key)
+        if first is None:
+            kept[key] = dict(result)
+        elif isinstance(result.get("score"), int | float) and (
+            not isinstance(first.get("score"), int | float) or result["score"] > first["score"]
+        ):
+            first["score"] = result["score"]
+    return list(kept.values())
 
 
 def sources_header(citations: Sequence[str], limit: int = HEADER_CHARS) -> str:

@@ -103,6 +103,8 @@ class Exchange:
     search_results: list[dict[str, Any]] = field(default_factory=list)
     response_headers: dict[str, str] = field(default_factory=dict)
     sources_block: str = ""  # the inline "Sources:" text appended to the answer, if any
+    # Documents the model got in full, as sources (`citing.whole_document`).
+    whole_documents: list[dict[str, Any]] = field(default_factory=list)
     file_search: FileSearch | None = None  # asked for by a Responses file_search tool
     store_search: StoreSearch | None = None  # the vector stores searched, and what was found
     upstream_path: str = "/v1/chat/completions"
@@ -143,6 +145,11 @@ class Exchange:
             ]
         if self.held is not None:
             self.held.release()
+
+    @property
+    def sources(self) -> list[dict[str, Any]]:
+        """Everything the answer drew on: the cited passages' places, then whole documents."""
+        return [*self.search_results, *self.whole_documents]
 
     def timed(self, name: str, seconds: float) -> None:
         self.timings[name] = round(self.timings.get(name, 0.0) + seconds, 6)

@@ -7,7 +7,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from proxy.pipeline.citing import source_offsets
+from proxy.pipeline.citing import place_of, place_offsets, source_offsets
 from proxy.responses.request import Asked
 
 INCOMPLETE = {"length": "max_output_tokens", "content_filter": "content_filter"}
@@ -51,18 +51,22 @@ class Cited:
 def file_citations(
     search_results: Sequence[dict[str, Any]], text_length: int, block: str
 ) -> list[dict[str, Any]]:
-    """One `file_citation` per passage, in citation order. Its index points at the file's line
-    in the "Sources:" block when there is one, else at the end of the model's text."""
-    offsets = source_offsets(search_results) if block else {}
-    annotations = []
+    """One `file_citation` per file and place, in the order first cited, never two alike. With
+    a "Sources:" block its index points at the place in the file's line (`4` in `pages 1, 4`);
+    without one, at the end of the model's text — so there, one per file."""
+    places = place_offsets(search_results) if block else {}
+    lines = source_offsets(search_results) if block else {}
+    annotations: list[dict[str, Any]] = []
     for result in search_results:
         name = str(result.get("title") or result.get("url") or "document")
         annotation: dict[str, Any] = {"type": "file_citation"}
         if result.get("file_id"):
             annotation["file_id"] = result["file_id"]
         annotation["filename"] = name
-        annotation["index"] = text_length + offsets.get(name, 0) if block else text_length
-        annotations.append(annotation)
+        at = places.get((name, place_of(result) or ("", "")), lines.get(name, 0))
+        annotation["index"] = text_length + at if block else text_length
+        if annotation not in annotations:
+            annotations.append(annotation)
     return annotations
 
 

@@ -14,6 +14,7 @@ import openai
 
 from proxy.config import without_credentials
 from proxy.errors import UpstreamError
+from proxy.offline import embedding_model_missing
 
 # Calibrated on corpus documents (tests/retrieval/test_calibration.py): passages answering
 # 16 questions scored 0.23–0.78 with MiniLM (median 0.6), the best passage for unrelated
@@ -153,7 +154,7 @@ class DefaultEmbedder:
             from chromadb.utils.embedding_functions import ONNXMiniLM_L6_V2
 
             function = ONNXMiniLM_L6_V2()
-            function(["load"])  # fetches the model files if absent
+            fetch_minilm(function)
             folder = Path(function.DOWNLOAD_PATH) / function.EXTRACTED_FOLDER_NAME
             options = onnxruntime.SessionOptions()
             # Spinning threads wait for work by burning CPU: on 2 cores shared with a parser,
@@ -171,6 +172,16 @@ class DefaultEmbedder:
         return self._model, self._tokenizer
 
 
+def fetch_minilm(function: Any) -> None:
+    """Chroma's model files, fetched into its folder if absent; a download that fails is a
+    503 naming the folder and the address."""
+    try:
+        function._download_model_if_not_exists()
+    except Exception as exc:  # whatever Chroma's HTTP client raises
+        folder = Path(function.DOWNLOAD_PATH) / function.EXTRACTED_FOLDER_NAME
+        raise embedding_model_missing(folder, function.MODEL_DOWNLOAD_URL, exc) from exc
+
+
 def _minilm_tokenizer() -> Any:
     """MiniLM's tokenizer from Chroma's model folder, fetched there first if absent."""
     from chromadb.utils.embedding_functions import ONNXMiniLM_L6_V2
@@ -179,7 +190,7 @@ def _minilm_tokenizer() -> Any:
     function = ONNXMiniLM_L6_V2()
     path = Path(function.DOWNLOAD_PATH) / function.EXTRACTED_FOLDER_NAME / "tokenizer.json"
     if not path.exists():
-        function._download_model_if_not_exists()
+        fetch_minilm(function)
     tokenizer = Tokenizer.from_file(str(path))
     tokenizer.no_truncation()
     tokenizer.no_padding()

@@ -1,4 +1,4 @@
-"""Reads a few string keys from a GGUF file's header (architecture, name, chat template).
+"""Reads a few keys from a GGUF file's header (architecture, name, template, sampling).
 
 Hand-written on purpose: the `gguf` package's GGUFReader materialises every key, including
 a 262k-entry token list as numpy arrays (10 s for the bundled 250 MB Gemma model here); this
@@ -22,8 +22,21 @@ MAX_ARRAY = 16 * 1024 * 1024
 # GGUF value types (ggml/include/gguf.h, GGUF_TYPE_*) and their fixed sizes in bytes.
 _STRING, _ARRAY = 8, 9
 _FIXED = {0: 1, 1: 1, 2: 2, 3: 2, 4: 4, 5: 4, 6: 4, 7: 1, 10: 8, 11: 8, 12: 8}
+# The scalar types as struct formats: uint8, int8, uint16, int16, uint32, int32, float32,
+# bool, uint64, int64, float64.
+_SCALAR = {
+    0: "<B", 1: "<b", 2: "<H", 3: "<h", 4: "<I", 5: "<i", 6: "<f", 7: "<?", 10: "<Q", 11: "<q",
+    12: "<d",
+}  # fmt: skip
 
-WANTED = frozenset({"general.architecture", "general.name", "tokenizer.chat_template"})
+WANTED = frozenset(
+    {"general.architecture", "general.name", "general.finetune", "tokenizer.chat_template"}
+)
+SAMPLING = "general.sampling."
+"""The sampling a model's makers recommend (llama.cpp applies these keys itself since
+PR #17120, below any sampling option given on its command line)."""
+
+Value = str | int | float | bool
 
 
 class GGUFError(ValueError):
@@ -77,14 +90,26 @@ class _Cursor:
 
 def read_gguf_strings(path: Path, keys: Collection[str] = WANTED) -> dict[str, str]:
     """The string values of `keys` found in the file's metadata (absent keys are left out)."""
+    return {
+        key: value
+        for key, value in read_gguf_metadata(path, keys).items()
+        if isinstance(value, str)
+    }
+
+
+def read_gguf_metadata(
+    path: Path, keys: Collection[str] = WANTED, prefixes: tuple[str, ...] = (SAMPLING,)
+) -> dict[str, Value]:
+    """The string and number values of `keys`, and of every key starting with one of
+    `prefixes`, found in the file's metadata (absent keys are left out; arrays are skipped)."""
     try:
         with path.open("rb") as fh, mmap.mmap(fh.fileno(), 0, access=mmap.ACCESS_READ) as data:
-            return _read(_Cursor(data), keys)
+            return _read(_Cursor(data), keys, prefixes)
     except ValueError as exc:  # mmap of an empty file, or our own GGUFError
         raise GGUFError(f"{path}: {exc}") from exc
 
 
-def _read(cursor: _Cursor, keys: Collection[str]) -> dict[str, str]:
+def _read(cursor: _Cursor, keys: Collection[str], prefixes: tuple[str, ...]) -> dict[str, Value]:
     if cursor.take(4) != MAGIC:
         raise GGUFError("not a GGUF file (bad magic)")
     version = cursor.u32()
@@ -95,14 +120,17 @@ def _read(cursor: _Cursor, keys: Collection[str]) -> dict[str, str]:
     count = cursor.u64()
     if count > MAX_KEYS:
         raise GGUFError(f"GGUF header claims {count} keys")
-    found: dict[str, str] = {}
+    found: dict[str, Value] = {}
     for _ in range(count):
         key = cursor.string_bytes().decode("utf-8", errors="replace")
         kind = cursor.u32()
-        if kind == _STRING and key in keys:
+        if not (key in keys or key.startswith(prefixes)):
+            cursor.skip_value(kind)
+        elif kind == _STRING:
             found[key] = cursor.string_bytes().decode("utf-8", errors="replace")
-            if len(found) == len(keys):
-                break
+        elif kind in _SCALAR:
+            value: Value = struct.unpack(_SCALAR[kind], cursor.take(_FIXED[kind]))[0]
+            found[key] = value
         else:
             cursor.skip_value(kind)
     return found

@@ -73,6 +73,12 @@ class ServerLaunch:
     threads: int | None = None
     chat_template: str | None = None
     """A llama.cpp built-in template name (`gemma`, `chatml`, ...), set with jinja off."""
+    alias: str | None = None
+    """The model's id in `/v1/models` and in answers (llama-server's default is its path)."""
+    n_predict: int | None = None
+    """Tokens an answer gets when its request sets no max_tokens (-1: no cap)."""
+    stop: tuple[str, ...] = ()
+    """Where an answer stops when its request sets no `stop`."""
     extra_args: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
@@ -96,7 +102,13 @@ class ServerLaunch:
         if self.chat_template is not None:
             # With jinja on (llama-server's default) the name would be read as a template text.
             args += ["--no-jinja", "--chat-template", self.chat_template]
-        return [*args, *self.extra_args]
+        if self.alias is not None:
+            args += ["--alias", self.alias]
+        if self.n_predict is not None:
+            args += ["--n-predict", str(self.n_predict)]
+        for stop in self.stop:
+            args += ["--reverse-prompt", stop]
+        return [*args, *self.extra_args]  # later options win: extra_args over ours
 
     def argv(self, host: str, port: int) -> list[str]:
         """The whole command line of the server process."""

@@ -11,7 +11,7 @@ import structlog
 
 from proxy.config import Settings
 from proxy.upstream.chat_template import TemplateChoice, choose_chat_template
-from proxy.upstream.gguf_meta import GGUFError, read_gguf_strings
+from proxy.upstream.gguf_meta import SAMPLING, GGUFError, Value, read_gguf_metadata
 from proxy.upstream.launch import Backend, ServerLaunch, find_binary, find_model
 from proxy.upstream.spawn import LlamaServer
 
@@ -32,12 +32,14 @@ def default_threads(cpus: int | None) -> int:
     return max(1, (cpus or 2) // 2)
 
 
-def configured_format(settings: Settings, model_path: str, metadata: dict[str, str]) -> str | None:
+def configured_format(
+    settings: Settings, model_path: str, metadata: dict[str, Value]
+) -> str | None:
     """`models.<name>.format` for the spawned model, <name> being its file name with or
     without `.gguf`, or its GGUF `general.name` (exact keys first, then globs)."""
     path = Path(model_path)
     for name in (path.stem, path.name, metadata.get("general.name")):
-        if name:
+        if isinstance(name, str) and name:
             fmt = settings.model_settings(name).format
             if fmt:
                 return fmt
@@ -45,24 +47,62 @@ def configured_format(settings: Settings, model_path: str, metadata: dict[str, s
 
 
 def template_choice(
-    settings: Settings, model_path: str, metadata: dict[str, str]
+    settings: Settings, model_path: str, metadata: dict[str, Value]
 ) -> TemplateChoice:
+    architecture = metadata.get("general.architecture")
     return choose_chat_template(
         explicit=settings.upstream.spawn.chat_template,
         model_has_template=bool(metadata.get("tokenizer.chat_template")),
         configured_format=configured_format(settings, model_path, metadata),
-        architecture=metadata.get("general.architecture"),
+        architecture=architecture if isinstance(architecture, str) else None,
         model_label=f"model {Path(model_path).name}",
     )
 
 
-def read_metadata(model_path: str) -> dict[str, str]:
-    """The GGUF keys the template choice needs; {} (with a warning) when unreadable."""
+def read_metadata(model_path: str) -> dict[str, Value]:
+    """The GGUF keys the launch needs (template, name, sampling); {} (with a warning) when
+    unreadable."""
     try:
-        return read_gguf_strings(Path(model_path))
+        return read_gguf_metadata(Path(model_path))
     except (OSError, GGUFError) as exc:
         log.warning("spawn.gguf_unreadable", model=model_path, error=str(exc))
         return {}
+
+
+BASE_MODEL_STOP = ("\n\n",)
+"""Where a pre-trained model's answer stops: it continues text rather than answering, and
+its first paragraph is the part that answers (measured on the bundled Gemma 3 270M)."""
+
+
+def is_base_model(metadata: dict[str, Value]) -> bool:
+    """A pre-trained model, not tuned to chat: no chat template and no fine-tune named in its
+    GGUF (`general.finetune`: `it`, `Instruct`, ...). It never ends a turn by itself."""
+    if "general.architecture" not in metadata:
+        return False  # the header could not be read: nothing is known of the model
+    return not metadata.get("tokenizer.chat_template") and not metadata.get("general.finetune")
+
+
+def answer_stop(settings: Settings, metadata: dict[str, Value]) -> tuple[str, ...]:
+    """`upstream.spawn.stop`, else the first blank line for a base model, else none."""
+    stop = settings.upstream.spawn.stop
+    if stop is not None:
+        return tuple(stop)
+    return BASE_MODEL_STOP if is_base_model(metadata) else ()
+
+
+def model_alias(settings: Settings, model_path: str) -> str:
+    """The id people see in model pickers: `upstream.spawn.alias`, else the file's stem."""
+    return settings.upstream.spawn.alias or Path(model_path).name.removesuffix(".gguf")
+
+
+def recommended_sampling(metadata: dict[str, Value]) -> dict[str, Value]:
+    """The sampling the GGUF recommends (`general.sampling.*`), which llama.cpp applies itself
+    for every setting its command line leaves alone."""
+    return {
+        key.removeprefix(SAMPLING): value
+        for key, value in metadata.items()
+        if key.startswith(SAMPLING)
+    }
 
 
 async def make_local_server(
@@ -81,6 +121,16 @@ async def make_local_server(
     if choice.warning:
         log.warning("spawn.chat_template_fallback", detail=choice.warning)
     extra = spawn.extra_args if spawn.extra_args is not None else DEFAULT_EXTRA_ARGS[spawn.backend]
+    stop = answer_stop(settings, metadata)
+    if spawn.stop is None and stop:
+        log.info(
+            "spawn.base_model",
+            detail=(
+                f"{Path(model).name} is a pre-trained model (no chat template, no fine-tune in "
+                "its GGUF): it never ends a turn by itself, so its answers stop at the first "
+                "blank line (upstream.spawn.stop: [] turns this off)"
+            ),
+        )
     launch = ServerLaunch(
         model=model,
         backend=spawn.backend,
@@ -89,8 +139,30 @@ async def make_local_server(
         parallel=spawn.parallel,
         threads=spawn.threads or default_threads(os.cpu_count()),
         chat_template=choice.template,
+        alias=model_alias(settings, model),
+        n_predict=spawn.n_predict,
+        stop=stop,
         extra_args=tuple(extra),
+    )
+    log.info(
+        "spawn.model",
+        id=launch.alias,
+        sampling=sampling_note(metadata),
+        answer_tokens=spawn.n_predict if spawn.n_predict > 0 else "no cap",
+        stop=list(stop),
     )
     supervision.setdefault("startup_timeout", spawn.startup_timeout_s)
     server = LlamaServer(launch, log_path=log_path, **supervision)
     return server, choice
+
+
+def sampling_note(metadata: dict[str, Value]) -> str:
+    """Which sampling the spawned model runs with, for the start-up log."""
+    recommended = recommended_sampling(metadata)
+    if not recommended:
+        return "llama.cpp's defaults (the GGUF recommends none)"
+    given = ", ".join(
+        f"{key} {value:.4g}" if isinstance(value, float) else f"{key} {value}"
+        for key, value in sorted(recommended.items())
+    )
+    return f"the GGUF's own: {given}"

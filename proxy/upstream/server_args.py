@@ -19,7 +19,20 @@ Value = int | float | str | bool | list[str] | EnumMember
 Assignment = tuple[str, Value]
 """A dotted attribute path on `CommonParams` (`cpuparams.n_threads`) and the value to set."""
 
-Kind = Literal["flag", "int", "float", "str", "choice", "list"]
+Kind = Literal["flag", "int", "float", "str", "choice", "list", "append"]
+
+# llama.cpp's `common_params_sampling_config` bits (common/common.h): a sampling option given on
+# llama-server's command line sets its bit, and the model's own `general.sampling.*` metadata
+# then leaves that field alone. Setting the field on CommonParams does not set the bit, so the
+# xllamacpp backend sets it too: the command line wins over the GGUF on both backends.
+SAMPLING_BITS = {
+    "sampling.top_k": 1 << 1,
+    "sampling.top_p": 1 << 2,
+    "sampling.min_p": 1 << 3,
+    "sampling.temp": 1 << 6,
+    "sampling.penalty_repeat": 1 << 8,
+}
+SAMPLING_CONFIG = "sampling.user_sampling_config"
 
 
 @dataclass(frozen=True)
@@ -73,6 +86,9 @@ _TABLE: dict[tuple[str, ...], _Option] = {
     ("--no-jinja",): _Option("use_jinja", "flag", constant=False),
     ("-nr", "--no-repack"): _Option("no_extra_bufts", "flag"),
     ("-a", "--alias"): _Option("model_alias", "list"),
+    ("-n", "--predict", "--n-predict"): _Option("n_predict", "int"),
+    # Each -r adds a stop string; a request's own `stop` replaces them all.
+    ("-r", "--reverse-prompt"): _Option("antiprompt", "append"),
     ("-s", "--seed"): _Option("sampling.seed", "int"),
     ("--temp",): _Option("sampling.temp", "float"),
     ("--top-k",): _Option("sampling.top_k", "int"),
@@ -124,7 +140,7 @@ def _convert(name: str, option: _Option, raw: str) -> Value:
         if raw.lower() not in option.choices:
             raise ValueError(f"option {name} takes one of {', '.join(option.choices)}, not {raw!r}")
         return option.choices[raw.lower()]
-    if option.kind == "list":
+    if option.kind in ("list", "append"):
         return [raw]
     return raw
 
@@ -154,11 +170,21 @@ def xllamacpp_assignments(args: Sequence[str]) -> list[Assignment]:
             continue
         if i >= len(args):
             raise ValueError(f"option {name} needs a value")
-        out.append((option.path, _convert(name, option, args[i])))
+        value = _convert(name, option, args[i])
+        earlier = [n for n, (path, _) in enumerate(out) if path == option.path]
+        if option.kind == "append" and earlier and isinstance(value, list):
+            path, before = out.pop(earlier[-1])
+            value = [*before, *value] if isinstance(before, list) else value
+        out.append((option.path, value))
         threads_batch_given |= option.path == "cpuparams_batch.n_threads"
         i += 1
     if unknown:
         raise UnsupportedOptions(unknown)
+    given = 0
+    for path, _ in out:
+        given |= SAMPLING_BITS.get(path, 0)
+    if given:
+        out.append((SAMPLING_CONFIG, given))
     # llama-server's -tb defaults to -t; CommonParams leaves it at -1 (all cores) otherwise.
     if not threads_batch_given:
         threads = [value for path, value in out if path == "cpuparams.n_threads"]

@@ -9,8 +9,8 @@ from typing import Any, Protocol
 import tiktoken
 from cachetools import LRUCache
 
-from proxy.errors import ProxyError
 from proxy.formats.render import message_text
+from proxy.offline import tiktoken_missing
 from proxy.upstream.client import UpstreamClient, upstream_failure
 
 # Texts longer than this are tokenized in a thread, not on the event loop.
@@ -25,13 +25,7 @@ def load_encoding(name: str) -> tiktoken.Encoding:
     try:
         return tiktoken.get_encoding(name)
     except Exception as exc:  # tiktoken raises whatever its HTTP client raises
-        raise ProxyError(
-            f"the tiktoken encoding {name} is not available ({exc.__class__.__name__}); "
-            "on a machine without internet access put its file in TIKTOKEN_CACHE_DIR",
-            status=503,
-            type="server_error",
-            code="tokenizer_unavailable",
-        ) from exc
+        raise tiktoken_missing(name, exc) from exc
 
 
 class TokenCounter(Protocol):

@@ -99,7 +99,13 @@ def test_plain_chat_same_as_direct(llama_server: str, proxy_for: Callable[..., s
         )
         return "".join(c.choices[0].delta.content or "" for c in stream if c.choices)
 
-    assert streamed(base) == streamed(llama_server) == direct.choices[0].message.content
+    # Streamed, llama.cpp holds back text that could begin a stop string (the spawned base
+    # model's "\n\n") and drops it when max_tokens ends the answer first: a trailing "\n" can
+    # be missing from the stream, through the proxy or not.
+    through = streamed(base)
+    assert through == streamed(llama_server)
+    whole = direct.choices[0].message.content or ""
+    assert through == whole or (whole.startswith(through) and whole[len(through) :] == "\n")
 
 
 def preview(base: str, body: dict[str, Any]) -> dict[str, Any]:

@@ -80,7 +80,9 @@ def test_responses_with_a_pdf_cite_its_passages(
     assert notes and {note.type for note in notes} == {"file_citation"}
     assert notes[0].filename == "keeper.pdf"
     assert "\n\nSources:\n- keeper.pdf, page" in part.text
-    assert part.text[notes[0].index :].startswith("- keeper.pdf")
+    # The annotation points at its page in the file's line of the block.
+    assert part.text[: notes[0].index].rsplit("\n", 1)[1].startswith("- keeper.pdf, page")
+    assert part.text[notes[0].index].isdigit()
 
     uploaded = client.files.create(file=("keeper.pdf", io.BytesIO(pdf())), purpose="user_data")
     with client.responses.stream(

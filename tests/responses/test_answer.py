@@ -75,10 +75,10 @@ def test_citations_as_annotations_at_the_end_of_the_text() -> None:
     )
     part = response["output"][0]["content"][0]
     assert part["text"] == "Hi."
+    # No block to point into: places cannot be told apart, so one annotation per file.
     assert part["annotations"] == [
         {"type": "file_citation", "file_id": "file-1", "filename": "a.pdf", "index": 3},
         {"type": "file_citation", "filename": "b.txt", "index": 3},
-        {"type": "file_citation", "file_id": "file-1", "filename": "a.pdf", "index": 3},
     ]
     assert response["citations"] == ["a.pdf#page=4"]
 
@@ -88,10 +88,15 @@ def test_inline_block_follows_the_text_and_annotations_point_into_it() -> None:
     response = response_from_chat(completion(), Asked(), IDS, Cited(RESULTS, block), created_at=0)
     part = response["output"][0]["content"][0]
     assert part["text"] == "Hi." + block
-    assert [part["text"][a["index"] :].split("\n")[0] for a in part["annotations"]] == [
-        "- a.pdf, pages 2, 4",
-        "- b.txt, page 1",
-        "- a.pdf, pages 2, 4",
+    # One per file and place, each pointing at its place in its file's line.
+    text = part["text"]
+    assert [
+        (a["filename"], text[: a["index"]].rsplit("\n", 1)[1], text[a["index"]])
+        for a in part["annotations"]
+    ] == [
+        ("a.pdf", "- a.pdf, pages 2, ", "4"),
+        ("b.txt", "- b.txt, page ", "1"),
+        ("a.pdf", "- a.pdf, pages ", "2"),
     ]
 
 

@@ -79,7 +79,8 @@ def test_text_stream_with_sources() -> None:
         "type": "file_citation",
         "file_id": "file-1",
         "filename": "a.pdf",
-        "index": len("Hello") + len("\n\nSources:\n"),
+        # At its place in its file's line of the block.
+        "index": len("Hello") + BLOCK.index("4"),
     }
     final = events[-1]["response"]
     assert final["usage"]["input_tokens"] == 5 and final["model"] == "gemma"

@@ -80,7 +80,7 @@ def test_cite_a_whole_response() -> None:
     part = cited["output"][1]["content"][0]
     assert part["text"] == "Hi." + BLOCK
     assert part["annotations"] == [
-        {"type": "file_citation", "filename": "a.pdf", "index": len("Hi.") + len("\n\nSources:\n")}
+        {"type": "file_citation", "filename": "a.pdf", "index": len("Hi.") + BLOCK.index("2")}
     ]
     assert cited["citations"] == ["a.pdf#page=2"]
     assert original["output"][1]["content"][0]["text"] == "Hi."  # not changed in place

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from proxy.upstream.gguf_meta import GGUFError, read_gguf_strings
+from proxy.upstream.gguf_meta import GGUFError, read_gguf_metadata, read_gguf_strings
 
 gguf = pytest.importorskip("gguf")
 
@@ -74,3 +74,28 @@ def test_the_bundled_gemma_has_no_template() -> None:
     metadata = read_gguf_strings(Path(assemble()))
     assert metadata["general.architecture"] == "gemma3"
     assert "tokenizer.chat_template" not in metadata
+
+
+def test_reads_the_fine_tune_and_the_recommended_sampling(tmp_path: Path) -> None:
+    writer = gguf.GGUFWriter(str(tmp_path / "s.gguf"), "gemma3")
+    writer.add_name("Tiny It")
+    writer.add_finetune("it")
+    writer.add_token_list([f"tok{i}" for i in range(3000)])
+    writer.add_sampling_temp(0.25)
+    writer.add_sampling_top_k(64)
+    writer.add_sampling_sequence("edkypmxt")
+    writer.add_uint32("general.sampling.unknown_later", 3)
+    writer.add_array("general.sampling.a_list", [1, 2])  # not a setting: skipped
+    writer.write_header_to_file()
+    writer.write_kv_data_to_file()
+    writer.close()
+    assert read_gguf_metadata(tmp_path / "s.gguf") == {
+        "general.architecture": "gemma3",
+        "general.name": "Tiny It",
+        "general.finetune": "it",
+        "general.sampling.temp": 0.25,
+        "general.sampling.top_k": 64,
+        "general.sampling.sequence": "edkypmxt",
+        "general.sampling.unknown_later": 3,
+    }
+    assert "general.sampling.temp" not in read_gguf_strings(tmp_path / "s.gguf")

@@ -72,7 +72,7 @@ def test_bad_values(args: list[str], message: str) -> None:
 
 def test_every_option_names_a_real_commonparams_field() -> None:
     xllamacpp = pytest.importorskip("xllamacpp")
-    samples = {"int": "3", "float": "0.5", "str": "x", "list": "127.0.0.1"}
+    samples = {"int": "3", "float": "0.5", "str": "x", "list": "127.0.0.1", "append": "x"}
     for name, option in OPTIONS.items():
         args = [name]
         if option.kind == "choice":
@@ -85,3 +85,28 @@ def test_every_option_names_a_real_commonparams_field() -> None:
         for parent in parents:
             target = getattr(target, parent)
         assert hasattr(target, attribute), name
+
+
+def test_a_sampling_option_wins_over_the_models_own_as_on_llama_servers_command_line() -> None:
+    assert xllamacpp_assignments(["--temp", "0.9", "--top-k", "50", "-s", "1"]) == [
+        ("sampling.temp", 0.9),
+        ("sampling.top_k", 50),
+        ("sampling.seed", 1),
+        ("sampling.user_sampling_config", (1 << 6) | (1 << 1)),
+    ]
+    # The seed is not one of the settings a GGUF can recommend.
+    assert xllamacpp_assignments(["-s", "1"]) == [("sampling.seed", 1)]
+
+
+def test_stop_strings_add_up_and_the_answer_length_is_set() -> None:
+    args = ["-r", "\n\n", "--n-predict", "512", "--reverse-prompt", "User:"]
+    assert xllamacpp_assignments(args) == [("n_predict", 512), ("antiprompt", ["\n\n", "User:"])]
+
+
+def test_the_sampling_bits_reach_real_commonparams() -> None:
+    xllamacpp = pytest.importorskip("xllamacpp")
+    args = ["--temp", "0.9", "--min-p", "0.1", "-r", "a", "-r", "b", "-n", "7"]
+    params = make_params(xllamacpp, xllamacpp_assignments(args))
+    assert params.sampling.user_sampling_config == (1 << 6) | (1 << 3)
+    assert abs(params.sampling.temp - 0.9) < 1e-6
+    assert list(params.antiprompt) == ["a", "b"] and params.n_predict == 7

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from proxy.guard.names import safe_name
 from proxy.guard.neutralise import GuardReport
+from proxy.pipeline.citing import whole_document
 from proxy.pipeline.exchange import Exchange
 from proxy.pipeline.prompts import full_content_prompt
 from proxy.pipeline.rewrite import replace_last_user_text
@@ -30,3 +31,8 @@ async def inject_full_content(exchange: Exchange, services: Services) -> None:
     prompt = full_content_prompt(files, exchange.query)
     exchange.body["messages"] = replace_last_user_text(exchange.messages, prompt)
     note_guard(exchange, reports)
+    file_ids = {ref.name: ref.file_id for ref in exchange.new_refs}
+    exchange.whole_documents = [
+        whole_document(document.name, file_ids.get(document.name))
+        for document in exchange.new_documents
+    ]

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 from typing import Any
 
 from pydantic import ValidationError
@@ -12,6 +12,7 @@ from proxy.errors import BadRequest
 from proxy.pipeline.exchange import Exchange, Options
 from proxy.pipeline.services import Services
 from proxy.pipeline.strategy import Strategy
+from proxy.suggest import did_you_mean
 
 # Request headers for clients that can set headers but no body fields (the `llm` CLI, some UIs).
 OPTION_HEADERS = {
@@ -34,17 +35,20 @@ HEADER_NAMES = {
 
 def unknown_option_header(headers: Mapping[str, str]) -> BadRequest | None:
     """An `X-Enrich-*` request header the proxy does not know is a typo, refused like an
-    unknown `enrich` key (and never forwarded, known or not)."""
+    unknown `enrich` key, with the closest known name (and never forwarded, known or not)."""
     for name in headers:
         lowered = name.lower()
         if lowered.startswith("x-enrich-") and lowered not in OPTION_HEADERS:
-            known = ", ".join(HEADER_NAMES.values())
-            return BadRequest(
-                f"{name}: unknown option header; the known ones are {known}",
-                param=name,
-                code="unknown_parameter",
-            )
+            # Named as people write it: clients may send header names in lower case.
+            written = "-".join(part.capitalize() for part in name.split("-"))
+            return unknown_name(written, list(HEADER_NAMES.values()), "option header")
     return None
+
+
+def unknown_name(name: str, known: Collection[str], what: str) -> BadRequest:
+    """A 400 for a name the proxy does not know, with the closest known one (or all of them)."""
+    hint = did_you_mean(name, known) or f"; known: {', '.join(known)}"
+    return BadRequest(f"{name}: unknown {what}{hint}", param=name, code="unknown_parameter")
 
 
 def _validated(raw: dict[str, Any], name_of: Mapping[str, str], fallback: str) -> EnrichFields:
@@ -54,6 +58,8 @@ def _validated(raw: dict[str, Any], name_of: Mapping[str, str], fallback: str) -
         error = exc.errors()[0]
         field = str(error["loc"][0]) if error["loc"] else ""
         where = name_of.get(field, f"{fallback}.{field}" if field else fallback)
+        if error["type"] == "extra_forbidden":
+            raise unknown_name(where, list(EnrichFields.model_fields), "option") from None
         raise BadRequest(f"{where}: {error['msg']}", param=where, code="invalid_value") from None
 
 
@@ -89,6 +95,10 @@ def enrich_from_headers(headers: Mapping[str, str]) -> EnrichFields:
         field = OPTION_HEADERS.get(name.lower())
         if field is not None:
             raw[field] = _header_value(field, value)
+        elif name.lower().startswith("x-enrich-"):
+            # Named as people write it: clients may send header names in lower case.
+            written = "-".join(part.capitalize() for part in name.split("-"))
+            raise unknown_name(written, list(HEADER_NAMES.values()), "option header")
     return _validated(raw, HEADER_NAMES, "headers")
 
 

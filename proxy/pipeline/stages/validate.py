@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from proxy.errors import BadRequest
 from proxy.pipeline.exchange import Exchange
+from proxy.pipeline.images import refuse_documents_as_images
 from proxy.pipeline.services import Services
 
 
@@ -46,5 +47,6 @@ async def validate_request(exchange: Exchange, services: Services) -> None:
                 param=f"messages[{index}].content",
                 code="invalid_type",
             )
+    refuse_documents_as_images(messages)
     if "stream" in exchange.body and not isinstance(exchange.body["stream"], bool):
         raise BadRequest("'stream' must be a boolean", param="stream", code="invalid_type")

@@ -1,0 +1,27 @@
+"""The closest valid name to a mistyped one (`citation` → `citations`), for error messages."""
+
+from __future__ import annotations
+
+import difflib
+from collections.abc import Iterable
+
+# difflib's ratio: 0.6 is its own default; `citation`/`citations` scores 0.94, `limit`/`strategy`
+# 0.15. Lower cut-offs start proposing names that only share a few letters.
+CUTOFF = 0.6
+
+
+def closest_name(name: str, known: Iterable[str]) -> str | None:
+    """The known name most like `name` (case and `-`/`_` ignored), or None when none is close."""
+
+    def plain(text: str) -> str:
+        return text.lower().replace("-", "_")
+
+    by_plain = {plain(candidate): candidate for candidate in known}
+    found = difflib.get_close_matches(plain(name), list(by_plain), n=1, cutoff=CUTOFF)
+    return by_plain[found[0]] if found else None
+
+
+def did_you_mean(name: str, known: Iterable[str]) -> str:
+    """`; did you mean `citations`?` when a known name is close to `name`, else ''."""
+    closest = closest_name(name, known)
+    return f"; did you mean `{closest}`?" if closest else ""
