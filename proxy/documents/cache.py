@@ -15,9 +15,10 @@ from proxy.documents.model import DocumentWarning, Page, ParsedDocument
 
 log = structlog.get_logger(__name__)
 
-FORMAT_VERSION = 3
+FORMAT_VERSION = 4
 """2: units carry a location, a title and an OCR mark; documents a title and warnings.
-3: tables in the one form of table_form (captions, merged cells on the grid, sheets in blocks)."""
+3: tables in the one form of table_form (captions, merged cells on the grid, sheets in blocks).
+4: a PDF page's title is its outline path (`Part II > 7. Tables`), not the last entry alone."""
 
 
 def encode_entry(document: ParsedDocument) -> bytes:
