@@ -348,6 +348,15 @@ class RetrievalSettings(Section):
     citations: CitationStyle = "fields"  # fields | inline ("Sources:" block) | both
     ranking: Literal["hybrid", "dense", "lexical"] = "hybrid"
     fill: Literal["passages", "neighbours", "none"] = "passages"
+    # Text joined to each passage found, in the embedding model's tokens, cut at sentence ends:
+    # an answer just past a passage's edge still reaches the model (README, "Whole answers").
+    window_before: int = Field(0, ge=0, le=2000)
+    window_after: int = Field(0, ge=0, le=2000)
+    # A question in another language than a document is translated by the upstream model to
+    # search it (one short call; README, "Languages"): auto = /v1/completions on llama.cpp and
+    # vLLM (base models too), chat elsewhere; off = never.
+    translate: Literal["auto", "chat", "completions", "off"] = "auto"
+    translate_timeout_s: float = Field(10.0, gt=0, le=120)
     new_document_candidates: int = Field(16, ge=1, le=1000)
     rerank: RerankSettings | None = None
 

@@ -22,6 +22,7 @@ from proxy.guard.texts import GuardedTexts
 from proxy.metrics import Metrics
 from proxy.pipeline.decision_log import DecisionLog
 from proxy.pipeline.services import Services
+from proxy.retrieval.translation import QueryTranslator
 from proxy.upstream.client import UpstreamClient
 from proxy.upstream.introspection import ModelIntrospection
 from proxy.upstream.local import make_local_server
@@ -304,4 +305,6 @@ async def build_services(
     )
     services.vector_stores = make_vector_stores(services, objects)
     services.owners = make_owners(settings, objects)
+    if settings.retrieval.translate != "off":
+        services.translator = QueryTranslator(upstream, settings.retrieval.translate_timeout_s)
     return services

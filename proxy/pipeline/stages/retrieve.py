@@ -18,7 +18,10 @@ from proxy.pipeline.services import Services
 from proxy.pipeline.stages.documents import parse_refs
 from proxy.pipeline.stages.guard_report import note_guard
 from proxy.retrieval.budget import Passage, PassageBudget, PassageSelection
+from proxy.retrieval.lexical import query_language
 from proxy.retrieval.retriever import Scored
+from proxy.retrieval.translation import LANGUAGE_NAMES, Endpoint, Translation, translatable
+from proxy.retrieval.windows import WindowShape
 from proxy.stores.chunking import reference
 from proxy.stores.records import FileRecord
 from proxy.stores.search import by_file
@@ -51,6 +54,8 @@ async def retrieve(exchange: Exchange, services: Services) -> None:
     started = time.perf_counter()
     ranked: list[list[Scored]] = []
     indexed: dict[str, int] = {}
+    translator = QuestionTranslations(exchange, services)
+    shape = WindowShape(settings.window_before, settings.window_after)
     if sources:
         ranked, indexed = await retriever.search(
             sources,
@@ -58,6 +63,8 @@ async def retrieve(exchange: Exchange, services: Services) -> None:
             depth,
             exchange.status,
             neighbours=1 if fill == "neighbours" else 0,
+            window=shape,
+            translate=translator.into if services.translator is not None else None,
         )
     names = {ref.name: ref.file_id for ref in [*exchange.new_refs, *exchange.old_refs]}
     origins = [Origin(names.get(document.name)) for document in sources]
@@ -94,8 +101,53 @@ async def retrieve(exchange: Exchange, services: Services) -> None:
         fill=fill,
         depth=depth,
         indexed=indexed,
+        window={"before": shape.before, "after": shape.after} if shape else {},
+        query_language=translator.language,
+        translations=[found.record() for found in translator.done.values() if found],
     )
     note_guard(exchange, reports)
+
+
+class QuestionTranslations:
+    """The request's question in each of its documents' languages that differs from its own:
+    asked of the upstream once per language (README, "Languages")."""
+
+    def __init__(self, exchange: Exchange, services: Services) -> None:
+        self.exchange = exchange
+        self.services = services
+        self.language = query_language(exchange.query) if exchange.query.strip() else None
+        self.done: dict[str, Translation | None] = {}
+
+    async def into(self, target: str) -> Translation | None:
+        if target in self.done:
+            return self.done[target]
+        query = self.exchange.query
+        source = query_language(query, prefer=target) if query.strip() else None
+        translator = self.services.translator
+        if translator is None or not translatable(source, target) or source is None:
+            self.done[target] = None
+            return None
+        mode = self.services.settings.retrieval.translate
+        if mode == "auto":
+            flavour = await self.services.introspection.flavour()
+            mode = "completions" if flavour in COMPLETION_FLAVOURS else "chat"
+        endpoint: Endpoint = "completions" if mode == "completions" else "chat"
+        self.exchange.status(f"Translating the question into {LANGUAGE_NAMES[target]}...")
+        found = await translator.translate(
+            query,
+            source,
+            target,
+            model=self.exchange.model,
+            endpoint=endpoint,
+            scope=self.exchange.caller.name,
+        )
+        self.done[target] = found
+        return found
+
+
+COMPLETION_FLAVOURS = frozenset({"llamacpp", "vllm"})
+"""Upstreams whose /v1/completions takes any model, base models included: a few-shot prompt
+there translates with models that follow no instruction (the bundled Gemma 3 270M)."""
 
 
 @dataclass(frozen=True)
@@ -151,7 +203,7 @@ def guarded_candidates(
         passages = []
         threshold, origin = thresholds[source], origins[source]
         for rank, hit in enumerate(h for h in hits if h.dense > threshold):
-            guarded = services.guarded.guard(hit.chunk.text, exchange.control_tokens)
+            guarded = services.guarded.guard(hit.chunk.shown, exchange.control_tokens)
             reports[document.name] = reports.get(document.name, GuardReport()) + guarded.report
             meta = {
                 "filename": document.name,
