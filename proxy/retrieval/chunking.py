@@ -11,8 +11,8 @@ from typing import cast
 from semchunk.semchunk import chunk as semchunk_chunk
 
 from proxy.documents.model import ParsedDocument
+from proxy.documents.table_form import TableBlock, table_blocks
 from proxy.retrieval.headings import SEPARATOR, section_paths
-from proxy.retrieval.tables import TableBlock, table_blocks
 
 # MiniLM (the default embedder) reads at most 256 word pieces, two of them its [CLS] and
 # [SEP]: passages of up to 250 of its own tokens are embedded whole. Measured on the
@@ -115,7 +115,7 @@ def chunk_document(
 
     def context_at(offset: int) -> tuple[str, str]:
         table = _table_at(tables, offset, True)
-        return context_tokens.fit(where(title, paths.at(offset)), table.context if table else "")
+        return context_tokens.fit(where(title, paths.at(offset)), table.head if table else "")
 
     pieces = _pieces(text, page_offsets, tables, chunk_tokens, overlap, count_tokens)
     spans: list[tuple[int, int]] = []
@@ -203,7 +203,8 @@ def _fewer_words(text: str) -> str:
 
 
 def _table_at(tables: list[TableBlock], offset: int, inside_rows: bool) -> TableBlock | None:
-    """The table whose rows (`inside_rows`) or whose whole span holds `offset`."""
+    """The table whose rows (`inside_rows`: after its header) or whose whole span (caption
+    line to last row) holds `offset`."""
     starts = [table.start for table in tables]
     index = bisect.bisect_right(starts, offset) - 1
     if index < 0:
@@ -211,7 +212,7 @@ def _table_at(tables: list[TableBlock], offset: int, inside_rows: bool) -> Table
     table = tables[index]
     if not table.start <= offset < table.end:
         return None
-    if inside_rows and (not table.rows or offset < table.rows[0]):
+    if inside_rows and (not table.rows or offset < table.rows[0][0]):
         return None
     return table
 
@@ -262,13 +263,13 @@ def _pieces(
     ordered = sorted(cuts)
     for table in tables:
         # No cut between a caption and its table, nor inside a row.
-        low = bisect.bisect_right(ordered, table.caption_start)
+        low = bisect.bisect_right(ordered, table.start)
         high = bisect.bisect_left(ordered, table.end)
         for offset in ordered[low:high]:
             cuts.pop(offset, None)
-        cuts[table.caption_start] = SECTION
-        for row in table.rows:
-            cuts[row] = ITEM
+        cuts[table.start] = SECTION
+        for row_start, _ in table.rows:
+            cuts[row_start] = ITEM
     cuts[0] = SECTION
     edges = sorted(offset for offset in cuts if offset < len(text))
     pieces: list[_Piece] = []

