@@ -322,6 +322,20 @@ class EmbeddingSettings(Section):
     document_prefix: str | None = None
     batch_size: int = Field(64, ge=1)
     timeout_s: float = Field(60, gt=0)
+    # The languages the model reads (names as the lexical index detects them: english, german,
+    # russian, ...): text in others is ranked by its words alone. None: the default backend's
+    # MiniLM reads English; a model behind the openai backend is taken to read every language.
+    languages: list[str] | None = None
+
+    @field_validator("languages")
+    @classmethod
+    def _known_languages(cls, value: list[str] | None) -> list[str] | None:
+        from proxy.retrieval.translation import LANGUAGE_NAMES
+
+        unknown = [name for name in value or [] if name not in LANGUAGE_NAMES]
+        if unknown:
+            raise ValueError(f"unknown languages {unknown}; known: {sorted(LANGUAGE_NAMES)}")
+        return value
 
 
 class VectorStoreSettings(Section):

@@ -163,7 +163,7 @@ def make_retriever(settings: Settings) -> Retriever:
     import os
     import socket
 
-    from proxy.retrieval.embeddings import OpenAIEmbedder
+    from proxy.retrieval.embeddings import MINILM_LANGUAGES, OpenAIEmbedder
     from proxy.retrieval.index import VectorIndex
     from proxy.retrieval.lease import Leases
     from proxy.retrieval.rerank import Reranker
@@ -193,7 +193,11 @@ def make_retriever(settings: Settings) -> Retriever:
         leases = Leases(index, f"{socket.gethostname()}:{os.getpid()}")
     else:
         index = VectorIndex.embedded(store.path or data_dir(settings) / "chroma", embedder)
+    languages = settings.embeddings.languages
+    if languages is None and settings.embeddings.backend == "default":
+        languages = list(MINILM_LANGUAGES)
     return Retriever(
+        languages=None if languages is None else frozenset(languages),
         index=index,
         embedder=embedder,
         chunk_tokens=retrieval.chunk_tokens,

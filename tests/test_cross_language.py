@@ -113,3 +113,22 @@ def test_a_streamed_request_says_it_translates(
         raw = b"".join(response.iter_raw()).decode()
     comments = [line[2:] for line in raw.split("\n") if line.startswith(": ")]
     assert "Translating the question into Russian..." in comments
+
+
+def test_a_language_the_embedder_does_not_read_is_ranked_by_its_words(
+    make_proxy: Callable[..., str], upstream: FakeUpstream
+) -> None:
+    # The embedder reads English only: the Russian text is found by its words (and the
+    # question's translation), whatever its cosines, and no threshold drops it.
+    upstream.translations = {QUESTION: IN_RUSSIAN}
+    base = make_proxy(retrieval=SMALL, embeddings={"languages": ["english"]})
+    body = ask(
+        [text_part("договор.txt", CONTRACT)],
+        QUESTION,
+        enrich={"strategy": "retrieval", "affinity_threshold": 0.99},
+    )
+    record = preview(base, body)
+    assert 'Citation 1: "Срок действия договора' in cited(record)
+    retrieval = record["decision"]["retrieval"]
+    assert retrieval["ranked_by_words"] == ["договор.txt"]
+    assert retrieval["candidates"][0]["outcome"] == "kept"

@@ -65,6 +65,8 @@ class RetrievalRecord:
     query_language: str | None = None  # as told from the question's words (None: unsure)
     translations: list[dict[str, Any]] = field(default_factory=list)
     """The question translated into each document's language that differed from it."""
+    ranked_by_words: list[str] = field(default_factory=list)
+    """Files in a language the embedder does not read: ranked by their words, no threshold."""
 
 
 @dataclass

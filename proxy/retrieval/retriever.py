@@ -18,6 +18,7 @@ from proxy.retrieval.fusion import reciprocal_rank_fusion
 from proxy.retrieval.index import VectorIndex
 from proxy.retrieval.indexing import Indexer, Vectors
 from proxy.retrieval.lease import Leases
+from proxy.retrieval.lexical import detect_language, query_language
 from proxy.retrieval.passages import DocumentPassages, PassagesMissing, PassageStore
 from proxy.retrieval.rerank import Reranker
 from proxy.retrieval.translation import Translate, Translation
@@ -54,6 +55,9 @@ class Scored:
     lexical: float | None = None
     fused: float | None = None
     rerank: float | None = None
+    by_meaning: bool = True
+    """False for a document in a language the embedder does not read: ranked by its words
+    alone, its cosine means nothing and no threshold applies to it."""
 
 
 @dataclass
@@ -70,6 +74,8 @@ class Retriever:
     reranker: Reranker | None = None
     rerank_top_n: int = 20
     passages_dir: Path | None = None  # None: passages kept in memory only
+    languages: frozenset[str] | None = None
+    """The languages the embedder reads (None: any): text in others is ranked by its words."""
     leases: Leases | None = None
     background: bool = True
     indexer: Indexer = field(init=False)
@@ -83,7 +89,12 @@ class Retriever:
 
     @property
     def chunking_settings(self) -> str:
-        return f"chunker={CHUNKER_VERSION};tokens={self.chunk_tokens};overlap={self.chunk_overlap}"
+        # Which languages are sized in the embedder's tokens changes where passages end.
+        read = "any" if self.languages is None else ",".join(sorted(self.languages))
+        return (
+            f"chunker={CHUNKER_VERSION};tokens={self.chunk_tokens};overlap={self.chunk_overlap}"
+            f";reads={read}"
+        )
 
     @property
     def settings(self) -> str:
@@ -91,12 +102,23 @@ class Retriever:
         fingerprint = getattr(self.embedder, "fingerprint", self.embedder.name)
         return f"{self.chunking_settings};embedder={fingerprint}"
 
+    def reads(self, language: str | None) -> bool:
+        """Whether the embedder reads text in `language` (an unknown one: assumed so)."""
+        return self.languages is None or language is None or language in self.languages
+
+    def counter(self, language: str) -> Callable[[str], int]:
+        """Passages are sized in the embedder's tokens where it reads the language; elsewhere
+        by characters, as many as an English passage of that many tokens holds (MiniLM spells
+        Cyrillic almost letter by letter: 250 of its tokens hold two Russian sentences)."""
+        return self.count_tokens if self.reads(language) else characters_as_tokens
+
     def chunks_of(self, document: ParsedDocument) -> list[Chunk]:
+        language = detect_language([page.text for page in document.pages])
         return chunk_document(
             document,
             chunk_tokens=self.chunk_tokens,
             overlap=self.chunk_overlap,
-            count_tokens=self.count_tokens,
+            count_tokens=self.counter(language),
         )
 
     async def ensure_indexed(self, document: ParsedDocument) -> bool:
@@ -154,27 +176,39 @@ class Retriever:
         are not stored here is replaced by `resolve(document)`, the document itself. With
         `translate`, a document in another language than the query is also searched with the
         query translated into its language, both rankings fused."""
-        embeddings = {query: await self.embedder.embed_query(query)}
+        embeddings: dict[str, list[float]] = {}
         ranked: list[list[Scored]] = []
         ready: dict[str, int] = {}
         for document in documents:
             document, passages = await self._open(document, resolve)
-            queries = [query]
+            language = passages.lexical.language
+            queries = [(query, query_language(query, prefer=language))]
             if translate is not None:
-                translation: Translation | None = await translate(passages.lexical.language)
+                translation: Translation | None = await translate(language)
                 if translation is not None and translation.text:
-                    queries.append(translation.text)
-            for text in queries:
-                if text not in embeddings:
-                    embeddings[text] = await self.embedder.embed_query(text)
-            dense, ready[document.name] = await self._dense(document, passages, queries, status)
-            found = self._rank(passages, queries, dense, [embeddings[text] for text in queries])
+                    queries.append((translation.text, language))
+            words = [text for text, _ in queries]
+            if self.reads(language):
+                # Only the queries in a language the embedder reads are embedded (all of them
+                # if none is, as before translations).
+                meant = [text for text, lang in queries if self.reads(lang)] or words
+                for text in meant:
+                    if text not in embeddings:
+                        embeddings[text] = await self.embedder.embed_query(text)
+                dense, ready[document.name] = await self._dense(document, passages, words, status)
+                found = self._rank(passages, words, dense, [embeddings[t] for t in meant])
+            else:
+                # Its cosines would be noise: ranked by its words (and its translation's).
+                ready[document.name] = 100
+                found = self._rank(passages, words, lambda vector: {}, [])
+                found = [replace(item, by_meaning=False) for item in found]
+            count = self.counter(language)
             if neighbours:
                 found = _with_neighbours(passages, found, neighbours)
             else:
                 # Even without a window: passages cut inside a paragraph overlap their
                 # neighbours, and two hits side by side are one place (shown once, merged).
-                found = self._windowed(passages, found[:depth], window)
+                found = self._windowed(passages, found[:depth], window, count)
             ranked.append(await self._rerank(query, found[:depth]))
         return ranked, ready
 
@@ -294,14 +328,18 @@ class Retriever:
         ]
 
     def _windowed(
-        self, passages: DocumentPassages, found: list[Scored], window: WindowShape
+        self,
+        passages: DocumentPassages,
+        found: list[Scored],
+        window: WindowShape,
+        count: Callable[[str], int],
     ) -> list[Scored]:
         shown = windows(
             passages.chunks,
             passages.text,
             [item.chunk for item in found],
             window,
-            self.count_tokens,
+            count,
             self.chunk_tokens,
         )
         return [replace(found[rank], chunk=chunk) for rank, chunk in shown]
@@ -327,6 +365,11 @@ class Retriever:
         close = getattr(self.embedder, "close", None)
         if close is not None:
             await close()
+
+
+def characters_as_tokens(text: str) -> int:
+    """About as many tokens as English text of this length has (5 characters a token)."""
+    return (len(text) + 4) // 5
 
 
 def _best(scores: dict[int, float]) -> list[int]:

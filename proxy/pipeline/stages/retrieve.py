@@ -104,6 +104,11 @@ async def retrieve(exchange: Exchange, services: Services) -> None:
         window={"before": shape.before, "after": shape.after} if shape else {},
         query_language=translator.language,
         translations=[found.record() for found in translator.done.values() if found],
+        ranked_by_words=[
+            doc.name
+            for doc, hits in zip(sources, ranked, strict=False)
+            if hits and not hits[0].by_meaning
+        ],
     )
     note_guard(exchange, reports)
 
@@ -202,7 +207,7 @@ def guarded_candidates(
     for source, (document, hits) in enumerate(zip(sources, ranked, strict=True)):
         passages = []
         threshold, origin = thresholds[source], origins[source]
-        for rank, hit in enumerate(h for h in hits if h.dense > threshold):
+        for rank, hit in enumerate(h for h in hits if above(h, threshold)):
             guarded = services.guarded.guard(hit.chunk.shown, exchange.control_tokens)
             reports[document.name] = reports.get(document.name, GuardReport()) + guarded.report
             meta = {
@@ -217,6 +222,12 @@ def guarded_candidates(
             passages.append(Passage(source, rank, guarded.text, meta))
         by_source.append(passages)
     return by_source, reports
+
+
+def above(hit: Scored, threshold: float) -> bool:
+    """Whether a hit passes the threshold: its cosine is over it, or it was ranked by its words
+    alone (a language the embedder does not read, whose cosines mean nothing)."""
+    return not hit.by_meaning or hit.dense > threshold
 
 
 SNIPPET_CHARS = 300
@@ -235,7 +246,7 @@ def outcomes(
     for source, (document, hits) in enumerate(zip(sources, ranked, strict=True)):
         rank = 0
         for hit in hits:
-            if hit.dense <= thresholds[source]:
+            if not above(hit, thresholds[source]):
                 outcome = "below threshold"
             else:
                 passage = kept.get((source, rank))
