@@ -6,6 +6,7 @@ import asyncio
 import os
 import socket
 import uuid
+from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -15,6 +16,7 @@ import structlog
 from proxy.config import ConfigError, Settings
 from proxy.documents import DocumentParser, ParseLimits
 from proxy.documents.ocr import OcrStatus, OcrUnavailable, ocr_status
+from proxy.errors import ProxyError
 from proxy.files.protocol import FileStore
 from proxy.files.store import DiskFileStore
 from proxy.formats import FormatRegistry
@@ -158,6 +160,18 @@ def make_embedder_from(settings: Settings) -> Embedder:
     )
 
 
+def chat_tokens() -> Callable[[str], int]:
+    """cl100k tokens (what a chat model's tokenizer makes of a text, near enough), or about four
+    characters a token where tiktoken's file cannot be had."""
+    from proxy.retrieval.retriever import characters_as_tokens
+
+    try:
+        encoding = load_encoding("cl100k_base")
+    except ProxyError:
+        return characters_as_tokens
+    return lambda text: len(encoding.encode_ordinary(text))
+
+
 def make_retriever(settings: Settings) -> Retriever:
     # Everything that can fail comes before the index, which locks its directory.
     import os
@@ -198,6 +212,7 @@ def make_retriever(settings: Settings) -> Retriever:
         languages = list(MINILM_LANGUAGES)
     return Retriever(
         languages=None if languages is None else frozenset(languages),
+        count_unread=chat_tokens(),
         index=index,
         embedder=embedder,
         chunk_tokens=retrieval.chunk_tokens,

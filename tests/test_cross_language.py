@@ -51,6 +51,7 @@ def test_an_english_question_finds_a_russian_passage(
     [call] = upstream.to("/v1/completions")
     assert call.json["max_tokens"] <= 96 and call.json["stop"] == ["\n"]
     assert call.json["model"] == "m"
+    assert call.json["cache_prompt"] is False  # llama.cpp: the same question, the same answer
     assert call.json["prompt"].endswith(f"English: {QUESTION}\nRussian:")
 
 

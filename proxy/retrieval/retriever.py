@@ -76,6 +76,8 @@ class Retriever:
     passages_dir: Path | None = None  # None: passages kept in memory only
     languages: frozenset[str] | None = None
     """The languages the embedder reads (None: any): text in others is ranked by its words."""
+    count_unread: Callable[[str], int] = field(default=lambda text: characters_as_tokens(text))
+    """Sizes passages of a language the embedder does not read (wiring: cl100k tokens)."""
     leases: Leases | None = None
     background: bool = True
     indexer: Indexer = field(init=False)
@@ -108,9 +110,9 @@ class Retriever:
 
     def counter(self, language: str) -> Callable[[str], int]:
         """Passages are sized in the embedder's tokens where it reads the language; elsewhere
-        by characters, as many as an English passage of that many tokens holds (MiniLM spells
+        in a chat model's tokens (cl100k), which is what they cost in the budget (MiniLM spells
         Cyrillic almost letter by letter: 250 of its tokens hold two Russian sentences)."""
-        return self.count_tokens if self.reads(language) else characters_as_tokens
+        return self.count_tokens if self.reads(language) else self.count_unread
 
     def chunks_of(self, document: ParsedDocument) -> list[Chunk]:
         language = detect_language([page.text for page in document.pages])
@@ -368,8 +370,9 @@ class Retriever:
 
 
 def characters_as_tokens(text: str) -> int:
-    """About as many tokens as English text of this length has (5 characters a token)."""
-    return (len(text) + 4) // 5
+    """About as many tokens as a chat model's tokenizer makes of this text (4 characters a
+    token): the measure when no tokenizer is at hand."""
+    return (len(text) + 3) // 4
 
 
 def _best(scores: dict[int, float]) -> list[int]:

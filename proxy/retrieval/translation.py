@@ -170,6 +170,7 @@ class QueryTranslator:
         model: str | None,
         endpoint: Endpoint,
         scope: str,
+        extra: dict[str, Any] | None = None,
     ) -> Translation:
         """`query` in `target`. `scope` keeps one caller's translations from answering (and
         timing) another's."""
@@ -183,7 +184,7 @@ class QueryTranslator:
         error: str | None = None
         translated: str | None = None
         try:
-            raw = await self._ask(query, source, target, model, endpoint)
+            raw = await self._ask(query, source, target, model, endpoint, extra or {})
         except (TimeoutError, aiohttp.ClientError, ValueError, KeyError, TypeError) as exc:
             error = f"{type(exc).__name__}: {exc}"[:200] if str(exc) else type(exc).__name__
             log.warning("query translation failed", source=source, target=target, error=error)
@@ -197,9 +198,16 @@ class QueryTranslator:
         return Translation(source, target, translated, seconds, endpoint, error)
 
     async def _ask(
-        self, query: str, source: str, target: str, model: str | None, endpoint: Endpoint
+        self,
+        query: str,
+        source: str,
+        target: str,
+        model: str | None,
+        endpoint: Endpoint,
+        extra: dict[str, Any],
     ) -> str:
         payload: dict[str, Any] = {
+            **extra,
             "max_tokens": MAX_OUTPUT_TOKENS,
             "temperature": 0,
             "stream": False,

@@ -249,9 +249,9 @@ async def test_passages_of_an_unread_language_are_sized_in_characters(make: Make
     doc = text_document([" ".join(RUSSIAN)], name="договор.txt")
     passages = await retriever.passages(doc)
     sizes = [len(chunk.shown) for chunk in passages.chunks]
-    # 40 "tokens" of five characters: about 200 characters a passage, not 40 word pieces.
+    # 40 "tokens" of four characters: about 160 characters a passage, not 40 word pieces.
     assert max(characters_as_tokens(chunk.shown) for chunk in passages.chunks) <= 40
-    assert sum(sizes) / len(sizes) > 120
+    assert sum(sizes) / len(sizes) > 100
     assert not retriever.reads("russian") and retriever.reads("english") and retriever.reads(None)
 
 

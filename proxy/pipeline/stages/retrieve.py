@@ -133,9 +133,12 @@ class QuestionTranslations:
             self.done[target] = None
             return None
         mode = self.services.settings.retrieval.translate
+        flavour = await self.services.introspection.flavour()
         if mode == "auto":
-            flavour = await self.services.introspection.flavour()
             mode = "completions" if flavour in COMPLETION_FLAVOURS else "chat"
+        # llama.cpp's prompt cache makes two identical greedy requests differ: the same
+        # question must give the same translation, whatever was asked before.
+        extra = {"cache_prompt": False} if flavour == "llamacpp" else {}
         endpoint: Endpoint = "completions" if mode == "completions" else "chat"
         self.exchange.status(f"Translating the question into {LANGUAGE_NAMES[target]}...")
         found = await translator.translate(
@@ -145,6 +148,7 @@ class QuestionTranslations:
             model=self.exchange.model,
             endpoint=endpoint,
             scope=self.exchange.caller.name,
+            extra=extra,
         )
         self.done[target] = found
         return found
