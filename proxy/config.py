@@ -433,6 +433,20 @@ class EmbeddingSettings(Section):
     document_prefix: str | None = None
     batch_size: int = Field(64, ge=1)
     timeout_s: float = Field(60, gt=0)
+    # The languages the model reads (names as the lexical index detects them: english, german,
+    # russian, ...): text in others is ranked by its words alone. None: the default backend's
+    # MiniLM reads English; a model behind the openai backend is taken to read every language.
+    languages: list[str] | None = None
+
+    @field_validator("languages")
+    @classmethod
+    def _known_languages(cls, value: list[str] | None) -> list[str] | None:
+        from proxy.retrieval.translation import LANGUAGE_NAMES
+
+        unknown = [name for name in value or [] if name not in LANGUAGE_NAMES]
+        if unknown:
+            raise ValueError(f"unknown languages {unknown}; known: {sorted(LANGUAGE_NAMES)}")
+        return value
 
 
 class VectorStoreSettings(Section):
@@ -459,6 +473,15 @@ class RetrievalSettings(Section):
     citations: CitationStyle = "fields"  # fields | inline ("Sources:" block) | both
     ranking: Literal["hybrid", "dense", "lexical"] = "hybrid"
     fill: Literal["passages", "neighbours", "none"] = "passages"
+    # Text joined to each passage found, in the embedding model's tokens, cut at sentence ends:
+    # an answer just past a passage's edge still reaches the model (README, "Whole answers").
+    window_before: int = Field(0, ge=0, le=2000)
+    window_after: int = Field(0, ge=0, le=2000)
+    # A question in another language than a document is translated by the upstream model to
+    # search it (one short call; README, "Languages"): auto = /v1/completions on llama.cpp and
+    # vLLM (base models too), chat elsewhere; off = never.
+    translate: Literal["auto", "chat", "completions", "off"] = "auto"
+    translate_timeout_s: float = Field(10.0, gt=0, le=120)
     new_document_candidates: int = Field(16, ge=1, le=1000)
     rerank: RerankSettings | None = None
 

@@ -6,6 +6,7 @@ import asyncio
 import os
 import socket
 import uuid
+from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -16,6 +17,7 @@ from proxy.config import ConfigError, Settings
 from proxy.documents import DocumentParser, ParseLimits
 from proxy.documents.ocr import OcrStatus, OcrUnavailable, ocr_status
 from proxy.documents.page_images import PageImages
+from proxy.errors import ProxyError
 from proxy.files.protocol import FileStore
 from proxy.files.store import DiskFileStore
 from proxy.formats import FormatRegistry
@@ -23,6 +25,7 @@ from proxy.guard.texts import GuardedTexts
 from proxy.metrics import Metrics
 from proxy.pipeline.decision_log import DecisionLog
 from proxy.pipeline.services import Services
+from proxy.retrieval.translation import QueryTranslator
 from proxy.upstream.client import UpstreamClient
 from proxy.upstream.introspection import ModelIntrospection
 from proxy.upstream.local import make_local_server
@@ -171,12 +174,24 @@ def make_embedder_from(settings: Settings) -> Embedder:
     )
 
 
+def chat_tokens() -> Callable[[str], int]:
+    """cl100k tokens (what a chat model's tokenizer makes of a text, near enough), or about four
+    characters a token where tiktoken's file cannot be had."""
+    from proxy.retrieval.retriever import characters_as_tokens
+
+    try:
+        encoding = load_encoding("cl100k_base")
+    except ProxyError:
+        return characters_as_tokens
+    return lambda text: len(encoding.encode_ordinary(text))
+
+
 def make_retriever(settings: Settings) -> Retriever:
     # Everything that can fail comes before the index, which locks its directory.
     import os
     import socket
 
-    from proxy.retrieval.embeddings import OpenAIEmbedder
+    from proxy.retrieval.embeddings import MINILM_LANGUAGES, OpenAIEmbedder
     from proxy.retrieval.index import VectorIndex
     from proxy.retrieval.lease import Leases
     from proxy.retrieval.rerank import Reranker
@@ -206,7 +221,12 @@ def make_retriever(settings: Settings) -> Retriever:
         leases = Leases(index, f"{socket.gethostname()}:{os.getpid()}")
     else:
         index = VectorIndex.embedded(store.path or data_dir(settings) / "chroma", embedder)
+    languages = settings.embeddings.languages
+    if languages is None and settings.embeddings.backend == "default":
+        languages = list(MINILM_LANGUAGES)
     return Retriever(
+        languages=None if languages is None else frozenset(languages),
+        count_unread=chat_tokens(),
         index=index,
         embedder=embedder,
         chunk_tokens=retrieval.chunk_tokens,
@@ -327,4 +347,6 @@ async def build_services(
     )
     services.vector_stores = make_vector_stores(services, objects)
     services.owners = make_owners(settings, objects)
+    if settings.retrieval.translate != "off":
+        services.translator = QueryTranslator(upstream, settings.retrieval.translate_timeout_s)
     return services

@@ -202,12 +202,20 @@ def _has_images(page: Any, kind: str) -> bool:
 
 
 def _outline(document: Any) -> tuple[list[int], list[str]]:
-    """First pages and titles of the outline's entries, sorted by page."""
+    """First pages of the outline's entries, sorted by page, each with its path of titles
+    (`Part II > 7. Tables`): where a page sits in the document, for the passages cut from it."""
     try:
         toc = document.get_toc(simple=True)
     except Exception:
         return [], []
-    entries = sorted((int(page), str(title).strip()) for _, title, page, *_ in toc if page > 0)
+    entries: list[tuple[int, str]] = []
+    path: list[tuple[int, str]] = []
+    for level, title, page, *_ in toc:
+        name = " ".join(str(title).split())
+        path = [(depth, part) for depth, part in path if depth < int(level)] + [(int(level), name)]
+        if int(page) > 0 and name:
+            entries.append((int(page), " > ".join(part for _, part in path if part)))
+    entries.sort(key=lambda entry: entry[0])  # stable: the outline's own order within a page
     return [page for page, _ in entries], [title for _, title in entries]
 
 

@@ -61,6 +61,12 @@ class RetrievalRecord:
     fill: str = "none"  # what room left in the budget is filled with: "passages" | "neighbours"
     depth: int = 0  # candidates asked for per file (the limit, or more to fill the budget)
     indexed: dict[str, int] = field(default_factory=dict)  # % of each file's dense index ready
+    window: dict[str, int] = field(default_factory=dict)  # tokens joined before/after each hit
+    query_language: str | None = None  # as told from the question's words (None: unsure)
+    translations: list[dict[str, Any]] = field(default_factory=list)
+    """The question translated into each document's language that differed from it."""
+    ranked_by_words: list[str] = field(default_factory=list)
+    """Files in a language the embedder does not read: ranked by their words, no threshold."""
 
 
 @dataclass

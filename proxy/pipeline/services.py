@@ -24,6 +24,7 @@ if TYPE_CHECKING:
     from proxy.guard.texts import GuardedTexts
     from proxy.responses.owners import Owners
     from proxy.retrieval.retriever import Retriever
+    from proxy.retrieval.translation import QueryTranslator
     from proxy.stores.service import VectorStores
     from proxy.upstream.introspection import ModelIntrospection
     from proxy.upstream.spawn import LlamaServer
@@ -53,6 +54,7 @@ class Services:
     vector_stores: VectorStores | None = field(default=None, repr=False)
     # upstream.responses: native: who created each response and conversation id.
     owners: Owners | None = field(default=None, repr=False)
+    translator: QueryTranslator | None = field(default=None, repr=False)
     _opening: asyncio.Task[Retriever] | None = field(default=None, repr=False)
 
     @functools.cached_property

@@ -202,7 +202,7 @@ class VectorIndex:
             embedded: list[list[float]] = []
             for start in range(0, len(todo), WRITE_BATCH):
                 batch = todo[start : start + WRITE_BATCH]
-                vectors = await self.embedder.embed_documents([chunk.text for chunk in batch])
+                vectors = await self.embedder.embed_documents([chunk.embedded for chunk in batch])
                 await self.add(batch, vectors, fingerprint)
                 embedded.extend(vectors)
             await self.finish(doc, len(items), fingerprint)

@@ -156,17 +156,19 @@ class Indexer:
         progress = self.progress(passages)
         count = self.embedder.count_tokens
         heads = {
-            i: head(passages.chunks[i].text, tokens, count)
+            i: head(passages.chunks[i].embedded, tokens, count)
             for i in wanted
             if i not in progress.vectors
         }
         # A passage no longer than its head is embedded whole, stored and shared as usual.
-        whole = [i for i in wanted if i not in heads or heads[i] == passages.chunks[i].text]
+        whole = [i for i in wanted if i not in heads or heads[i] == passages.chunks[i].embedded]
         found = await self.vectors_for(passages, whole)
         cut = [
             i
             for i in heads
-            if heads[i] != passages.chunks[i].text and i not in found and i not in progress.previews
+            if heads[i] != passages.chunks[i].embedded
+            and i not in found
+            and i not in progress.previews
         ]
         if cut:
             loop = asyncio.get_running_loop()
@@ -263,7 +265,7 @@ class Indexer:
         pending = {chunk.index: loop.create_future() for chunk in batch}
         progress.embedding.update(pending)
         try:
-            vectors = await self.embedder.embed_documents([chunk.text for chunk in batch])
+            vectors = await self.embedder.embed_documents([chunk.embedded for chunk in batch])
             await self.index.add(batch, vectors, self.settings)
         except BaseException as error:
             for future in pending.values():

@@ -82,6 +82,51 @@ def detect_language(texts: list[str]) -> str:
     return best if hits[best] else "english"
 
 
+# bm25s's English list has 33 words, the others hundreds: telling a short English question from
+# another language needs English's other function words too (question words first).
+_FUNCTION_WORDS = {
+    "english": """what who whom whose which when where why how did does do done doing has have had
+    having can could would should shall may might must i me my we our you your he him his she her
+    its they them those am were been being from about above after again against all any because
+    before below between both during each few more most other over same so some than too under
+    until up very down out off only own just also many much here whether while yet ever every
+    within without upon onto toward towards per via vs""",
+    "german": """wann wo wie was wer wen wem wessen warum wieso weshalb welche welcher welches
+    welchen wurde wurden wird werden worden gibt gab kann können konnte muss müssen soll sollen
+    darf steht stehen ist sind war waren hat haben hatte""",
+}
+"""Words that tell a short question's language, beside each language's stopwords."""
+_CYRILLIC = re.compile(r"[\u0400-\u04ff]")
+_LATIN = re.compile(r"[a-zà-ÿ]")
+
+
+def query_language(text: str, prefer: str | None = None) -> str | None:
+    """The language of a question, or None when its few words do not tell: Cyrillic words are
+    Russian; Latin ones are the language whose stopwords they hold most of (one language alone,
+    or `prefer` among those tied)."""
+    found = _WORD.findall(text.casefold())
+    cyrillic = sum(1 for word in found if _CYRILLIC.search(word))
+    latin = sum(1 for word in found if _LATIN.search(word))
+    if cyrillic > latin:
+        return "russian"
+    hits = {
+        language: sum(1 for word in found if word in _detection_words(language))
+        for language in _STOPWORDS
+        if language != "russian"
+    }
+    best = max(hits.values(), default=0)
+    leaders = [language for language, count in hits.items() if count == best]
+    if best and prefer in leaders:
+        return prefer
+    return leaders[0] if best and len(leaders) == 1 else None
+
+
+@functools.cache
+def _detection_words(language: str) -> frozenset[str]:
+    words = _stopwords(language)
+    return words | frozenset(_FUNCTION_WORDS.get(language, "").split())
+
+
 @functools.cache
 def _stemmer(language: str) -> Any:
     return Stemmer.Stemmer(language)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import functools
 import hashlib
 import json
 from collections.abc import Callable
@@ -15,6 +16,7 @@ from cachetools import LRUCache
 from proxy.documents.model import ParsedDocument
 from proxy.retrieval.chunking import Chunk
 from proxy.retrieval.lexical import LexicalIndex
+from proxy.retrieval.windows import document_text
 
 KEPT_IN_MEMORY = 16
 """Documents whose passages stay in memory: a 352-page book's take ~1.5 MB."""
@@ -29,6 +31,11 @@ class DocumentPassages:
     chunks: list[Chunk]
     lexical: LexicalIndex
     fresh: bool = False  # made now, not yet on disk
+
+    @functools.cached_property
+    def text(self) -> str:
+        """The document's text as its passages hold it, at their offsets (for windows)."""
+        return document_text(self.chunks)
 
     def around(self, index: int, before: int = 1, after: int = 1) -> Chunk:
         """Passage `index` joined with its neighbours, shared text once."""
@@ -98,7 +105,7 @@ class PassageStore:
             # must be read, never made from nothing (that would store an empty document).
             raise PassagesMissing(doc.sha256)
         chunks = self._chunker(doc)
-        lexical = LexicalIndex.build([chunk.text for chunk in chunks])
+        lexical = LexicalIndex.build([chunk.searched for chunk in chunks])
         return DocumentPassages(doc.sha256, doc.name, chunks, lexical, fresh=True)
 
     def _save_later(self, done: asyncio.Future[DocumentPassages]) -> None:

@@ -6,6 +6,7 @@ import asyncio
 import contextlib
 from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass, field, replace
+from itertools import zip_longest
 from pathlib import Path
 
 import numpy as np
@@ -17,8 +18,11 @@ from proxy.retrieval.fusion import reciprocal_rank_fusion
 from proxy.retrieval.index import VectorIndex
 from proxy.retrieval.indexing import Indexer, Vectors
 from proxy.retrieval.lease import Leases
+from proxy.retrieval.lexical import detect_language, query_language
 from proxy.retrieval.passages import DocumentPassages, PassagesMissing, PassageStore
 from proxy.retrieval.rerank import Reranker
+from proxy.retrieval.translation import Translate, Translation
+from proxy.retrieval.windows import WindowShape, windows
 from proxy.tasks import cancel_and_wait
 
 RANKINGS = ("hybrid", "dense", "lexical")
@@ -30,6 +34,8 @@ OPENING_PASSAGES = 3
 PREVIEW_TOKENS = 128
 """A new document's candidates are ranked by the vectors of their first 128 tokens: half the
 cost of whole passages, for the same hits on the eval (README, "How the defaults were chosen")."""
+
+NO_WINDOW = WindowShape()
 
 Status = Callable[[str], None]
 Resolve = Callable[[ParsedDocument], Awaitable[ParsedDocument]]
@@ -49,6 +55,9 @@ class Scored:
     lexical: float | None = None
     fused: float | None = None
     rerank: float | None = None
+    by_meaning: bool = True
+    """False for a document in a language the embedder does not read: ranked by its words
+    alone, its cosine means nothing and no threshold applies to it."""
 
 
 @dataclass
@@ -65,6 +74,10 @@ class Retriever:
     reranker: Reranker | None = None
     rerank_top_n: int = 20
     passages_dir: Path | None = None  # None: passages kept in memory only
+    languages: frozenset[str] | None = None
+    """The languages the embedder reads (None: any): text in others is ranked by its words."""
+    count_unread: Callable[[str], int] = field(default=lambda text: characters_as_tokens(text))
+    """Sizes passages of a language the embedder does not read (wiring: cl100k tokens)."""
     leases: Leases | None = None
     background: bool = True
     indexer: Indexer = field(init=False)
@@ -78,7 +91,12 @@ class Retriever:
 
     @property
     def chunking_settings(self) -> str:
-        return f"chunker={CHUNKER_VERSION};tokens={self.chunk_tokens};overlap={self.chunk_overlap}"
+        # Which languages are sized in the embedder's tokens changes where passages end.
+        read = "any" if self.languages is None else ",".join(sorted(self.languages))
+        return (
+            f"chunker={CHUNKER_VERSION};tokens={self.chunk_tokens};overlap={self.chunk_overlap}"
+            f";reads={read}"
+        )
 
     @property
     def settings(self) -> str:
@@ -86,12 +104,23 @@ class Retriever:
         fingerprint = getattr(self.embedder, "fingerprint", self.embedder.name)
         return f"{self.chunking_settings};embedder={fingerprint}"
 
+    def reads(self, language: str | None) -> bool:
+        """Whether the embedder reads text in `language` (an unknown one: assumed so)."""
+        return self.languages is None or language is None or language in self.languages
+
+    def counter(self, language: str) -> Callable[[str], int]:
+        """Passages are sized in the embedder's tokens where it reads the language; elsewhere
+        in a chat model's tokens (cl100k), which is what they cost in the budget (MiniLM spells
+        Cyrillic almost letter by letter: 250 of its tokens hold two Russian sentences)."""
+        return self.count_tokens if self.reads(language) else self.count_unread
+
     def chunks_of(self, document: ParsedDocument) -> list[Chunk]:
+        language = detect_language([page.text for page in document.pages])
         return chunk_document(
             document,
             chunk_tokens=self.chunk_tokens,
             overlap=self.chunk_overlap,
-            count_tokens=self.count_tokens,
+            count_tokens=self.counter(language),
         )
 
     async def ensure_indexed(self, document: ParsedDocument) -> bool:
@@ -136,23 +165,52 @@ class Retriever:
         status: Status = lambda line: None,
         *,
         neighbours: int = 0,
+        window: WindowShape = NO_WINDOW,
         resolve: Resolve | None = None,
+        translate: Translate | None = None,
     ) -> tuple[list[list[Scored]], dict[str, int]]:
         """Each document's best `depth` passages for the query, best first, and how much of
         each document's dense index was ready (percent) when it was searched. With
         `neighbours`, each passage comes joined with that many passages before and after it
-        (a passage already inside a better one's neighbourhood is not repeated). A document
-        given by reference only (no pages) whose passages are not stored here is replaced by
-        `resolve(document)`, the document itself."""
-        embedding = await self.embedder.embed_query(query)
+        (a passage already inside a better one's neighbourhood is not repeated); with a
+        `window`, with the whole sentences before and after it within the window's tokens,
+        windows that meet merged. A document given by reference only (no pages) whose passages
+        are not stored here is replaced by `resolve(document)`, the document itself. With
+        `translate`, a document in another language than the query is also searched with the
+        query translated into its language, both rankings fused."""
+        embeddings: dict[str, list[float]] = {}
         ranked: list[list[Scored]] = []
         ready: dict[str, int] = {}
         for document in documents:
             document, passages = await self._open(document, resolve)
-            dense, ready[document.name] = await self._dense(document, passages, query, status)
-            found = self._rank(passages, query, dense, embedding)
+            language = passages.lexical.language
+            queries = [(query, query_language(query, prefer=language))]
+            if translate is not None:
+                translation: Translation | None = await translate(language)
+                if translation is not None and translation.text:
+                    queries.append((translation.text, language))
+            words = [text for text, _ in queries]
+            if self.reads(language):
+                # Only the queries in a language the embedder reads are embedded (all of them
+                # if none is, as before translations).
+                meant = [text for text, lang in queries if self.reads(lang)] or words
+                for text in meant:
+                    if text not in embeddings:
+                        embeddings[text] = await self.embedder.embed_query(text)
+                dense, ready[document.name] = await self._dense(document, passages, words, status)
+                found = self._rank(passages, words, dense, [embeddings[t] for t in meant])
+            else:
+                # Its cosines would be noise: ranked by its words (and its translation's).
+                ready[document.name] = 100
+                found = self._rank(passages, words, lambda vector: {}, [])
+                found = [replace(item, by_meaning=False) for item in found]
+            count = self.counter(language)
             if neighbours:
                 found = _with_neighbours(passages, found, neighbours)
+            else:
+                # Even without a window: passages cut inside a paragraph overlap their
+                # neighbours, and two hits side by side are one place (shown once, merged).
+                found = self._windowed(passages, found[:depth], window, count)
             ranked.append(await self._rerank(query, found[:depth]))
         return ranked, ready
 
@@ -168,7 +226,11 @@ class Retriever:
         return document, await self.store.open(document)
 
     async def _dense(
-        self, document: ParsedDocument, passages: DocumentPassages, query: str, status: Status
+        self,
+        document: ParsedDocument,
+        passages: DocumentPassages,
+        queries: list[str],
+        status: Status,
     ) -> tuple[Callable[[list[float]], dict[int, float]], int]:
         """A scorer giving passages' cosines for a query vector, and the index's readiness."""
         vectors = await self.index.vectors(document.sha256, self.settings)
@@ -181,9 +243,10 @@ class Retriever:
                         await self.indexer.complete_now(document, passages)
                         vectors = await self.index.vectors(document.sha256, self.settings)
                     else:
-                        return await self._candidates(document, passages, query), progress.percent
+                        scorer = await self._candidates(document, passages, queries)
+                        return scorer, progress.percent
                 else:
-                    scorer = await self._candidates(document, passages, query)
+                    scorer = await self._candidates(document, passages, queries)
                     self.indexer.complete_later(document, passages)
                     return scorer, progress.percent
         if vectors is None:
@@ -197,11 +260,18 @@ class Retriever:
         return score_all, 100
 
     async def _candidates(
-        self, document: ParsedDocument, passages: DocumentPassages, query: str
+        self, document: ParsedDocument, passages: DocumentPassages, queries: list[str]
     ) -> Callable[[list[float]], dict[int, float]]:
         """A new document: dense scores for its best lexical candidates and whatever passages
         were embedded already, while the rest is indexed in the background."""
-        lexical = [i for i, _ in passages.lexical.search(query, self.new_document_candidates)]
+        found = [passages.lexical.search(text, self.new_document_candidates) for text in queries]
+        # The queries' candidates take turns: a translation's best come before the tail of
+        # the question's own.
+        lexical = list(
+            dict.fromkeys(
+                i for rank in zip_longest(*found) for hit in rank if hit for i in [hit[0]]
+            )
+        )
         wanted = first_question_candidates(
             lexical, len(passages.chunks), self.new_document_candidates
         )
@@ -223,20 +293,32 @@ class Retriever:
     def _rank(
         self,
         passages: DocumentPassages,
-        query: str,
+        queries: list[str],
         dense_scores: Callable[[list[float]], dict[int, float]],
-        embedding: list[float],
+        embeddings: list[list[float]],
     ) -> list[Scored]:
-        cosines = dense_scores(embedding)
-        dense = sorted(cosines, key=lambda i: -cosines[i])[:POOL]
-        lexical = dict(passages.lexical.search(query, POOL))
+        """Passages ranked for the queries (the question, and its translation if any): each
+        candidate's cosine and BM25 score are its best over the queries."""
+        per_query = [dense_scores(embedding) for embedding in embeddings]
+        cosines: dict[int, float] = {}
+        for scores in per_query:
+            for i, score in scores.items():
+                cosines[i] = max(score, cosines.get(i, score))
+        dense_orders = [
+            sorted(scores, key=lambda i: (-scores[i], i))[:POOL] for scores in per_query
+        ]
+        lexical_orders = [passages.lexical.search(text, POOL) for text in queries]
+        lexical: dict[int, float] = {}
+        for hits in lexical_orders:
+            for i, score in hits:
+                lexical[i] = max(score, lexical.get(i, score))
         order: list[tuple[int, float | None]]
         if self.ranking == "dense":
-            order = [(i, None) for i in dense]
+            order = _fused(dense_orders)
         elif self.ranking == "lexical":
-            order = [(i, None) for i in lexical]
+            order = _fused([[i for i, _ in hits] for hits in lexical_orders])
         else:
-            order = [(i, fused) for i, fused in reciprocal_rank_fusion([dense, list(lexical)])]
+            order = _fused([*dense_orders, *([i for i, _ in hits] for hits in lexical_orders)])
         return [
             Scored(
                 chunk=passages.chunks[i],
@@ -247,12 +329,29 @@ class Retriever:
             for i, fused in order
         ]
 
+    def _windowed(
+        self,
+        passages: DocumentPassages,
+        found: list[Scored],
+        window: WindowShape,
+        count: Callable[[str], int],
+    ) -> list[Scored]:
+        shown = windows(
+            passages.chunks,
+            passages.text,
+            [item.chunk for item in found],
+            window,
+            count,
+            self.chunk_tokens,
+        )
+        return [replace(found[rank], chunk=chunk) for rank, chunk in shown]
+
     async def _rerank(self, query: str, found: list[Scored]) -> list[Scored]:
         """The reranker's order for the first `rerank_top_n`; the rest keep theirs after them."""
         if self.reranker is None or not found:
             return found
         head, tail = found[: self.rerank_top_n], found[self.rerank_top_n :]
-        scores = await self.reranker.scores(query, [item.chunk.text for item in head])
+        scores = await self.reranker.scores(query, [item.chunk.shown for item in head])
         rescored = [
             Scored(item.chunk, item.dense, item.lexical, item.fused, score)
             for item, score in zip(head, scores, strict=True)
@@ -268,6 +367,25 @@ class Retriever:
         close = getattr(self.embedder, "close", None)
         if close is not None:
             await close()
+
+
+def characters_as_tokens(text: str) -> int:
+    """About as many tokens as a chat model's tokenizer makes of this text (4 characters a
+    token): the measure when no tokenizer is at hand."""
+    return (len(text) + 3) // 4
+
+
+def _best(scores: dict[int, float]) -> list[int]:
+    """The `POOL` best-scored passages, best first; equal scores in document order, so that the
+    same index always gives the same ranking."""
+    return sorted(scores, key=lambda i: (-scores[i], i))[:POOL]
+
+
+def _fused(rankings: list[list[int]]) -> list[tuple[int, float | None]]:
+    """One ranking as it is (no fused score); several fused by reciprocal rank."""
+    if len(rankings) == 1:
+        return [(i, None) for i in rankings[0]]
+    return [(i, fused) for i, fused in reciprocal_rank_fusion(rankings)]
 
 
 def first_question_candidates(lexical: list[int], total: int, count: int) -> list[int]:

@@ -253,7 +253,7 @@ def test_a_mode_asks_every_question_through_the_proxy(
     assert all(row.error is None for row in run.rows)
     assert all(row.hit for row in run.rows), [(r.question.id, r.rr) for r in run.rows]
     # retrieval, not the whole document: the prompt fits the budget of a 4,096-token window
-    assert all(300 < row.tokens <= 2600 for row in run.rows)
+    assert all(150 < row.tokens <= 2600 for row in run.rows), [r.tokens for r in run.rows]
     if mode == "warm":
         assert list(run.index_seconds) == ["handbook"]
         assert all(row.indexed == 1.0 for row in run.rows)

@@ -18,7 +18,7 @@ DIMENSIONS = 64
 def embed(text: str) -> list[float]:
     """Words hashed into buckets, normalised: texts sharing words point the same way."""
     vector = [0.0] * DIMENSIONS
-    for word in re.findall(r"[a-z0-9]+", text.lower()):
+    for word in re.findall(r"[^\W_]+", text.lower()):
         if len(word) < 3:
             continue
         bucket = int(hashlib.md5(word.encode()).hexdigest(), 16) % DIMENSIONS

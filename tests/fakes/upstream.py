@@ -92,6 +92,9 @@ class FakeUpstream:
     conversations: int = 0
     # A multimodal model (llama-server --mmproj): /props says so; vLLM's /tokenize takes images.
     vision: bool = False
+    # A model that translates: the proxy's translation prompts (a few-shot completion, or a
+    # system instruction and example turns) are answered with the question's entry here.
+    translations: dict[str, str] = field(default_factory=dict)
 
     def authorised(self, request: web.Request) -> None:
         if (
@@ -171,6 +174,11 @@ class FakeUpstream:
     async def chat(self, request: web.Request) -> web.StreamResponse:
         entry = request[RECORDED]
         body = entry.json
+        messages = body.get("messages") or [{}]
+        if "Translate the user's question" in str(messages[0].get("content", "")):
+            translated = self.translations.get(str(messages[-1].get("content", "")))
+            if translated is not None:
+                return web.json_response(completion(body, [translated]))
         mode = self.chat_mode
         if mode == "auto":
             mode = "stream" if body.get("stream") else "json"
@@ -220,6 +228,9 @@ class FakeUpstream:
     async def completions(self, request: web.Request) -> web.StreamResponse:
         entry = request[RECORDED]
         body = entry.json
+        translated = self._translated(str(body.get("prompt", "")).rsplit("\n\n", 1)[-1])
+        if translated is not None:
+            return web.json_response(completion_text(body, " " + translated))
         leak = "<|im_end|>" in (body.get("stop") or [])  # a server that lets the stop through
         text = "Hi there<|im_end|>" if leak else "Hi there"
         if body.get("stream"):
@@ -251,6 +262,13 @@ class FakeUpstream:
                 "usage": {"prompt_tokens": 5, "completion_tokens": 2, "total_tokens": 7},
             }
         )
+
+    def _translated(self, asked: str) -> str | None:
+        """`Source: question\nTarget:` (the end of a few-shot prompt) → the translation."""
+        lines = asked.split("\n")
+        if len(lines) != 2 or not lines[1].endswith(":") or ": " not in lines[0]:
+            return None
+        return self.translations.get(lines[0].split(": ", 1)[1])
 
     async def responses(self, request: web.Request) -> web.StreamResponse:
         """An upstream that speaks the Responses API itself (a fixed answer, JSON or events)."""
@@ -465,6 +483,18 @@ def echo_pieces(body: dict[str, Any], pieces: int = 4) -> list[str]:
     text = last_user_text(body)
     size = max(1, -(-len(text) // pieces))
     return [text[i : i + size] for i in range(0, len(text), size)] or [""]
+
+
+def completion_text(body: dict[str, Any], text: str) -> dict[str, Any]:
+    """A `text_completion` answer (llama.cpp's /v1/completions shape)."""
+    return {
+        "id": "cmpl-1",
+        "object": "text_completion",
+        "created": 1,
+        "model": body.get("model", "fake"),
+        "choices": [{"index": 0, "text": text, "finish_reason": "stop", "logprobs": None}],
+        "usage": {"prompt_tokens": 5, "completion_tokens": 2, "total_tokens": 7},
+    }
 
 
 def completion(body: dict[str, Any], answer: list[str] = ANSWER) -> dict[str, Any]:

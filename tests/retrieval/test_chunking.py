@@ -128,5 +128,5 @@ def test_corpus_passages_fit_what_minilm_reads(corpus_dir: Path, name: str) -> N
 
     count = DefaultEmbedder().count_tokens
     chunks = chunk_document(corpus_document(corpus_dir / name), count_tokens=count)
-    sizes = [count(chunk.text) for chunk in chunks]
+    sizes = [count(chunk.shown) for chunk in chunks]
     assert max(sizes) <= 250 and sum(sizes) / len(sizes) > 150  # whole, and not tiny

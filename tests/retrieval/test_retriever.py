@@ -215,3 +215,51 @@ def test_first_question_candidates_lexical_first_then_openings_then_spread() -> 
     assert len(spread) == 16 and spread[:3] == [0, 1, 2] and max(spread) >= 750
     # Small documents: nothing past their end, nothing twice.
     assert first_question_candidates([1], total=2, count=16) == [1, 0]
+
+
+RUSSIAN = [
+    "Срок действия договора составляет три года с даты его подписания сторонами.",
+    "Оплата производится банковским переводом в течение десяти рабочих дней.",
+    "Доставка товара выполняется силами продавца и за его счёт.",
+] * 4
+
+
+async def test_a_language_the_embedder_does_not_read_is_ranked_by_its_words(make: Make) -> None:
+    retriever = make(languages=frozenset({"english"}), chunk_tokens=40)
+    counting = retriever.embedder
+    assert isinstance(counting, CountingEmbedder)
+    doc = text_document(RUSSIAN, name="договор.txt")
+    ranked, ready = await retriever.search([doc], "Какой срок действия договора?", 3)
+    first = ranked[0][0]
+    assert "Срок действия договора" in first.chunk.text
+    assert not first.by_meaning and first.lexical is not None
+    # Nothing of it was embedded, now or in the background: its cosines would be noise.
+    await finished(retriever, doc)
+    assert counting.documents == []
+    assert ready == {"договор.txt": 100}
+    # An English document is still ranked by meaning too.
+    english, _ = await retriever.search([book(8)], "who fed sardines to the cats", 2)
+    assert english[0][0].by_meaning and counting.documents
+
+
+async def test_passages_of_an_unread_language_are_sized_in_characters(make: Make) -> None:
+    from proxy.retrieval.retriever import characters_as_tokens
+
+    retriever = make(languages=frozenset({"english"}), chunk_tokens=40)
+    doc = text_document([" ".join(RUSSIAN)], name="договор.txt")
+    passages = await retriever.passages(doc)
+    sizes = [len(chunk.shown) for chunk in passages.chunks]
+    # 40 "tokens" of four characters: about 160 characters a passage, not 40 word pieces.
+    assert max(characters_as_tokens(chunk.shown) for chunk in passages.chunks) <= 40
+    assert sum(sizes) / len(sizes) > 100
+    assert not retriever.reads("russian") and retriever.reads("english") and retriever.reads(None)
+
+
+def test_the_languages_read_are_part_of_the_passages_settings(make: Make) -> None:
+    # Which languages are sized in the embedder's tokens decides where passages end.
+    from dataclasses import replace
+
+    english = make(languages=frozenset({"english"}))
+    every = replace(english, languages=None)  # the same index, another reading
+    assert english.chunking_settings != every.chunking_settings
+    assert english.settings != every.settings

@@ -19,7 +19,10 @@ from proxy.pipeline.stages.documents import parse_refs
 from proxy.pipeline.stages.guard_report import note_guard
 from proxy.pipeline.stages.pages import select_with_pages
 from proxy.retrieval.budget import Passage, PassageBudget, PassageSelection
+from proxy.retrieval.lexical import query_language
 from proxy.retrieval.retriever import Scored
+from proxy.retrieval.translation import LANGUAGE_NAMES, Endpoint, Translation, translatable
+from proxy.retrieval.windows import WindowShape
 from proxy.stores.chunking import reference
 from proxy.stores.records import FileRecord
 from proxy.stores.search import by_file
@@ -52,6 +55,8 @@ async def retrieve(exchange: Exchange, services: Services) -> None:
     started = time.perf_counter()
     ranked: list[list[Scored]] = []
     indexed: dict[str, int] = {}
+    translator = QuestionTranslations(exchange, services)
+    shape = WindowShape(settings.window_before, settings.window_after)
     if sources:
         ranked, indexed = await retriever.search(
             sources,
@@ -59,6 +64,8 @@ async def retrieve(exchange: Exchange, services: Services) -> None:
             depth,
             exchange.status,
             neighbours=1 if fill == "neighbours" else 0,
+            window=shape,
+            translate=translator.into if services.translator is not None else None,
         )
     names = {ref.name: ref.file_id for ref in [*exchange.new_refs, *exchange.old_refs]}
     origins = [Origin(names.get(document.name)) for document in sources]
@@ -104,8 +111,62 @@ async def retrieve(exchange: Exchange, services: Services) -> None:
         fill=fill,
         depth=depth,
         indexed=indexed,
+        window={"before": shape.before, "after": shape.after} if shape else {},
+        query_language=translator.language,
+        translations=[found.record() for found in translator.done.values() if found],
+        ranked_by_words=[
+            doc.name
+            for doc, hits in zip(sources, ranked, strict=False)
+            if hits and not hits[0].by_meaning
+        ],
     )
     note_guard(exchange, reports)
+
+
+class QuestionTranslations:
+    """The request's question in each of its documents' languages that differs from its own:
+    asked of the upstream once per language (README, "Languages")."""
+
+    def __init__(self, exchange: Exchange, services: Services) -> None:
+        self.exchange = exchange
+        self.services = services
+        self.language = query_language(exchange.query) if exchange.query.strip() else None
+        self.done: dict[str, Translation | None] = {}
+
+    async def into(self, target: str) -> Translation | None:
+        if target in self.done:
+            return self.done[target]
+        query = self.exchange.query
+        source = query_language(query, prefer=target) if query.strip() else None
+        translator = self.services.translator
+        if translator is None or not translatable(source, target) or source is None:
+            self.done[target] = None
+            return None
+        mode = self.services.settings.retrieval.translate
+        kind = await self.services.introspection.kind()
+        if mode == "auto":
+            mode = "completions" if kind in COMPLETION_KINDS else "chat"
+        # llama.cpp's prompt cache makes two identical greedy requests differ: the same
+        # question must give the same translation, whatever was asked before.
+        extra = {"cache_prompt": False} if kind == "llamacpp" else {}
+        endpoint: Endpoint = "completions" if mode == "completions" else "chat"
+        self.exchange.status(f"Translating the question into {LANGUAGE_NAMES[target]}...")
+        found = await translator.translate(
+            query,
+            source,
+            target,
+            model=self.exchange.model,
+            endpoint=endpoint,
+            scope=self.exchange.caller.name,
+            extra=extra,
+        )
+        self.done[target] = found
+        return found
+
+
+COMPLETION_KINDS = frozenset({"llamacpp", "vllm"})
+"""Upstreams whose /v1/completions takes any model, base models included: a few-shot prompt
+there translates with models that follow no instruction (the bundled Gemma 3 270M)."""
 
 
 @dataclass(frozen=True)
@@ -160,8 +221,8 @@ def guarded_candidates(
     for source, (document, hits) in enumerate(zip(sources, ranked, strict=True)):
         passages = []
         threshold, origin = thresholds[source], origins[source]
-        for rank, hit in enumerate(h for h in hits if h.dense > threshold):
-            guarded = services.guarded.guard(hit.chunk.text, exchange.control_tokens)
+        for rank, hit in enumerate(h for h in hits if above(h, threshold)):
+            guarded = services.guarded.guard(hit.chunk.shown, exchange.control_tokens)
             reports[document.name] = reports.get(document.name, GuardReport()) + guarded.report
             meta = {
                 "filename": document.name,
@@ -175,6 +236,12 @@ def guarded_candidates(
             passages.append(Passage(source, rank, guarded.text, meta))
         by_source.append(passages)
     return by_source, reports
+
+
+def above(hit: Scored, threshold: float) -> bool:
+    """Whether a hit passes the threshold: its cosine is over it, or it was ranked by its words
+    alone (a language the embedder does not read, whose cosines mean nothing)."""
+    return not hit.by_meaning or hit.dense > threshold
 
 
 SNIPPET_CHARS = 300
@@ -193,7 +260,7 @@ def outcomes(
     for source, (document, hits) in enumerate(zip(sources, ranked, strict=True)):
         rank = 0
         for hit in hits:
-            if hit.dense <= thresholds[source]:
+            if not above(hit, thresholds[source]):
                 outcome = "below threshold"
             else:
                 passage = kept.get((source, rank))

@@ -1,0 +1,135 @@
+"""A question in another language than its document finds it: the upstream model translates the
+question in one short call, and both are searched."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import httpx
+
+from tests.fakes.upstream import FakeUpstream
+from tests.test_enrich import ask, preview, text_part
+
+CONTRACT = "\n\n".join(
+    [
+        "Срок действия договора составляет три года с даты подписания сторонами.",
+        "Оплата производится банковским переводом в течение десяти рабочих дней.",
+        "Доставка товара выполняется силами продавца.",
+    ]
+)
+QUESTION = "How long is the contract valid?"
+IN_RUSSIAN = "Каков срок действия договора?"
+SMALL = {"chunk_tokens": 40, "chunk_overlap": 0}  # cl100k tokens: a paragraph each
+FIND = {"strategy": "retrieval", "affinity_threshold": 0.2}
+
+
+def contract_question(query: str = QUESTION, **body: Any) -> dict[str, Any]:
+    return ask([text_part("договор.txt", CONTRACT)], query, enrich=FIND, **body)
+
+
+def cited(record: dict[str, Any]) -> str:
+    return str(record["upstream"]["body"]["messages"][-1]["content"][0]["text"])
+
+
+def test_an_english_question_finds_a_russian_passage(
+    make_proxy: Callable[..., str], upstream: FakeUpstream
+) -> None:
+    upstream.translations = {QUESTION: IN_RUSSIAN}
+    base = make_proxy(retrieval=SMALL)
+    record = preview(base, contract_question())
+    prompt = cited(record)
+    assert prompt.startswith("The following citations were found")
+    assert 'Citation 1: "Срок действия договора составляет три года' in prompt
+    assert prompt.endswith(f"User Query:\n\n{QUESTION}")  # the user's own words, untranslated
+    retrieval = record["decision"]["retrieval"]
+    assert retrieval["query_language"] == "english"
+    [translation] = retrieval["translations"]
+    assert translation["from"] == "english" and translation["to"] == "russian"
+    assert translation["query"] == IN_RUSSIAN and translation["endpoint"] == "completions"
+    # One short, bounded call to the upstream's own model (a few-shot prompt: base models too).
+    [call] = upstream.to("/v1/completions")
+    assert call.json["max_tokens"] <= 96 and call.json["stop"] == ["\n"]
+    assert call.json["model"] == "m"
+    assert call.json["cache_prompt"] is False  # llama.cpp: the same question, the same answer
+    assert call.json["prompt"].endswith(f"English: {QUESTION}\nRussian:")
+
+
+def test_without_translation_the_russian_passage_is_not_found(
+    make_proxy: Callable[..., str], upstream: FakeUpstream
+) -> None:
+    upstream.translations = {QUESTION: IN_RUSSIAN}
+    base = make_proxy(retrieval={**SMALL, "translate": "off"})
+    record = preview(base, contract_question())
+    assert cited(record).startswith("Important: No citations were found")
+    assert record["decision"]["retrieval"]["translations"] == []
+    assert upstream.to("/v1/completions") == []
+
+
+def test_a_question_in_the_documents_language_is_not_translated(
+    make_proxy: Callable[..., str], upstream: FakeUpstream
+) -> None:
+    base = make_proxy(retrieval=SMALL)
+    record = preview(base, contract_question(IN_RUSSIAN))
+    assert 'Citation 1: "Срок действия договора' in cited(record)
+    assert record["decision"]["retrieval"]["query_language"] == "russian"
+    assert record["decision"]["retrieval"]["translations"] == []
+    assert upstream.to("/v1/completions") == []
+
+
+def test_other_upstreams_are_asked_through_chat(
+    make_proxy: Callable[..., str], upstream: FakeUpstream
+) -> None:
+    upstream.translations = {QUESTION: IN_RUSSIAN}
+    base = make_proxy(retrieval={**SMALL, "translate": "chat"})
+    record = preview(base, contract_question())
+    assert 'Citation 1: "Срок действия договора' in cited(record)
+    [call] = [c for c in upstream.to("/v1/chat/completions") if "Translate" in c.body.decode()]
+    assert call.json["messages"][0]["role"] == "system"
+    assert call.json["messages"][-1] == {"role": "user", "content": QUESTION}
+    assert record["decision"]["retrieval"]["translations"][0]["endpoint"] == "chat"
+
+
+def test_a_failed_translation_still_answers_with_the_question_alone(
+    make_proxy: Callable[..., str], upstream: FakeUpstream
+) -> None:
+    # No translation known: the fake answers "Hi there", which is not Russian.
+    base = make_proxy(retrieval=SMALL)
+    response = httpx.post(base + "/v1/chat/completions", json=contract_question(), timeout=60)
+    assert response.status_code == 200, response.text
+    record = preview(base, contract_question())
+    [translation] = record["decision"]["retrieval"]["translations"]
+    assert translation["query"] is None
+    assert translation["error"] == "the answer was not a translation"
+    assert translation["cached"]  # the model is not asked the same again
+
+
+def test_a_streamed_request_says_it_translates(
+    make_proxy: Callable[..., str], upstream: FakeUpstream
+) -> None:
+    upstream.translations = {QUESTION: IN_RUSSIAN}
+    base = make_proxy(retrieval=SMALL)
+    body = contract_question(stream=True)
+    with httpx.stream("POST", base + "/v1/chat/completions", json=body, timeout=60) as response:
+        raw = b"".join(response.iter_raw()).decode()
+    comments = [line[2:] for line in raw.split("\n") if line.startswith(": ")]
+    assert "Translating the question into Russian..." in comments
+
+
+def test_a_language_the_embedder_does_not_read_is_ranked_by_its_words(
+    make_proxy: Callable[..., str], upstream: FakeUpstream
+) -> None:
+    # The embedder reads English only: the Russian text is found by its words (and the
+    # question's translation), whatever its cosines, and no threshold drops it.
+    upstream.translations = {QUESTION: IN_RUSSIAN}
+    base = make_proxy(retrieval=SMALL, embeddings={"languages": ["english"]})
+    body = ask(
+        [text_part("договор.txt", CONTRACT)],
+        QUESTION,
+        enrich={"strategy": "retrieval", "affinity_threshold": 0.99},
+    )
+    record = preview(base, body)
+    assert 'Citation 1: "Срок действия договора' in cited(record)
+    retrieval = record["decision"]["retrieval"]
+    assert retrieval["ranked_by_words"] == ["договор.txt"]
+    assert retrieval["candidates"][0]["outcome"] == "kept"
