@@ -9,11 +9,16 @@
   item tracker). Newer builds serve `POST /v1/chat/completions/render`, whose `token_ids` hold
   the image's placeholder tokens expanded by the model's own processor: the exact count.
   (`/tokenize` does not expand them: one placeholder per image.)
+- Ollama: `POST /api/show` lists the model's `capabilities`; `vision` is among them for a
+  model with a projector (server/images.go `Capabilities`). What an image costs is not said:
+  estimated from the model's name.
+- LM Studio: `GET /api/v1/models` (0.4+) gives each model's `capabilities.vision`; before
+  that, `GET /api/v0/models` gives `type: vlm` for a vision model (lmstudio-ai/docs
+  1_developer/2_rest). Costs estimated from the model's name.
 - other servers: unknown, so no images, unless `models.<name>.vision: true` says otherwise.
 
 `models.<name>.vision` and `models.<name>.image_tokens` override what is learnt. Another kind
-of server is one more entry in `LEARNERS` (Ollama's `/api/show` lists `capabilities: vision`,
-LM Studio's `/api/v0/models` gives `type: vlm`).
+of server is one more entry in `LEARNERS`.
 """
 
 from __future__ import annotations
@@ -122,11 +127,56 @@ async def vllm(upstream: UpstreamClient, model: str | None) -> Sight:
     return Sight(True, "vLLM /tokenize took an image", cost, server_counts=counts)
 
 
+async def ollama(upstream: UpstreamClient, model: str | None) -> Sight:
+    if not model:
+        return Sight(False, "Ollama: no model named, so none asked about", ESTIMATE, keep=False)
+    status, shown = await upstream.post_json("/api/show", {"model": model})
+    cost = guessed("", model)
+    if status != 200 or not isinstance(shown, dict):
+        return Sight(False, f"Ollama /api/show answered {status}", cost, keep=status == 404)
+    capabilities = shown.get("capabilities")
+    if isinstance(capabilities, list) and "vision" in capabilities:
+        return Sight(True, "Ollama /api/show capabilities: vision", cost)
+    return Sight(False, "Ollama /api/show capabilities without vision", cost)
+
+
+def _lmstudio_card(listing: Any, key: str, model: str | None) -> dict[str, Any] | None:
+    cards = listing.get(key) if isinstance(listing, dict) else None
+    if not isinstance(cards, list):
+        return None
+    dicts = [card for card in cards if isinstance(card, dict)]
+    named = [card for card in dicts if model in (card.get("key"), card.get("id"))]
+    # One model loaded and none named: that one answers.
+    return named[0] if named else (dicts[0] if len(dicts) == 1 and not model else None)
+
+
+async def lmstudio(upstream: UpstreamClient, model: str | None) -> Sight:
+    cost = guessed("", model or "")
+    status, listing = await upstream.get_json("/api/v1/models")
+    card = _lmstudio_card(listing, "models", model) if status == 200 else None
+    if card is not None and isinstance(card.get("capabilities"), dict):
+        if card["capabilities"].get("vision") is True:
+            return Sight(True, "LM Studio /api/v1/models capabilities.vision", cost)
+        return Sight(False, "LM Studio /api/v1/models capabilities.vision is false", cost)
+    status, listing = await upstream.get_json("/api/v0/models")
+    card = _lmstudio_card(listing, "data", model) if status == 200 else None
+    if card is None:
+        return Sight(False, f"LM Studio does not list the model ({status})", cost, keep=False)
+    if card.get("type") == "vlm":
+        return Sight(True, "LM Studio /api/v0/models type: vlm", cost)
+    return Sight(False, f"LM Studio /api/v0/models type: {card.get('type')}", cost)
+
+
 async def other(upstream: UpstreamClient, model: str | None) -> Sight:
     return Sight(False, "unknown: the upstream does not say whether the model sees", ESTIMATE)
 
 
-LEARNERS: dict[str, Learner] = {"llamacpp": llamacpp, "vllm": vllm}
+LEARNERS: dict[str, Learner] = {
+    "llamacpp": llamacpp,
+    "vllm": vllm,
+    "ollama": ollama,
+    "lmstudio": lmstudio,
+}
 
 
 def _message(body: Any) -> str:

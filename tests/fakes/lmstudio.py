@@ -26,6 +26,7 @@ class FakeLmStudio(OpenAIServer):
     max_context: int = 262144
     loaded: bool = True
     v1: bool = True  # LM Studio 0.4 and later
+    vision: bool = False  # a vision model (type vlm)
 
     def routes(self, app: web.Application) -> None:
         if self.v1:
@@ -42,7 +43,7 @@ class FakeLmStudio(OpenAIServer):
             {
                 "models": [
                     {
-                        "type": "llm",
+                        "type": "vlm" if self.vision else "llm",
                         "publisher": "lmstudio-community",
                         "key": self.model_id,
                         "display_name": "Qwen3 Coder 30B",
@@ -53,7 +54,7 @@ class FakeLmStudio(OpenAIServer):
                         "loaded_instances": instances,
                         "max_context_length": self.max_context,
                         "format": "gguf",
-                        "capabilities": {"vision": False, "trained_for_tool_use": True},
+                        "capabilities": {"vision": self.vision, "trained_for_tool_use": True},
                         "description": None,
                     }
                 ]
@@ -64,7 +65,7 @@ class FakeLmStudio(OpenAIServer):
         card: dict[str, Any] = {
             "id": self.model_id,
             "object": "model",
-            "type": "llm",
+            "type": "vlm" if self.vision else "llm",
             "publisher": "lmstudio-community",
             "arch": "qwen3moe",
             "compatibility_type": "gguf",

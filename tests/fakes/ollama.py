@@ -45,6 +45,7 @@ class OllamaModel:
     architecture: str = "llama"
     trained: int = 131072
     modelfile_num_ctx: int | None = None
+    vision: bool = False  # a model with a projector (llava, gemma3, qwen2.5vl)
 
 
 @dataclass
@@ -198,7 +199,7 @@ class FakeOllama:
                     f"{model.architecture}.embedding_length": 3072,
                     "tokenizer.ggml.model": "gpt2",
                 },
-                "capabilities": ["completion", "tools"],
+                "capabilities": ["completion", "tools", *(["vision"] if model.vision else [])],
                 "modified_at": "2026-08-01T10:00:00Z",
             }
         )

@@ -138,3 +138,46 @@ async def test_configured_family_replaces_the_guess(
     fake = VisionUpstream(projector="gemma3")
     sight = await vision_of(fake, servers, session, m={"image_tokens": "qwen3vl"}).sight("m")
     assert sight.sees and sight.cost.family == "qwen3vl" and not sight.cost.estimated
+
+
+def served(fake: Any, servers: ServerThread, session: aiohttp.ClientSession) -> VisionIntrospection:
+    base_url = servers.serve(fake.app())
+    settings = load_settings(None, environ={}, overrides={"upstream": {"base_url": base_url}})
+    upstream = UpstreamClient(settings.upstream, session)
+    return VisionIntrospection(settings, upstream, ModelIntrospection(settings, upstream).kind)
+
+
+@pytest.mark.parametrize("sees", [True, False])
+async def test_ollama_says_it_in_the_model_capabilities(
+    servers: ServerThread, session: aiohttp.ClientSession, sees: bool
+) -> None:
+    from tests.fakes.ollama import FakeOllama, OllamaModel
+
+    fake = FakeOllama(models={"gemma3:4b": OllamaModel("gemma3:4b", "gemma3", vision=sees)})
+    sight = await served(fake, servers, session).sight("gemma3:4b")
+    assert sight.sees is sees
+    assert sight.source.startswith("Ollama /api/show capabilities")
+    assert sight.cost.estimated  # Ollama does not say what an image costs
+
+
+async def test_ollama_model_unknown_does_not_see(
+    servers: ServerThread, session: aiohttp.ClientSession
+) -> None:
+    from tests.fakes.ollama import FakeOllama
+
+    sight = await served(FakeOllama(), servers, session).sight("nothere:1b")
+    assert not sight.sees and "404" in sight.source
+
+
+@pytest.mark.parametrize("v1", [True, False])
+@pytest.mark.parametrize("sees", [True, False])
+async def test_lm_studio_says_it_in_its_model_list(
+    servers: ServerThread, session: aiohttp.ClientSession, v1: bool, sees: bool
+) -> None:
+    from tests.fakes.lmstudio import FakeLmStudio
+
+    fake = FakeLmStudio(model_id="qwen2-vl-7b-instruct", v1=v1, vision=sees)
+    sight = await served(fake, servers, session).sight("qwen2-vl-7b-instruct")
+    assert sight.sees is sees
+    where = "/api/v1/models capabilities.vision" if v1 else "/api/v0/models type"
+    assert where in sight.source
