@@ -208,6 +208,8 @@ class EmbeddingSettings(Section):
     document_prefix: str | None = None
     batch_size: int = Field(64, ge=1)
     timeout_s: float = Field(60, gt=0)
+    # The default backend's MiniLM build: int8 where the CPU has VNNI/AMX (auto), or forced.
+    precision: Literal["auto", "int8", "fp32"] = "auto"
 
 
 class VectorStoreSettings(Section):

@@ -146,7 +146,7 @@ async def test_default_embedder_matches_chromas_own_function() -> None:
     from chromadb.utils.embedding_functions import ONNXMiniLM_L6_V2
 
     texts = ["short query?", "a much longer passage " * 30, "", "middle length text " * 5]
-    ours = await DefaultEmbedder(batch_size=3).embed_documents(texts)
+    ours = await DefaultEmbedder(batch_size=3, precision="fp32").embed_documents(texts)
     chromas = ONNXMiniLM_L6_V2()(texts)
     for mine, theirs in zip(ours, chromas, strict=True):
         assert max(abs(a - float(b)) for a, b in zip(mine, theirs, strict=True)) < 1e-5
@@ -155,11 +155,11 @@ async def test_default_embedder_matches_chromas_own_function() -> None:
 @pytest.mark.slow
 async def test_the_default_embedder_gives_chromas_vectors() -> None:
     # Our own session (no spinning) and padding to the batch's longest text change the cost,
-    # not the vectors.
+    # not the vectors (of the fp32 build; the int8 build is checked in test_minilm.py).
     from chromadb.utils.embedding_functions import ONNXMiniLM_L6_V2
 
     texts = ["short", "a somewhat longer passage about lighthouses and ships " * 6, "Формат A4"]
-    ours = await DefaultEmbedder().embed_documents(texts)
+    ours = await DefaultEmbedder(precision="fp32").embed_documents(texts)
     theirs = ONNXMiniLM_L6_V2()(texts)
     for mine, reference in zip(ours, theirs, strict=True):
         assert max(abs(a - float(b)) for a, b in zip(mine, reference, strict=True)) < 1e-4
