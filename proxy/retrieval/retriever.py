@@ -205,6 +205,10 @@ class Retriever:
         wanted = first_question_candidates(
             lexical, len(passages.chunks), self.new_document_candidates
         )
+        # The background embeds what lies around this question's candidates and lexical hits
+        # first: the next question on the same part finds them with dense scores.
+        hits = [i for i, _ in passages.lexical.search(query, POOL)]
+        self.indexer.prefer(passages, [*wanted, *hits])
         made: Vectors = dict(self.indexer.progress(passages).vectors)
         made.update(await self.indexer.previews_for(passages, wanted, PREVIEW_TOKENS))
 
