@@ -53,6 +53,10 @@ METHODS: dict[str, dict[str, Any]] = {
     "hybrid+neighbours": {"retrieval": {"ranking": "hybrid", "fill": "neighbours"}},
     "hybrid+fill+rerank": {"retrieval": {"ranking": "hybrid", "fill": "passages", "rerank": {}}},
     "default": {},
+    # The default embedder's two builds (README, "Embedding backends"); "default" is int8 on a
+    # CPU with VNNI or AMX, fp32 elsewhere.
+    "default, fp32 MiniLM": {"embeddings": {"precision": "fp32"}},
+    "default, int8 MiniLM": {"embeddings": {"precision": "int8"}},
     "hybrid+fill, passages of 128": {"retrieval": {"chunk_tokens": 128, "chunk_overlap": 16}},
     # Every question as if it were the first on a new document: lexical candidates only.
     "new-document K=8": {"retrieval": {"new_document_candidates": 8}, "first": True},

@@ -62,6 +62,28 @@ class Embedder(Protocol):
     async def embed_query(self, text: str) -> list[float]: ...
 
 
+class TurnLock:
+    """A lock taken in the order asked (threading.Lock promises no order: a background round's
+    next run could go before a query that was already waiting)."""
+
+    def __init__(self) -> None:
+        self._turns = threading.Condition()
+        self.asked = 0
+        self._serving = 0
+
+    def __enter__(self) -> None:
+        with self._turns:
+            turn = self.asked
+            self.asked += 1
+            while turn != self._serving:
+                self._turns.wait()
+
+    def __exit__(self, *_: object) -> None:
+        with self._turns:
+            self._serving += 1
+            self._turns.notify_all()
+
+
 class WordPieceCounter:
     """Counts a text's tokens by whitespace-separated words, each tokenized once and cached.
 
@@ -91,6 +113,14 @@ class WordPieceCounter:
         return total
 
 
+MODEL_RUN = 1
+"""Passages per MiniLM run. Measured on 2 cores (bench/indexing.py --sweep, real passages of
+a long book sorted by length): one passage a run costs the least CPU per passage, int8 and fp32
+alike, 15-30% less than runs of 16-32 (a passage's activations stay in the CPU's caches; more
+passages spill out of them), and wastes nothing on padding. It also bounds a query's wait behind
+the background to one passage's run."""
+
+
 class DefaultEmbedder:
     """Chroma's all-MiniLM-L6-v2 (ONNX, 384 dims) on CPU, off the event loop, in batches.
 
@@ -107,7 +137,7 @@ class DefaultEmbedder:
     def __init__(
         self,
         *,
-        batch_size: int = 32,
+        batch_size: int = MODEL_RUN,
         default_threshold: float = MINILM_THRESHOLD,
         precision: Precision = "auto",
         threads: int = 0,
@@ -119,10 +149,10 @@ class DefaultEmbedder:
         self._model: Any = None
         self._tokenizer: Any = None
         self._counter: WordPieceCounter | None = None
-        # ONNX Runtime already uses every core for one batch; one batch at a time keeps a
-        # query's wait short. The session is made once and kept for the process: making one
-        # costs ~0.15 s, as much as embedding a few passages.
-        self._lock = threading.Lock()
+        # ONNX Runtime already uses every core for one run; one run at a time, in the order
+        # asked, so a query waits for at most the run under way. The session is made once
+        # and kept for the process: making one costs ~0.15 s, as much as a few passages.
+        self._lock = TurnLock()
 
     @property
     def fingerprint(self) -> str:
@@ -209,7 +239,10 @@ class DefaultEmbedder:
 
         options = onnxruntime.SessionOptions()
         # Spinning threads wait for work by burning CPU: on 2 cores shared with a parser,
-        # a background indexer or llama.cpp that made a batch ~1.4x slower (measured).
+        # a background indexer or llama.cpp that made a batch ~1.4x slower, and doubled the
+        # CPU time per passage with 2 intra-op threads (bench/indexing.py --sweep). Threads:
+        # ONNX Runtime's default, one per physical core (1 or 2 cost the same CPU here; 2
+        # finish sooner when the cores are free).
         options.add_session_config_entry("session.intra_op.allow_spinning", "0")
         options.inter_op_num_threads = 1
         options.intra_op_num_threads = self.threads

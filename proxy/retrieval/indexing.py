@@ -24,9 +24,10 @@ from proxy.retrieval.vectors import DocumentVectors, chunk_id
 log = structlog.get_logger(__name__)
 
 BACKGROUND_BATCH = 4
-"""Passages per background round: a waiting request's embedding goes next after at most one
-round (~0.1 s of MiniLM on 2 idle cores, ~0.8 s on busy ones), at about the same cost per
-passage as bigger batches."""
+"""Passages per background round (embedded, then stored together). A request's embedding
+goes before the next round, and a query's before the round's next model run (MiniLM runs one
+passage at a time: proxy.retrieval.embeddings.MODEL_RUN). Rounds of 4 to 32 cost the same per
+passage (bench/indexing.py); small ones leave requests' candidates less to wait for."""
 
 NEARBY = 1
 """Passages on either side of a question's hit that the background embeds first with it (the
