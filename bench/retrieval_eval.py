@@ -62,6 +62,16 @@ METHODS: dict[str, dict[str, Any]] = {
     "new-document K=8": {"retrieval": {"new_document_candidates": 8}, "first": True},
     "new-document K=16": {"retrieval": {"new_document_candidates": 16}, "first": True},
     "new-document K=64": {"retrieval": {"new_document_candidates": 64}, "first": True},
+    "new-document K=16, fp32 MiniLM": {
+        "retrieval": {"new_document_candidates": 16},
+        "embeddings": {"precision": "fp32"},
+        "first": True,
+    },
+    "new-document K=16, int8 MiniLM": {
+        "retrieval": {"new_document_candidates": 16},
+        "embeddings": {"precision": "int8"},
+        "first": True,
+    },
 }
 DEFAULT_METHODS = ";".join(name for name in METHODS if name != "today")
 
