@@ -84,6 +84,24 @@ METHODS: dict[str, dict[str, Any]] = {
     "hybrid+neighbours": {"retrieval": {"ranking": "hybrid", "fill": "neighbours"}},
     "hybrid+fill+rerank": {"retrieval": {"ranking": "hybrid", "fill": "passages", "rerank": {}}},
     "passages of 128": {"retrieval": {"chunk_tokens": 128, "chunk_overlap": 16}},
+    # The default embedder's two builds (README, "Embedding backends"); "default" is int8 on a
+    # CPU with VNNI or AMX, fp32 elsewhere.
+    "default, fp32 MiniLM": {"embeddings": {"precision": "fp32"}},
+    "default, int8 MiniLM": {"embeddings": {"precision": "int8"}},
+    # Every question as if it were the first on a new document: lexical candidates only.
+    "new-document K=8": {"retrieval": {"new_document_candidates": 8}, "first": True},
+    "new-document K=16": {"retrieval": {"new_document_candidates": 16}, "first": True},
+    "new-document K=64": {"retrieval": {"new_document_candidates": 64}, "first": True},
+    "new-document K=16, fp32 MiniLM": {
+        "retrieval": {"new_document_candidates": 16},
+        "embeddings": {"precision": "fp32"},
+        "first": True,
+    },
+    "new-document K=16, int8 MiniLM": {
+        "retrieval": {"new_document_candidates": 16},
+        "embeddings": {"precision": "int8"},
+        "first": True,
+    },
 }
 
 

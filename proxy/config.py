@@ -431,12 +431,15 @@ class EmbeddingSettings(Section):
     # None: the prefixes the model is known to want (nomic: "search_query: "), else none.
     query_prefix: str | None = None
     document_prefix: str | None = None
-    batch_size: int = Field(64, ge=1)
+    # Texts per model run (default backend: 1, measured) or per request (openai: 64); None: those.
+    batch_size: int | None = Field(None, ge=1)
     timeout_s: float = Field(60, gt=0)
     # The languages the model reads (names as the lexical index detects them: english, german,
     # russian, ...): text in others is ranked by its words alone. None: the default backend's
     # MiniLM reads English; a model behind the openai backend is taken to read every language.
     languages: list[str] | None = None
+    # The default backend's MiniLM build: int8 where the CPU has VNNI/AMX (auto), or forced.
+    precision: Literal["auto", "int8", "fp32"] = "auto"
 
     @field_validator("languages")
     @classmethod

@@ -159,7 +159,9 @@ def make_embedder_from(settings: Settings) -> Embedder:
 
     embeddings = settings.embeddings
     if embeddings.backend == "default":
-        return make_embedder("default", batch_size=embeddings.batch_size)
+        return make_embedder(
+            "default", batch_size=embeddings.batch_size, precision=embeddings.precision
+        )
     if not embeddings.base_url:
         raise ConfigError("config key embeddings.base_url: required for the openai backend")
     return make_embedder(

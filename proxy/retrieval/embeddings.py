@@ -9,12 +9,25 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any, Protocol
 
-import numpy as np
 import openai
+import structlog
 
 from proxy.config import without_credentials
 from proxy.errors import UpstreamError
 from proxy.offline import embedding_model_missing
+from proxy.retrieval.minilm import (
+    INT8_RECIPE,
+    Build,
+    Precision,
+    build_int8,
+    choose_build,
+    discard_private,
+    lowest_cosine,
+    machine_flags,
+    vectors_of,
+)
+
+log = structlog.get_logger(__name__)
 
 # Calibrated on corpus documents (tests/retrieval/test_calibration.py): passages answering
 # 16 questions scored 0.23–0.78 with MiniLM (median 0.6), the best passage for unrelated
@@ -34,7 +47,7 @@ OPENAI_THRESHOLD = 0.5
 
 # nomic-embed-text is trained with task prefixes; without them its scores drift.
 _KNOWN_PREFIXES = {"nomic-embed-text": ("search_query: ", "search_document: ")}
-_DEFAULT_SETTINGS = {"batch_size", "default_threshold"}
+_DEFAULT_SETTINGS = {"batch_size", "default_threshold", "precision", "threads"}
 _UNSAFE_NAME = re.compile(r"[^A-Za-z0-9._-]+")
 
 
@@ -57,6 +70,28 @@ class Embedder(Protocol):
     async def embed_documents(self, texts: Sequence[str]) -> list[list[float]]: ...
 
     async def embed_query(self, text: str) -> list[float]: ...
+
+
+class TurnLock:
+    """A lock taken in the order asked (threading.Lock promises no order: a background round's
+    next run could go before a query that was already waiting)."""
+
+    def __init__(self) -> None:
+        self._turns = threading.Condition()
+        self.asked = 0
+        self._serving = 0
+
+    def __enter__(self) -> None:
+        with self._turns:
+            turn = self.asked
+            self.asked += 1
+            while turn != self._serving:
+                self._turns.wait()
+
+    def __exit__(self, *_: object) -> None:
+        with self._turns:
+            self._serving += 1
+            self._turns.notify_all()
 
 
 class WordPieceCounter:
@@ -88,28 +123,53 @@ class WordPieceCounter:
         return total
 
 
+MODEL_RUN = 1
+"""Passages per MiniLM run. Measured on 2 cores (bench/indexing.py --sweep, real passages of
+a long book sorted by length): one passage a run costs the least CPU per passage, int8 and fp32
+alike, 15-30% less than runs of 16-32 (a passage's activations stay in the CPU's caches; more
+passages spill out of them), and wastes nothing on padding. It also bounds a query's wait behind
+the background to one passage's run."""
+
+
 class DefaultEmbedder:
-    """Chroma's all-MiniLM-L6-v2 (ONNX, 384 dims) on CPU, off the event loop, in batches."""
+    """Chroma's all-MiniLM-L6-v2 (ONNX, 384 dims) on CPU, off the event loop, in batches.
+
+    `precision` picks the build (see proxy.retrieval.minilm): `fp32`, Chroma's file as shipped;
+    `int8`, a quantized build made once beside it; `auto`, int8 where the CPU has 8-bit dot
+    products (VNNI, AMX), else fp32.
+    """
 
     name = "default-all-MiniLM-L6-v2"
 
     MAX_TOKENS = 256
     """MiniLM reads this many word pieces, [CLS] and [SEP] included; the rest is cut off."""
 
-    def __init__(self, *, batch_size: int = 32, default_threshold: float = MINILM_THRESHOLD):
+    def __init__(
+        self,
+        *,
+        batch_size: int = MODEL_RUN,
+        default_threshold: float = MINILM_THRESHOLD,
+        precision: Precision = "auto",
+        threads: int = 0,
+    ):
         self.batch_size = batch_size
         self.default_threshold = default_threshold
+        self.precision: Build = choose_build(precision, machine_flags())
+        self.threads = threads
         self._model: Any = None
         self._tokenizer: Any = None
         self._counter: WordPieceCounter | None = None
-        # ONNX Runtime already uses every core for one batch; one batch at a time keeps a
-        # query's wait short. The session is made once and kept for the process: making one
-        # costs ~0.15 s, as much as embedding a few passages.
-        self._lock = threading.Lock()
+        # ONNX Runtime already uses every core for one run; one run at a time, in the order
+        # asked, so a query waits for at most the run under way. The session is made once
+        # and kept for the process: making one costs ~0.15 s, as much as a few passages.
+        self._lock = TurnLock()
 
     @property
     def fingerprint(self) -> str:
-        return self.name
+        # fp32 keeps the fingerprint it always had: indexes made before stay valid.
+        if self.precision == "fp32":
+            return self.name
+        return f"{self.name}|{INT8_RECIPE}"
 
     def count_tokens(self, text: str) -> int:
         """Word pieces without [CLS]/[SEP], by MiniLM's own tokenizer (loaded without the model)."""
@@ -140,44 +200,63 @@ class DefaultEmbedder:
     def _embed_sync(self, texts: list[str]) -> list[list[float]]:
         with self._lock:
             model, tokenizer = self._load()
-            encoded = tokenizer.encode_batch(texts)
-            ids = np.array([e.ids for e in encoded], dtype=np.int64)
-            mask = np.array([e.attention_mask for e in encoded], dtype=np.int64)
-            inputs = {
-                "input_ids": ids,
-                "attention_mask": mask,
-                "token_type_ids": np.zeros_like(ids),
-            }
-            hidden = model.run(None, inputs)[0]
-        # Chroma's own pooling: attention-weighted mean, then unit length.
-        weights = mask[..., None].astype(np.float32)
-        pooled = (hidden * weights).sum(axis=1) / np.clip(weights.sum(axis=1), 1e-9, None)
-        pooled /= np.clip(np.linalg.norm(pooled, axis=1, keepdims=True), 1e-12, None)
-        result: list[list[float]] = pooled.astype(np.float32).tolist()
+            vectors = vectors_of(model, tokenizer, texts)
+        result: list[list[float]] = vectors.tolist()
         return result
 
     def _load(self) -> tuple[Any, Any]:
         if self._model is None:
-            import onnxruntime
             from chromadb.utils.embedding_functions import ONNXMiniLM_L6_V2
 
             function = ONNXMiniLM_L6_V2()
             fetch_minilm(function)
-            folder = Path(function.DOWNLOAD_PATH) / function.EXTRACTED_FOLDER_NAME
-            options = onnxruntime.SessionOptions()
-            # Spinning threads wait for work by burning CPU: on 2 cores shared with a parser,
-            # a background indexer or llama.cpp that made a batch ~1.4x slower (measured).
-            options.add_session_config_entry("session.intra_op.allow_spinning", "0")
-            options.inter_op_num_threads = 1
-            self._model = onnxruntime.InferenceSession(
-                str(folder / "model.onnx"), options, providers=["CPUExecutionProvider"]
-            )
+            source = Path(function.DOWNLOAD_PATH) / function.EXTRACTED_FOLDER_NAME / "model.onnx"
             # Chroma pads every input to 256 tokens, so a 10-token query cost as much as a
             # full passage (9x slower measured); padding to the batch's longest input gives
             # the same vectors (attention-masked pooling) for a fraction of the work.
             function.tokenizer.enable_padding(pad_id=0, pad_token="[PAD]")
-            self._tokenizer = function.tokenizer
+            tokenizer = function.tokenizer
+            if self.precision == "int8":
+                self._model = self._int8_session(source, tokenizer)
+            else:
+                self._model = self._session(source)
+            self._tokenizer = tokenizer
         return self._model, self._tokenizer
+
+    def _int8_session(self, source: Path, tokenizer: Any) -> Any:
+        """A session of the int8 build, made first if need be (checked against fp32's vectors);
+        a kept build that no longer loads is made again, once."""
+
+        def agreement(built: Path) -> float:
+            return lowest_cosine(self._session(source), self._session(built), tokenizer)
+
+        path, kept = build_int8(source, agreement)
+        if kept:
+            try:
+                return self._session(path)
+            except Exception as error:
+                log.warning("int8 embedding model unreadable: made again", error=str(error)[:300])
+                path.unlink(missing_ok=True)
+                path, kept = build_int8(source, agreement)
+        try:
+            return self._session(path)
+        finally:
+            if not kept:  # a private copy: the session holds the model now
+                discard_private(path)
+
+    def _session(self, path: Path) -> Any:
+        import onnxruntime
+
+        options = onnxruntime.SessionOptions()
+        # Spinning threads wait for work by burning CPU: on 2 cores shared with a parser,
+        # a background indexer or llama.cpp that made a batch ~1.4x slower, and doubled the
+        # CPU time per passage with 2 intra-op threads (bench/indexing.py --sweep). Threads:
+        # ONNX Runtime's default, one per physical core (1 or 2 cost the same CPU here; 2
+        # finish sooner when the cores are free).
+        options.add_session_config_entry("session.intra_op.allow_spinning", "0")
+        options.inter_op_num_threads = 1
+        options.intra_op_num_threads = self.threads
+        return onnxruntime.InferenceSession(str(path), options, providers=["CPUExecutionProvider"])
 
 
 def fetch_minilm(function: Any) -> None:

@@ -24,9 +24,14 @@ from proxy.retrieval.vectors import DocumentVectors, chunk_id
 log = structlog.get_logger(__name__)
 
 BACKGROUND_BATCH = 4
-"""Passages per background round: a waiting request's embedding goes next after at most one
-round (~0.1 s of MiniLM on 2 idle cores, ~0.8 s on busy ones), at about the same cost per
-passage as bigger batches."""
+"""Passages per background round (embedded, then stored together). A request's embedding
+goes before the next round, and a query's before the round's next model run (MiniLM runs one
+passage at a time: proxy.retrieval.embeddings.MODEL_RUN). Rounds of 4 to 32 cost the same per
+passage (bench/indexing.py); small ones leave requests' candidates less to wait for."""
+
+NEARBY = 1
+"""Passages on either side of a question's hit that the background embeds first with it (the
+answer often starts or ends in the passage next to the one that matched)."""
 
 Vector = npt.NDArray[np.float32]
 Vectors = dict[int, Vector]
@@ -69,6 +74,9 @@ class Progress:
     previews: dict[int, asyncio.Future[Vector]] = field(default_factory=dict)
     """Vectors of passages' heads, made for first questions while the document is indexed:
     concurrent first questions share them (they are never stored)."""
+    first: list[int] = field(default_factory=list)
+    """Passages the background embeds before the rest: around the lexical hits of the questions
+    asked meanwhile, the latest question's first."""
 
     @property
     def percent(self) -> int:
@@ -109,6 +117,14 @@ class Indexer:
         if found is None or found.total != len(passages.chunks):
             found = self._progress[passages.sha256] = Progress(len(passages.chunks))
         return found
+
+    def prefer(self, passages: DocumentPassages, ranked: Sequence[int]) -> None:
+        """Have the background embed the passages around `ranked` (a question's candidates and
+        lexical hits, best first) before the rest, so that the next question on the same part
+        of the document finds them with dense scores."""
+        progress = self.progress(passages)
+        nearby = nearby_first(ranked, len(passages.chunks))
+        progress.first = list(dict.fromkeys([*nearby, *progress.first]))
 
     def running(self, doc_sha256: str) -> bool:
         task = self._tasks.get(doc_sha256)
@@ -228,23 +244,33 @@ class Indexer:
                 if not claimed:
                     return False
             progress.stored |= await self.index.stored_indexes(doc.sha256, self.settings)
-            todo = [
-                chunk
-                for chunk in passages.chunks
-                if chunk.index not in progress.vectors and chunk.index not in progress.stored
-            ]
+            # Similar lengths in a batch pad less (MiniLM pads each batch to its longest).
+            rest = sorted(
+                (chunk.index for chunk in passages.chunks),
+                key=lambda i: len(passages.chunks[i].text),
+            )
             renewed = time.monotonic()
-            for start in range(0, len(todo), self.batch):
+            while True:
                 await self.gate.background_turn()
                 # Passages a request embedded meanwhile, or is embedding now, are left to it.
-                batch = [
-                    c
-                    for c in todo[start : start + self.batch]
-                    if c.index not in progress.vectors and c.index not in progress.embedding
-                ]
+                batch = self._next_batch(progress, rest)
                 if not batch:
+                    left = [
+                        i
+                        for i in range(len(passages.chunks))
+                        if i not in progress.vectors and i not in progress.stored
+                    ]
+                    if not left:
+                        break
+                    # Left to a request that is still embedding them: what fails there is
+                    # embedded here, so the document is never recorded complete without them.
+                    for i in left:
+                        if (pending := progress.embedding.get(i)) is not None:
+                            with contextlib.suppress(Exception):
+                                await asyncio.shield(pending)
+                    rest.extend(left)
                     continue
-                await self._embed(batch, progress)
+                await self._embed([passages.chunks[i] for i in batch], progress)
                 if self.leases is not None and time.monotonic() - renewed > self.leases.lease_s / 3:
                     renewed = time.monotonic()
                     if not await self.leases.renew(doc.sha256):
@@ -258,6 +284,27 @@ class Indexer:
                     await self.leases.release(doc.sha256)
             if self._tasks.get(doc.sha256) is asyncio.current_task():
                 self._tasks.pop(doc.sha256, None)
+
+    def _next_batch(self, progress: Progress, rest: list[int]) -> list[int]:
+        """The next passages to embed in the background: the preferred ones first, then the
+        rest in order; passages done, stored or being embedded are dropped from both lists."""
+
+        def wanted(i: int) -> bool:
+            return (
+                i not in progress.vectors
+                and i not in progress.stored
+                and i not in progress.embedding
+            )
+
+        batch: list[int] = []
+        for queue in (progress.first, rest):
+            taken = 0
+            while taken < len(queue) and len(batch) < self.batch:
+                if wanted(queue[taken]) and queue[taken] not in batch:
+                    batch.append(queue[taken])
+                taken += 1
+            del queue[:taken]
+        return batch
 
     async def _embed(self, batch: list[Chunk], progress: Progress) -> Vectors:
         """Embed and store passages, announcing them so that nobody embeds them twice."""
@@ -302,6 +349,18 @@ class Indexer:
         for task in tasks:
             with contextlib.suppress(BaseException):
                 await task
+
+
+def nearby_first(ranked: Sequence[int], total: int, reach: int = NEARBY) -> list[int]:
+    """Each of the `ranked` passages followed by its neighbours within `reach`, best first, each
+    passage once (indexes within 0..total-1)."""
+    order: dict[int, None] = {}
+    for index in ranked:
+        for step in range(reach + 1):
+            for near in (index - step, index + step):
+                if 0 <= near < total:
+                    order.setdefault(near)
+    return list(order)
 
 
 def _log_failure(name: str, task: asyncio.Task[bool]) -> None:

@@ -275,6 +275,10 @@ class Retriever:
         wanted = first_question_candidates(
             lexical, len(passages.chunks), self.new_document_candidates
         )
+        # The background embeds what lies around this question's candidates and lexical hits
+        # first: the next question on the same part finds them with dense scores.
+        hits = [i for text in queries for i, _ in passages.lexical.search(text, POOL)]
+        self.indexer.prefer(passages, [*wanted, *hits])
         made: Vectors = dict(self.indexer.progress(passages).vectors)
         made.update(await self.indexer.previews_for(passages, wanted, PREVIEW_TOKENS))
 

@@ -2,10 +2,14 @@
 
 from __future__ import annotations
 
+import asyncio
 import math
 import socket
-from collections.abc import AsyncIterator
+import time
+from collections.abc import AsyncIterator, Callable
+from typing import Any
 
+import numpy as np
 import pytest
 import pytest_asyncio
 
@@ -146,7 +150,7 @@ async def test_default_embedder_matches_chromas_own_function() -> None:
     from chromadb.utils.embedding_functions import ONNXMiniLM_L6_V2
 
     texts = ["short query?", "a much longer passage " * 30, "", "middle length text " * 5]
-    ours = await DefaultEmbedder(batch_size=3).embed_documents(texts)
+    ours = await DefaultEmbedder(batch_size=3, precision="fp32").embed_documents(texts)
     chromas = ONNXMiniLM_L6_V2()(texts)
     for mine, theirs in zip(ours, chromas, strict=True):
         assert max(abs(a - float(b)) for a, b in zip(mine, theirs, strict=True)) < 1e-5
@@ -155,11 +159,103 @@ async def test_default_embedder_matches_chromas_own_function() -> None:
 @pytest.mark.slow
 async def test_the_default_embedder_gives_chromas_vectors() -> None:
     # Our own session (no spinning) and padding to the batch's longest text change the cost,
-    # not the vectors.
+    # not the vectors (of the fp32 build; the int8 build is checked in test_minilm.py).
     from chromadb.utils.embedding_functions import ONNXMiniLM_L6_V2
 
     texts = ["short", "a somewhat longer passage about lighthouses and ships " * 6, "Формат A4"]
-    ours = await DefaultEmbedder().embed_documents(texts)
+    ours = await DefaultEmbedder(precision="fp32").embed_documents(texts)
     theirs = ONNXMiniLM_L6_V2()(texts)
     for mine, reference in zip(ours, theirs, strict=True):
         assert max(abs(a - float(b)) for a, b in zip(mine, reference, strict=True)) < 1e-4
+
+
+class SlowModel:
+    """Stands in for MiniLM's session: records each run's batch (texts by length in tokens) and
+    holds the first run until `release` says so."""
+
+    def __init__(self, release: Callable[[], bool]) -> None:
+        self.runs: list[list[int]] = []
+        self.release = release
+
+    def run(self, _: object, inputs: dict[str, np.ndarray]) -> list[np.ndarray]:
+        mask = inputs["attention_mask"]
+        if not self.runs:
+            deadline = time.monotonic() + 30  # a bound on a broken test, not a measurement
+            while not self.release() and time.monotonic() < deadline:
+                time.sleep(0.001)
+        self.runs.append([int(row.sum()) for row in mask])
+        return [np.ones((*mask.shape, 384), dtype=np.float32)]
+
+
+def ready_embedder(model: SlowModel, **settings: Any) -> DefaultEmbedder:
+    from proxy.retrieval.embeddings import _minilm_tokenizer
+
+    embedder = DefaultEmbedder(**settings)
+    tokenizer = _minilm_tokenizer()
+    tokenizer.enable_padding(pad_id=0, pad_token="[PAD]")
+    embedder._model, embedder._tokenizer = model, tokenizer
+    return embedder
+
+
+async def test_minilm_runs_one_passage_at_a_time_and_a_query_waits_for_one_run_at_most() -> None:
+    passages = [f"passage {n} " + "about the harbour and its ships " * 20 for n in range(4)]
+    holder: list[DefaultEmbedder] = []
+    # The background's first run is held until the query has asked for the model.
+    model = SlowModel(lambda: holder[0]._lock.asked >= 2)
+    embedder = ready_embedder(model)
+    holder.append(embedder)
+    background = asyncio.create_task(embedder.embed_documents(passages))
+    while not embedder._lock.asked:
+        await asyncio.sleep(0.001)
+    await embedder.embed_query("where?")
+    await background
+    long = len(model.runs[0]) == 1 and model.runs[0][0]
+    # One passage a run; the query went right after the run under way, before the others.
+    assert model.runs == [[long], [4], [long], [long], [long]]
+
+
+def test_the_batch_size_defaults_to_each_backends_own() -> None:
+    from proxy.config import load_settings
+    from proxy.retrieval.embeddings import MODEL_RUN
+    from proxy.wiring import make_embedder_from
+
+    assert MODEL_RUN == 1
+    default = make_embedder_from(load_settings(None, environ={}))
+    assert isinstance(default, DefaultEmbedder) and default.batch_size == MODEL_RUN
+    server = make_embedder_from(
+        load_settings(
+            None,
+            environ={},
+            overrides={"embeddings": {"backend": "openai", "base_url": "http://x/v1"}},
+        )
+    )
+    assert isinstance(server, OpenAIEmbedder) and server.batch_size == 64
+    chosen = make_embedder_from(
+        load_settings(None, environ={}, overrides={"embeddings": {"batch_size": 8}})
+    )
+    assert isinstance(chosen, DefaultEmbedder) and chosen.batch_size == 8
+
+
+def test_the_model_lock_is_taken_in_the_order_asked() -> None:
+    import threading
+
+    from proxy.retrieval.embeddings import TurnLock
+
+    lock = TurnLock()
+    order: list[int] = []
+
+    def take(n: int) -> None:
+        with lock:
+            order.append(n)
+
+    with lock:  # held while sixteen threads ask, one after the other
+        threads = []
+        for n in range(16):
+            thread = threading.Thread(target=take, args=(n,))
+            thread.start()
+            threads.append(thread)
+            while lock.asked < n + 2:
+                time.sleep(0.001)
+    for thread in threads:
+        thread.join(30)
+    assert order == list(range(16))
