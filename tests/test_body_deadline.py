@@ -69,7 +69,8 @@ def test_a_trickled_body_gets_408_at_its_deadline(
     )
     method = b"GET" if path == "/v1/models" else b"POST"
     head = (
-        method + b" " + path.encode() + b" HTTP/1.1\r\nHost: localhost\r\nContent-Type: " + content_type
+        method + b" " + path.encode() + b" HTTP/1.1\r\nHost: localhost\r\n"
+        + b"Content-Type: " + content_type
         + b"\r\nContent-Length: " + str(len(body)).encode() + b"\r\nConnection: close\r\n\r\n"
     )  # fmt: skip
     started = time.monotonic()

@@ -347,7 +347,8 @@ def test_a_trickled_body(make_proxy: Callable[..., str], servers: ServerThread) 
     base = make_proxy(server={"body_timeout_s": 30.0, "body_deadline_s": 2.0})
     body = b'{"messages": [{"role": "user", "content": "' + b"x" * 100 + b'"}]}'
     head = (
-        b"POST /v1/chat/completions HTTP/1.1\r\nHost: localhost\r\nContent-Type: application/json\r\n"
+        b"POST /v1/chat/completions HTTP/1.1\r\nHost: localhost\r\n"
+        b"Content-Type: application/json\r\n"
         b"Content-Length: " + str(len(body)).encode() + b"\r\n\r\n"
     )
     answer, _ = watched(servers, base, lambda attempt: lambda: trickle(base, head, body))
