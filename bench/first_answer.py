@@ -3,6 +3,7 @@
 Starts the proxy with its own local model (whatever `.[local]` installed in the Python given),
 waits for /healthz, asks a question about a PDF, then asks it again; prints the time to ready,
 to the first answer (parse, index, retrieve, generate) and to the second (document cached).
+The figures it measured are in docs/local-upstream.md.
 
     python bench/first_answer.py [--python .venv/bin/python] [--pdf PDF] [--max-tokens N]
 """

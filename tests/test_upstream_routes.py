@@ -84,7 +84,7 @@ READ_ONLY = [
     ("POST", "/v1/embeddings"),
     ("POST", "/v1/rerank"),
     ("GET", "/version"),
-    # What the proxy itself reads of the other kinds (README "Upstream servers"): their name,
+    # What the proxy itself reads of the other kinds (docs/upstreams.md): their name,
     # model, window and token counts.
     ("GET", "/.well-known/serviceinfo"),
     ("GET", "/get_model_info"),
