@@ -123,7 +123,7 @@ class ServerSettings(Section):
     body_timeout_s: float = Field(30, gt=0)
     body_deadline_s: float = Field(120, gt=0)  # a whole body, however steadily it trickles
     max_connections_per_client: int = Field(128, ge=0)  # 0: no cap
-    # Browsers (see README "Security"): names the Host header may carry besides loopback names,
+    # Browsers (see docs/security.md): names the Host header may carry besides loopback names,
     # IP addresses and `host`; origins of web pages allowed to call the proxy (CORS).
     allowed_hosts: list[str] = Field(default_factory=list)
     cors_origins: list[str] = Field(default_factory=list)
@@ -240,7 +240,7 @@ class OllamaSettings(Section):
 
 class UpstreamSettings(Section):
     base_url: str = "http://127.0.0.1:8080"
-    # auto: found once by probing the upstream (see README "Upstream servers"), or named here.
+    # auto: found once by probing the upstream (see docs/upstreams.md), or named here.
     kind: UpstreamKindSetting = "auto"
     api_key: str | None = None
     # POST /v1/responses: chat = translated to Chat Completions (upstreams that only speak chat);
@@ -383,7 +383,7 @@ class DocumentSettings(Section):
 CitationStyle = Literal["fields", "inline", "both"]
 ImageDetail = Literal["none", "low", "high", "auto"]
 """How a vision model gets a document's drawn pages: not at all, small, large, or large while
-the budget allows and small after (see README "Pages as images")."""
+the budget allows and small after (see docs/vision.md)."""
 Projector = Literal["gemma3", "qwen2vl", "qwen3vl", "llava", "estimate"]
 """Image-cost families: the tokens an image of a given size takes (proxy/upstream/image_cost)."""
 
@@ -477,11 +477,11 @@ class RetrievalSettings(Section):
     ranking: Literal["hybrid", "dense", "lexical"] = "hybrid"
     fill: Literal["passages", "neighbours", "none"] = "passages"
     # Text joined to each passage found, in the embedding model's tokens, cut at sentence ends:
-    # an answer just past a passage's edge still reaches the model (README, "Whole answers").
+    # an answer just past a passage's edge still reaches the model (docs/retrieval.md).
     window_before: int = Field(0, ge=0, le=2000)
     window_after: int = Field(0, ge=0, le=2000)
     # A question in another language than a document is translated by the upstream model to
-    # search it (one short call; README, "Languages"): auto = /v1/completions on llama.cpp and
+    # search it (one short call; docs/retrieval.md): auto = /v1/completions on llama.cpp and
     # vLLM (base models too), chat elsewhere; off = never.
     translate: Literal["auto", "chat", "completions", "off"] = "auto"
     translate_timeout_s: float = Field(10.0, gt=0, le=120)
@@ -496,7 +496,7 @@ class RetrievalSettings(Section):
 
 
 class VisionSettings(Section):
-    """Drawn pages of documents sent as images to models that see (README "Pages as images")."""
+    """Drawn pages of documents sent as images to models that see (docs/vision.md)."""
 
     images: ImageDetail = "auto"  # the default of enrich.images
     max_pages: int = Field(8, ge=0, le=100)  # page images per request
@@ -524,7 +524,7 @@ class FormatSettings(Section):
 
 
 class FileStoreSettings(Section):
-    """Where uploads (and, with s3, the shared parse cache) live; see README "Replicas"."""
+    """Where uploads (and, with s3, the shared parse cache) live; see docs/replicas.md."""
 
     backend: Literal["local", "s3"] = "local"
     bucket: str | None = None
@@ -556,7 +556,7 @@ class FileStoreSettings(Section):
 
 
 class VectorStoresSettings(Section):
-    """The OpenAI vector stores API and the file_search tool (see README "Vector stores")."""
+    """The OpenAI vector stores API and the file_search tool (see docs/vector-stores.md)."""
 
     # Files parsed and indexed at once by this process (the rest wait their turn).
     indexing_concurrency: int = Field(2, ge=1, le=32)

@@ -16,7 +16,7 @@ Send = Callable[[dict[str, Any]], None]
 FIGURE_SHARE = 0.03
 """A figure counts when its vector graphics cover at least this share of the page (3%: a small
 chart in one column of a two-column paper covers 8-25%; a rule under a heading, or a logo, far
-less). Measured on the corpus: see README "Pages as images"."""
+less). Measured on the corpus: see docs/vision.md."""
 FIGURE_ITEMS = 3
 """...and it is drawn with at least this many graphic strokes (curves, slanted lines, filled
 shapes; a bar chart may draw all its bars as one path of rectangles): a box around an abstract

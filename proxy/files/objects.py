@@ -74,7 +74,7 @@ def make_object_store(files: FileStoreSettings) -> S3Store:
 
 def check_conditional_writes(store: S3Store) -> None:
     """Refuse to start on a store that ignores If-None-Match / If-Match: deduplication and
-    deletion across replicas would silently lose files there (see README "Replicas")."""
+    deletion across replicas would silently lose files there (see docs/replicas.md)."""
     key = f"probe/conditional-{uuid.uuid4().hex}"
     try:
         first = obstore.put(store, key, b"1", mode="create")

@@ -163,7 +163,7 @@ class S3FileStore:
             owner=upload.owner,
         )
         # Checked again with what other replicas stored meanwhile (uploads in flight at the
-        # same moment on several replicas can still pass together: see README).
+        # same moment on several replicas can still pass together: see docs/replicas.md).
         quota = self.quota_bytes
         used = self.usage(upload.owner) + self.other_usage(upload.owner) if quota else 0
         if quota is not None and used + upload.size > quota:
@@ -332,7 +332,7 @@ class S3Upload:
     def abort(self) -> None:
         """Nothing of it stays: obstore's writer has no abort, so what was sent is completed
         and deleted (a crash instead leaves an incomplete multipart upload, which a bucket
-        lifecycle rule removes; see README)."""
+        lifecycle rule removes; see docs/replicas.md)."""
         if self._writer is not None:
             with contextlib.suppress(BaseError, OSError):
                 self._writer.close()

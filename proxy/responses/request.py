@@ -73,7 +73,7 @@ class Asked:
 
 
 def _file_search(tool: dict[str, Any], where: str) -> FileSearch:
-    """The file_search tool: the proxy searches the stores itself (see README)."""
+    """The file_search tool: the proxy searches the stores itself (see docs/replicas.md)."""
     ids = tool.get("vector_store_ids")
     if not isinstance(ids, list) or not ids or not all(isinstance(i, str) for i in ids):
         raise bad("must be a non-empty array of vector store ids", f"{where}.vector_store_ids")

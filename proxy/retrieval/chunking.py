@@ -16,7 +16,7 @@ from proxy.retrieval.headings import SEPARATOR, section_paths
 
 # MiniLM (the default embedder) reads at most 256 word pieces, two of them its [CLS] and
 # [SEP]: passages of up to 250 of its own tokens are embedded whole. Measured on the
-# retrieval eval (README, "How the defaults were chosen"): see DEFAULT_CHUNK_TOKENS below.
+# retrieval eval (docs/retrieval.md): see DEFAULT_CHUNK_TOKENS below.
 DEFAULT_CHUNK_TOKENS = 250
 DEFAULT_CHUNK_OVERLAP = 30
 # Bumped whenever the same settings would cut a document differently: indexes built by an

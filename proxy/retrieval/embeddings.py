@@ -40,7 +40,7 @@ MINILM_LANGUAGES = frozenset(
 )
 """all-MiniLM-L6-v2 was trained on English; Latin-script languages share its word pieces and
 get useful cosines (German questions on German notes: 11/19 found with them, 7/19 by words
-alone), Cyrillic is spelled letter by letter and its cosines are noise (README, "Languages"),
+alone), Cyrillic is spelled letter by letter and its cosines are noise (docs/retrieval.md),
 so Russian text is ranked by its words."""
 # The seed's value for nomic-embed-text-v1.5; not measured here (no nomic server offline).
 OPENAI_THRESHOLD = 0.5

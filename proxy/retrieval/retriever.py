@@ -33,7 +33,7 @@ OPENING_PASSAGES = 3
 """A new document's first passages are always among its first question's candidates."""
 PREVIEW_TOKENS = 128
 """A new document's candidates are ranked by the vectors of their first 128 tokens: half the
-cost of whole passages, for the same hits on the eval (README, "How the defaults were chosen")."""
+cost of whole passages, for the same hits on the eval (docs/retrieval.md)."""
 
 NO_WINDOW = WindowShape()
 

@@ -30,7 +30,7 @@ from proxy.stores.search import by_file
 FILL_DEPTH = 16
 """Candidates per file offered to the budget when it may be filled: a 4,096-token window's
 budget holds ~8 passages of 250 word pieces, and a larger window is better spent on the
-answer than on a long tail of weaker passages (README, "How the defaults were chosen")."""
+answer than on a long tail of weaker passages (docs/retrieval.md)."""
 
 
 def citation_of(meta: dict[str, Any]) -> str:
@@ -125,7 +125,7 @@ async def retrieve(exchange: Exchange, services: Services) -> None:
 
 class QuestionTranslations:
     """The request's question in each of its documents' languages that differs from its own:
-    asked of the upstream once per language (README, "Languages")."""
+    asked of the upstream once per language (docs/retrieval.md)."""
 
     def __init__(self, exchange: Exchange, services: Services) -> None:
         self.exchange = exchange
