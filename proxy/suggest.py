@@ -17,8 +17,25 @@ def closest_name(name: str, known: Iterable[str]) -> str | None:
         return text.lower().replace("-", "_")
 
     by_plain = {plain(candidate): candidate for candidate in known}
-    found = difflib.get_close_matches(plain(name), list(by_plain), n=1, cutoff=CUTOFF)
+    # A prefix every known name shares (`x_enrich_`) would make any name close to all of them:
+    # only what follows it is compared.
+    shared = _shared_prefix(list(by_plain)) if len(by_plain) > 1 else ""
+    wanted = plain(name)
+    if shared and wanted.startswith(shared):
+        rests = {key[len(shared) :]: key for key in by_plain}
+        found = difflib.get_close_matches(wanted[len(shared) :], list(rests), n=1, cutoff=CUTOFF)
+        return by_plain[rests[found[0]]] if found else None
+    found = difflib.get_close_matches(wanted, list(by_plain), n=1, cutoff=CUTOFF)
     return by_plain[found[0]] if found else None
+
+
+def _shared_prefix(names: list[str]) -> str:
+    """The characters every name begins with (the first and last in order share what all do)."""
+    first, last = min(names), max(names)
+    size = 0
+    while size < min(len(first), len(last)) and first[size] == last[size]:
+        size += 1
+    return first[:size]
 
 
 def did_you_mean(name: str, known: Iterable[str]) -> str:

@@ -88,7 +88,11 @@ def test_an_unknown_option_header_is_a_400_naming_it_and_the_known_ones(
         assert answer.status_code == 400
         error = answer.json()["error"]
         assert error["param"] == "X-Enrich-Stratgy"
-        assert "X-Enrich-Strategy" in error["message"] and "X-Enrich-Citations" in error["message"]
+        assert "did you mean `X-Enrich-Strategy`?" in error["message"]
+        answer = httpx.post(base + path, json=payload, headers={"X-Enrich-Zz": "1"}, timeout=30)
+        assert answer.status_code == 400  # no name is close: the known ones, all of them
+        message = answer.json()["error"]["message"]
+        assert "X-Enrich-Strategy" in message and "X-Enrich-Citations" in message
     assert upstream.requests == []
 
 

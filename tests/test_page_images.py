@@ -9,6 +9,7 @@ from __future__ import annotations
 import base64
 import json
 import os
+import time
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -361,6 +362,12 @@ def test_when_no_kept_page_fits_the_passages_get_the_whole_budget_back(
         "Figure 1: Revenue by quarter", pdf_part(chart_report_pdf(filler_pages=12, words=300))
     )
     body["enrich"] = {"affinity_threshold": 0.0}
+    # Both requests on the complete index: a new document's first questions rank fewer passages
+    # by meaning, so what they select depends on how far the background got.
+    deadline = time.monotonic() + 120
+    while set(preview(base, body)["decision"]["retrieval"]["indexed"].values()) != {100}:
+        assert time.monotonic() < deadline, "not indexed within 120 s"
+        time.sleep(0.2)
     decision = preview(base, body)["decision"]
     assert decision["images"]["pages"] == []
     assert "the passages took the whole budget" in decision["images"]["note"]
