@@ -256,6 +256,9 @@ class DefaultEmbedder:
         options.add_session_config_entry("session.intra_op.allow_spinning", "0")
         options.inter_op_num_threads = 1
         options.intra_op_num_threads = self.threads
+        # Errors only: loading the int8 build warns once per unused constant the quantizer
+        # left (a screenful on stderr at every start, harmless).
+        options.log_severity_level = 3
         return onnxruntime.InferenceSession(str(path), options, providers=["CPUExecutionProvider"])
 
 

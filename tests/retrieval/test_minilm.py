@@ -290,3 +290,15 @@ async def test_int8_vectors_stay_close_to_fp32_and_rank_the_same_on_real_passage
         top8 = list(np.argsort(-(theirs @ q8))[:5])
         # Near-ties may swap (0.776 against 0.773 measured); the places found stay.
         assert top8[0] in top32[:2] and len(set(top32) & set(top8)) >= 4
+
+
+async def test_loading_the_int8_build_writes_nothing_on_stderr(
+    capfd: pytest.CaptureFixture[str],
+) -> None:
+    # ONNX Runtime warns once per constant the quantizer left unused: a screenful at each start.
+    embedder = DefaultEmbedder(precision="int8")
+    await embedder.embed_query("where is the lighthouse?")  # built (or found) and loaded
+    capfd.readouterr()
+    loaded = DefaultEmbedder(precision="int8")
+    assert len(await loaded.embed_query("where is the lighthouse?")) == 384
+    assert capfd.readouterr().err == ""
