@@ -290,3 +290,41 @@ async def test_int8_vectors_stay_close_to_fp32_and_rank_the_same_on_real_passage
         top8 = list(np.argsort(-(theirs @ q8))[:5])
         # Near-ties may swap (0.776 against 0.773 measured); the places found stay.
         assert top8[0] in top32[:2] and len(set(top32) & set(top8)) >= 4
+
+
+async def test_another_precision_embeds_documents_again_in_place(tmp_path: Path) -> None:
+    from proxy.retrieval.index import VectorIndex
+    from proxy.retrieval.retriever import Retriever
+    from tests.retrieval.support import CountingEmbedder, text_document
+
+    doc = text_document([f"Page {n} is about the harbour and its {n} ships." for n in range(12)])
+
+    def retriever(precision: minilm.Build) -> Retriever:
+        embedder = CountingEmbedder(DefaultEmbedder(precision=precision))
+        return Retriever(
+            index=VectorIndex.embedded(tmp_path / "chroma", embedder),
+            embedder=embedder,
+            count_tokens=embedder.count_tokens,
+            chunk_tokens=16,
+            chunk_overlap=0,
+            passages_dir=tmp_path / "passages",
+        )
+
+    before = retriever("fp32")
+    assert before.settings.endswith(";embedder=default-all-MiniLM-L6-v2")  # as before builds
+    assert await before.ensure_indexed(doc)
+    count = len((await before.passages(doc)).chunks)
+    await before.close()
+    after = retriever("int8")
+    assert after.settings.endswith(f";embedder=default-all-MiniLM-L6-v2|{INT8_RECIPE}")
+    assert not await after.index.is_indexed(doc.sha256, after.settings)
+    assert await after.ensure_indexed(doc)
+    embedded = after.embedder
+    assert isinstance(embedded, CountingEmbedder) and len(embedded.documents) == count
+    assert not (await after.passages(doc)).fresh  # passages and BM25 read back, not made again
+    chunks, _ = await after.index.call(after.index._collections)
+    assert await after.index.call(chunks.count) == count  # replaced, not added beside
+    client = after.index._client
+    assert client is not None  # and no collection beside the one and its manifest:
+    assert len(await after.index.call(client.list_collections)) == 2
+    await after.close()
