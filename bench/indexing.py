@@ -147,23 +147,26 @@ def compare(args: argparse.Namespace) -> None:
                     f" {result['run']}, rounds of {result['round']}; load {result['load']:.1f})",
                     flush=True,
                 )
-    print("| book | passages | today: s, passages/s | new: s, passages/s | speed-up (median) |")
+    print(
+        "| book | passages | today: s, passages/s, CPU ms/passage"
+        " | new: s, passages/s, CPU ms/passage | speed-up: wall, CPU (median) |"
+    )
     print("|---|---|---|---|---|")
     for book in books:
         old, ours = results[("today", book)], results[("new", book)]
         ratios = [a["seconds"] / b["seconds"] for a, b in zip(old, ours, strict=True)]
+        cpu_ratios = [a["cpu"] / b["cpu"] for a, b in zip(old, ours, strict=True)]
+
+        def cells(runs: list[dict[str, Any]]) -> str:
+            return (
+                f"{statistics.median(r['seconds'] for r in runs):.0f} s,"
+                f" {statistics.median(r['per_s'] for r in runs):.1f},"
+                f" {statistics.median(1000 * r['cpu'] / r['passages'] for r in runs):.0f}"
+            )
+
         print(
-            f"| {book} | {old[0]['passages']} | "
-            f"{statistics.median(r['seconds'] for r in old):.0f} s,"
-            f" {statistics.median(r['per_s'] for r in old):.1f} | "
-            f"{statistics.median(r['seconds'] for r in ours):.0f} s,"
-            f" {statistics.median(r['per_s'] for r in ours):.1f} | "
-            f"{statistics.median(ratios):.2f}x (runs: {', '.join(f'{x:.2f}' for x in ratios)}) |"
-        )
-        cpu_ratio = statistics.median(a["cpu"] / b["cpu"] for a, b in zip(old, ours, strict=True))
-        print(
-            f"  CPU seconds per passage: today {old[0]['cpu'] / old[0]['passages']:.3f},"
-            f" new {ours[0]['cpu'] / ours[0]['passages']:.3f} ({cpu_ratio:.2f}x less)"
+            f"| {book} | {old[0]['passages']} | {cells(old)} | {cells(ours)} |"
+            f" {statistics.median(ratios):.2f}x, {statistics.median(cpu_ratios):.2f}x |"
         )
     print(f"load average {os.getloadavg()[0]:.1f} at end")
 

@@ -328,3 +328,25 @@ async def test_another_precision_embeds_documents_again_in_place(tmp_path: Path)
     assert client is not None  # and no collection beside the one and its manifest:
     assert len(await after.index.call(client.list_collections)) == 2
     await after.close()
+
+
+@pytest.mark.parametrize("build", ["fp32", "int8"])
+async def test_a_passages_vector_does_not_depend_on_what_is_embedded_with_it_or_before(
+    build: minilm.Build,
+) -> None:
+    # The same document indexed by two processes, or resumed after a crash, or with its
+    # passages reordered by the questions asked, gets the same vectors: one passage per model
+    # run (the default) leaves no padding and no shared int8 activation scale between texts.
+    text = "The lighthouse keeper counted forty-two ships in the harbour that winter."
+    others = [
+        "ok",
+        "A much longer passage about whaling, the Pequod, its crew and the white whale " * 12,
+        "Die Fundamentalgruppe eines wegzusammenhängenden Raumes hängt nicht vom Basispunkt ab.",
+    ]
+    alone = np.asarray(await DefaultEmbedder(precision=build).embed_documents([text]))
+    embedder = DefaultEmbedder(precision=build)
+    await embedder.embed_documents(others)  # run before it
+    among = await embedder.embed_documents([others[1], text, others[0], others[2]])
+    after = await embedder.embed_documents([text])
+    assert np.array_equal(np.asarray(among[1:2]), alone)
+    assert np.array_equal(np.asarray(after), alone)
