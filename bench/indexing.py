@@ -147,23 +147,26 @@ def compare(args: argparse.Namespace) -> None:
                     f" {result['run']}, rounds of {result['round']}; load {result['load']:.1f})",
                     flush=True,
                 )
-    print("| book | passages | today: s, passages/s | new: s, passages/s | speed-up (median) |")
+    print(
+        "| book | passages | today: s, passages/s, CPU ms/passage"
+        " | new: s, passages/s, CPU ms/passage | speed-up: wall, CPU (median) |"
+    )
     print("|---|---|---|---|---|")
     for book in books:
         old, ours = results[("today", book)], results[("new", book)]
         ratios = [a["seconds"] / b["seconds"] for a, b in zip(old, ours, strict=True)]
+        cpu_ratios = [a["cpu"] / b["cpu"] for a, b in zip(old, ours, strict=True)]
+
+        def cells(runs: list[dict[str, Any]]) -> str:
+            return (
+                f"{statistics.median(r['seconds'] for r in runs):.0f} s,"
+                f" {statistics.median(r['per_s'] for r in runs):.1f},"
+                f" {statistics.median(1000 * r['cpu'] / r['passages'] for r in runs):.0f}"
+            )
+
         print(
-            f"| {book} | {old[0]['passages']} | "
-            f"{statistics.median(r['seconds'] for r in old):.0f} s,"
-            f" {statistics.median(r['per_s'] for r in old):.1f} | "
-            f"{statistics.median(r['seconds'] for r in ours):.0f} s,"
-            f" {statistics.median(r['per_s'] for r in ours):.1f} | "
-            f"{statistics.median(ratios):.2f}x (runs: {', '.join(f'{x:.2f}' for x in ratios)}) |"
-        )
-        cpu_ratio = statistics.median(a["cpu"] / b["cpu"] for a, b in zip(old, ours, strict=True))
-        print(
-            f"  CPU seconds per passage: today {old[0]['cpu'] / old[0]['passages']:.3f},"
-            f" new {ours[0]['cpu'] / ours[0]['passages']:.3f} ({cpu_ratio:.2f}x less)"
+            f"| {book} | {old[0]['passages']} | {cells(old)} | {cells(ours)} |"
+            f" {statistics.median(ratios):.2f}x, {statistics.median(cpu_ratios):.2f}x |"
         )
     print(f"load average {os.getloadavg()[0]:.1f} at end")
 
@@ -278,8 +281,9 @@ def collapse(text: str) -> str:
 
 
 def agreement(args: argparse.Namespace) -> None:
-    """Cosine between the two builds' vectors of every passage of the eval's documents, and how
-    each build ranks those passages for the eval's 48 questions (dense ranking alone)."""
+    """Cosine between the two builds' vectors of every passage of the tuning half's corpus
+    documents (and the two books), and how each build ranks those passages for their questions
+    (dense ranking alone)."""
     import numpy as np
 
     sys.path.insert(0, str(ROOT))
@@ -288,7 +292,7 @@ def agreement(args: argparse.Namespace) -> None:
     from proxy.retrieval.chunking import chunk_document
     from proxy.retrieval.embeddings import DefaultEmbedder
 
-    spec = json.loads((BENCH / "retrieval_questions.json").read_text())
+    spec = json.loads((BENCH / "eval" / "tuning.json").read_text())
     fp32, int8 = DefaultEmbedder(precision="fp32"), DefaultEmbedder(precision="int8")
 
     async def run() -> None:
@@ -296,10 +300,19 @@ def agreement(args: argparse.Namespace) -> None:
         same_first = overlap = found32 = found8 = 0
         ranks32: list[int] = []
         ranks8: list[int] = []
-        questions = spec["questions"]
-        documents = dict(spec["documents"])
+        # The tuning half's documents that lie in the corpus (the others are fetched by
+        # bench/eval/documents.py), by their id, and the two books.
+        documents = {
+            key: {"path": info["source"].split(":", 1)[1]}
+            for key, info in spec["documents"].items()
+            if info["source"].startswith("corpus:")
+        }
+        questions = [q for q in spec["questions"] if q["doc"] in documents]
         for name in BOOKS:
-            documents.setdefault(name, {"path": BOOKS[name]})
+            if not any(
+                CORPUS / info["path"] == CORPUS / BOOKS[name] for info in documents.values()
+            ):
+                documents.setdefault(name, {"path": BOOKS[name]})
         with tempfile.TemporaryDirectory() as directory:
             parser = DocumentParser(Path(directory), workers=1)
             try:

@@ -147,6 +147,15 @@ def without_nan_guards(model: Any) -> int:
     for node in kept:
         for k, name in enumerate(node.input):
             node.input[k] = renamed.get(name, name)
+    # The guards' zeros are left unused: ONNX Runtime warns about each one at every load.
+    used = {name for node in kept for name in node.input} | graph_outputs
+    unused = {name for i in dropped for name in nodes[i].input} - used
+    kept = [
+        node for node in kept if not (node.op_type == "Constant" and set(node.output) <= unused)
+    ]
+    initializers = [i for i in model.graph.initializer if i.name not in unused]
+    del model.graph.initializer[:]
+    model.graph.initializer.extend(initializers)
     del model.graph.node[:]
     model.graph.node.extend(kept)
     return len(dropped) // 2

@@ -139,6 +139,7 @@ def test_the_nan_guard_goes_and_the_outputs_stay(tmp_path: Path) -> None:
     assert without_nan_guards(model) == 1
     assert [node.op_type for node in model.graph.node] == ["MatMul", "Softmax", "MatMul"]
     assert model.graph.node[2].input[0] == "probs"
+    assert [tensor.name for tensor in model.graph.initializer] == ["w", "v"]  # the zero went
     onnx.save(model, str(tmp_path / "unguarded.onnx"))
     x = np.random.default_rng(1).standard_normal((4, 16)).astype(np.float32)
     assert np.array_equal(run(source, x), run(tmp_path / "unguarded.onnx", x))
@@ -248,7 +249,7 @@ async def test_the_int8_build_of_minilm_is_made_where_chroma_keeps_it_and_loads_
 ) -> None:
     # A copy of Chroma's folder, so that this test builds for itself.
     folder = tmp_path / "onnx"
-    shutil.copytree(minilm_folder(), folder)
+    shutil.copytree(minilm_folder(), folder, ignore=shutil.ignore_patterns("*model.int8-*"))
     from chromadb.utils.embedding_functions import ONNXMiniLM_L6_V2
 
     monkeypatch.setattr(ONNXMiniLM_L6_V2, "DOWNLOAD_PATH", tmp_path)
@@ -257,6 +258,12 @@ async def test_the_int8_build_of_minilm_is_made_where_chroma_keeps_it_and_loads_
     vector = await embedder.embed_query("where is the lighthouse?")
     built = list(folder.glob(f"model.{INT8_RECIPE}.*.onnx"))
     assert len(built) == 1 and len(vector) == 384
+    graph = onnx.load(str(built[0])).graph
+    used = {name for node in graph.node for name in node.input}
+    unused = [
+        n.output[0] for n in graph.node if n.op_type == "Constant" and n.output[0] not in used
+    ]
+    assert not unused  # nothing for ONNX Runtime to warn about at each load
     assert built[0].stat().st_size < (folder / "model.onnx").stat().st_size / 3
     built[0].write_bytes(b"damaged")  # a damaged build is made again
     again = DefaultEmbedder(precision="int8")
@@ -302,3 +309,63 @@ async def test_loading_the_int8_build_writes_nothing_on_stderr(
     loaded = DefaultEmbedder(precision="int8")
     assert len(await loaded.embed_query("where is the lighthouse?")) == 384
     assert capfd.readouterr().err == ""
+
+
+async def test_another_precision_embeds_documents_again_in_place(tmp_path: Path) -> None:
+    from proxy.retrieval.index import VectorIndex
+    from proxy.retrieval.retriever import Retriever
+    from tests.retrieval.support import CountingEmbedder, text_document
+
+    doc = text_document([f"Page {n} is about the harbour and its {n} ships." for n in range(12)])
+
+    def retriever(precision: minilm.Build) -> Retriever:
+        embedder = CountingEmbedder(DefaultEmbedder(precision=precision))
+        return Retriever(
+            index=VectorIndex.embedded(tmp_path / "chroma", embedder),
+            embedder=embedder,
+            count_tokens=embedder.count_tokens,
+            chunk_tokens=16,
+            chunk_overlap=0,
+            passages_dir=tmp_path / "passages",
+        )
+
+    before = retriever("fp32")
+    assert before.settings.endswith(";embedder=default-all-MiniLM-L6-v2")  # as before builds
+    assert await before.ensure_indexed(doc)
+    count = len((await before.passages(doc)).chunks)
+    await before.close()
+    after = retriever("int8")
+    assert after.settings.endswith(f";embedder=default-all-MiniLM-L6-v2|{INT8_RECIPE}")
+    assert not await after.index.is_indexed(doc.sha256, after.settings)
+    assert await after.ensure_indexed(doc)
+    embedded = after.embedder
+    assert isinstance(embedded, CountingEmbedder) and len(embedded.documents) == count
+    assert not (await after.passages(doc)).fresh  # passages and BM25 read back, not made again
+    chunks, _ = await after.index.call(after.index._collections)
+    assert await after.index.call(chunks.count) == count  # replaced, not added beside
+    client = after.index._client
+    assert client is not None  # and no collection beside the one and its manifest:
+    assert len(await after.index.call(client.list_collections)) == 2
+    await after.close()
+
+
+@pytest.mark.parametrize("build", ["fp32", "int8"])
+async def test_a_passages_vector_does_not_depend_on_what_is_embedded_with_it_or_before(
+    build: minilm.Build,
+) -> None:
+    # The same document indexed by two processes, or resumed after a crash, or with its
+    # passages reordered by the questions asked, gets the same vectors: one passage per model
+    # run (the default) leaves no padding and no shared int8 activation scale between texts.
+    text = "The lighthouse keeper counted forty-two ships in the harbour that winter."
+    others = [
+        "ok",
+        "A much longer passage about whaling, the Pequod, its crew and the white whale " * 12,
+        "Die Fundamentalgruppe eines wegzusammenhängenden Raumes hängt nicht vom Basispunkt ab.",
+    ]
+    alone = np.asarray(await DefaultEmbedder(precision=build).embed_documents([text]))
+    embedder = DefaultEmbedder(precision=build)
+    await embedder.embed_documents(others)  # run before it
+    among = await embedder.embed_documents([others[1], text, others[0], others[2]])
+    after = await embedder.embed_documents([text])
+    assert np.array_equal(np.asarray(among[1:2]), alone)
+    assert np.array_equal(np.asarray(after), alone)

@@ -191,3 +191,26 @@ def test_a_file_added_again_while_indexing_is_indexed_with_its_new_attributes(
     )
     assert done.attributes == {"version": 2}
     assert client.vector_stores.retrieve(store.id).file_counts.total == 1
+
+
+def test_files_stay_completed_and_searchable_when_another_precision_embeds_them_again(
+    make_proxy: Callable[..., str], servers: ServerThread
+) -> None:
+    # README, "Changing the precision indexes documents again": the default embedder's other
+    # build has another fingerprint; a store's files are not sent back to in_progress for it.
+    def minilm(precision: str) -> dict[str, Any]:
+        return {"backend": "default", "precision": precision}
+
+    client = sdk(make_proxy(vector_stores=FAST, retrieval=SMALL, embeddings=minilm("fp32")))
+    ids = upload_topics(client)
+    store = client.vector_stores.create(name="built", file_ids=list(ids.values()))
+    wait_until(lambda: completed(client, store.id))
+    stop_last(servers)
+
+    again = sdk(make_proxy(vector_stores=FAST, retrieval=SMALL, embeddings=minilm("int8")))
+    found = again.vector_stores.retrieve(store.id)
+    assert found.status == "completed" and found.file_counts.completed == 3
+    results = list(again.vector_stores.search(store.id, query=CATS))
+    assert results[0].file_id == ids["lighthouse.txt"]
+    files = again.vector_stores.files.list(store.id)
+    assert [f.status for f in files] == ["completed"] * 3
