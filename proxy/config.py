@@ -26,6 +26,7 @@ from pydantic import (
     model_validator,
 )
 
+from proxy.languages import LANGUAGE_NAMES
 from proxy.suggest import did_you_mean
 
 ENV_PREFIX = "PROXY__"
@@ -444,8 +445,6 @@ class EmbeddingSettings(Section):
     @field_validator("languages")
     @classmethod
     def _known_languages(cls, value: list[str] | None) -> list[str] | None:
-        from proxy.retrieval.translation import LANGUAGE_NAMES
-
         unknown = [name for name in value or [] if name not in LANGUAGE_NAMES]
         if unknown:
             raise ValueError(f"unknown languages {unknown}; known: {sorted(LANGUAGE_NAMES)}")

@@ -16,7 +16,7 @@ from proxy.pipeline.strategy import Strategy
 
 if TYPE_CHECKING:
     from proxy.pipeline.inflight import Held
-    from proxy.pipeline.stages.pages import PagesState
+    from proxy.pipeline.page_state import PagesState
     from proxy.stores.filters import Filter
     from proxy.stores.records import StoreRecord
 

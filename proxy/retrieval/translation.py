@@ -13,27 +13,13 @@ import aiohttp
 import structlog
 from cachetools import LRUCache
 
+from proxy.languages import LANGUAGE_NAMES
 from proxy.upstream.client import UpstreamClient
 
 log = structlog.get_logger(__name__)
 
 Endpoint = Literal["chat", "completions"]
 
-LANGUAGE_NAMES = {
-    "english": "English",
-    "german": "German",
-    "french": "French",
-    "spanish": "Spanish",
-    "italian": "Italian",
-    "portuguese": "Portuguese",
-    "dutch": "Dutch",
-    "russian": "Russian",
-    "swedish": "Swedish",
-    "danish": "Danish",
-    "norwegian": "Norwegian",
-    "turkish": "Turkish",
-}
-"""The languages the lexical index tells apart (proxy.retrieval.lexical), by their English names."""
 
 # Two questions in every language, the same two: a base model continues the pattern, an
 # instruction-tuned one follows it (both seen with llama.cpp's /v1/completions).

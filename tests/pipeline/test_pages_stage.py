@@ -13,6 +13,7 @@ from proxy.documents.drawn import DrawnPage
 from proxy.documents.model import Page, ParsedDocument
 from proxy.pipeline.decision import ImagesRecord
 from proxy.pipeline.exchange import Exchange
+from proxy.pipeline.page_state import PagesState
 from proxy.pipeline.stages import pages as stage
 from proxy.retrieval.budget import Passage, PassageBudget, PassageSelection
 from proxy.upstream.image_cost import ImageCost
@@ -31,7 +32,7 @@ def stubbed(monkeypatch: pytest.MonkeyPatch) -> Exchange:
     exchange = Exchange("r", {"model": "m", "messages": []})
 
     async def sight_for(exchange: Exchange, services: Any) -> Sight:
-        exchange.pages = stage.PagesState(sight)
+        exchange.pages = PagesState(sight)
         exchange.decision.images = ImagesRecord(True, "test", "gemma3", "test", False, "auto")
         return sight
 

@@ -9,7 +9,6 @@ import asyncio
 import hashlib
 import math
 from collections.abc import Awaitable, Callable, Sequence
-from dataclasses import dataclass, field
 from typing import Any
 
 import structlog
@@ -23,13 +22,13 @@ from proxy.pipeline.exchange import Exchange
 from proxy.pipeline.page_plan import (
     LABEL_TOKENS,
     Asked,
-    Detail,
     ImagePlan,
     PageCandidate,
     details,
     plan_images,
     sizes_wanted,
 )
+from proxy.pipeline.page_state import PagesState, Pricing
 from proxy.pipeline.references import FileRef, last_user_index
 from proxy.pipeline.services import Services
 from proxy.pipeline.strategy import INJECT, RETRIEVAL, available_tokens, measure_context
@@ -40,33 +39,6 @@ log = structlog.get_logger(__name__)
 
 CHARS_PER_TOKEN = 4
 """A budget in characters (no known window) prices an image at this many per token."""
-
-
-@dataclass
-class Pricing:
-    """Sizes and token counts of candidate pages at each detail, for one request."""
-
-    sight: Sight
-    low_px: int
-    high_px: int
-    counts: dict[tuple[int, int], int]
-
-    def size(self, page: PageCandidate, detail: Detail) -> tuple[int, int]:
-        return self.sight.cost.size(
-            page.width_pt, page.height_pt, detail, self.low_px, self.high_px
-        )
-
-
-@dataclass
-class PagesState:
-    """A request's page images: the model's sight, the documents (and their bytes) whose pages
-    may go, how they are priced, and the plan once made."""
-
-    sight: Sight
-    documents: dict[str, ParsedDocument] = field(default_factory=dict)
-    data: dict[str, bytes] = field(default_factory=dict)
-    pricing: Pricing | None = None
-    plan: ImagePlan | None = None
 
 
 def _wants_images(exchange: Exchange) -> bool:

@@ -10,6 +10,7 @@ from typing import Any
 from proxy.documents.model import ParsedDocument
 from proxy.documents.report import location_fragment
 from proxy.guard.neutralise import GuardReport
+from proxy.languages import LANGUAGE_NAMES
 from proxy.pipeline.decision import Candidate, RetrievalRecord
 from proxy.pipeline.exchange import Exchange, FileSearch
 from proxy.pipeline.prompts import citations_prompt, no_citations_prompt
@@ -21,7 +22,7 @@ from proxy.pipeline.stages.pages import select_with_pages
 from proxy.retrieval.budget import Passage, PassageBudget, PassageSelection
 from proxy.retrieval.lexical import query_language
 from proxy.retrieval.retriever import Scored
-from proxy.retrieval.translation import LANGUAGE_NAMES, Endpoint, Translation, translatable
+from proxy.retrieval.translation import Endpoint, Translation, translatable
 from proxy.retrieval.windows import WindowShape
 from proxy.stores.chunking import reference
 from proxy.stores.records import FileRecord
