@@ -10,13 +10,9 @@ from pathlib import Path
 from typing import Any
 
 from proxy.config import ConfigError, Settings, load_settings
+from proxy.errors import StartupError
 from proxy.logs import configure_logging, log_line
 from proxy.upstream.launch import LlamaServerError
-
-
-class StartupError(Exception):
-    """The proxy cannot start; the message says why and what to do, in one line."""
-
 
 USAGE = """\
 python -m proxy [serve] [--config PATH] [--host HOST] [--port PORT] [--upstream URL]

@@ -71,3 +71,7 @@ class UpstreamTimeout(ProxyError):
 
     status = 504
     type = "upstream_timeout"
+
+
+class StartupError(Exception):
+    """The proxy cannot start; the message says why and what to do, in one line."""

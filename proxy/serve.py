@@ -13,8 +13,8 @@ from typing import TypedDict
 import structlog
 from aiohttp import web
 
-from proxy.cli import StartupError
 from proxy.config import ConfigError, Settings
+from proxy.errors import StartupError
 from proxy.http.app import make_app
 from proxy.http.connections import AddressGate, GatedSite
 from proxy.http.keys import SERVICES
