@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import base64
 import os
+import shutil
 import signal
 import socket
 import subprocess
@@ -240,7 +241,13 @@ def test_a_local_server_that_cannot_start_is_one_line_that_says_why(
     command: Callable[..., tuple[subprocess.Popen[bytes], Path]], tmp_path: Path
 ) -> None:
     missing = tmp_path / "no-such-model.gguf"
-    with_model = {"PROXY__UPSTREAM__SPAWN__MODEL": str(missing)}
+    with_model = {
+        "PROXY__UPSTREAM__SPAWN__MODEL": str(missing),
+        # A binary that exists, so that the model is what is missing whether or not the
+        # optional local extra (xllamacpp) is installed.
+        "PROXY__UPSTREAM__SPAWN__BACKEND": "binary",
+        "PROXY__UPSTREAM__SPAWN__BINARY": shutil.which("true") or "/bin/true",
+    }
     process, log = command("--spawn-llama-server", "--port", str(free_port()), env=with_model)
     assert process.wait(60) == 1
     text = log.read_text()
