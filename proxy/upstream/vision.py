@@ -145,9 +145,9 @@ def _lmstudio_card(listing: Any, key: str, model: str | None) -> dict[str, Any] 
     if not isinstance(cards, list):
         return None
     dicts = [card for card in cards if isinstance(card, dict)]
-    named = [card for card in dicts if model in (card.get("key"), card.get("id"))]
-    # One model loaded and none named: that one answers.
-    return named[0] if named else (dicts[0] if len(dicts) == 1 and not model else None)
+    if not model:  # none named: the one model listed answers, if there is only one
+        return dicts[0] if len(dicts) == 1 else None
+    return next((card for card in dicts if model in (card.get("key"), card.get("id"))), None)
 
 
 async def lmstudio(upstream: UpstreamClient, model: str | None) -> Sight:

@@ -181,3 +181,14 @@ async def test_lm_studio_says_it_in_its_model_list(
     assert sight.sees is sees
     where = "/api/v1/models capabilities.vision" if v1 else "/api/v0/models type"
     assert where in sight.source
+
+
+async def test_lm_studio_without_the_model_asked_does_not_see(
+    servers: ServerThread, session: aiohttp.ClientSession
+) -> None:
+    from tests.fakes.lmstudio import FakeLmStudio
+
+    fake = FakeLmStudio(model_id="qwen2-vl-7b-instruct", vision=True)
+    sight = await served(fake, servers, session).sight("another-model")
+    assert not sight.sees and "does not list the model" in sight.source
+    assert not sight.keep  # asked again: the model may be loaded later
