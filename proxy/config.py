@@ -195,8 +195,7 @@ class SpawnSettings(Section):
         return value
 
 
-UpstreamKindSetting = Literal[
-    "auto",
+UpstreamKind = Literal[
     "llamacpp",
     "vllm",
     "sglang",
@@ -211,6 +210,8 @@ UpstreamKindSetting = Literal[
     "openai-compatible",
     "other",
 ]
+"""The kinds of upstream server the proxy tells apart (proxy.upstream.detect)."""
+UpstreamKindSetting = Literal["auto", UpstreamKind]
 TokenizerSetting = Literal[
     "auto",
     "llamacpp",

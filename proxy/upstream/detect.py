@@ -15,9 +15,10 @@ from typing import Any
 
 import structlog
 
+from proxy.config import UpstreamKind
 from proxy.errors import ProxyError
 from proxy.upstream.client import UpstreamClient
-from proxy.upstream.facts import Detection, UpstreamKind
+from proxy.upstream.facts import Detection
 
 log = structlog.get_logger(__name__)
 

@@ -4,40 +4,13 @@ it was learnt (the upstream's kind, a model's window, its tokenizer)."""
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Generic, Literal, TypeVar
+from typing import Any, Generic, TypeVar, get_args
+
+from proxy.config import UpstreamKind
 
 T = TypeVar("T")
 
-UpstreamKind = Literal[
-    "llamacpp",
-    "vllm",
-    "sglang",
-    "ollama",
-    "lmstudio",
-    "tgi",
-    "koboldcpp",
-    "tabbyapi",
-    "textgen",
-    "llama-cpp-python",
-    "openrouter",
-    "openai-compatible",
-    "other",
-]
-KINDS: tuple[UpstreamKind, ...] = (
-    "llamacpp",
-    "vllm",
-    "sglang",
-    "ollama",
-    "lmstudio",
-    "tgi",
-    "koboldcpp",
-    "tabbyapi",
-    "textgen",
-    "llama-cpp-python",
-    "openrouter",
-    "openai-compatible",
-    "other",
-)
+KINDS: tuple[UpstreamKind, ...] = get_args(UpstreamKind)
 
 
 @dataclass(frozen=True)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from proxy.upstream.facts import UpstreamKind
+from proxy.config import UpstreamKind
 
 ANSWER_RESERVE = 512
 """Tokens kept free for the answer, when the request sets no max_tokens, on servers that cut a

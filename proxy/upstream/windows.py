@@ -5,9 +5,9 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable
 from typing import Any
 
-from proxy.config import Settings
+from proxy.config import Settings, UpstreamKind
 from proxy.upstream.client import UpstreamClient
-from proxy.upstream.facts import ContextWindow, Detection, UpstreamKind
+from proxy.upstream.facts import ContextWindow, Detection
 from proxy.upstream.ollama.api import default_num_ctx, loaded_context, read_show
 
 Learner = Callable[[UpstreamClient, str | None, Settings, Detection], Awaitable[ContextWindow]]

@@ -6,6 +6,7 @@ import asyncio
 import json
 from typing import Any
 
+from proxy.config import UpstreamKind
 from proxy.formats import (
     InstructFormat,
     completion_request,
@@ -18,7 +19,6 @@ from proxy.formats.shift import ContextOverflow
 from proxy.pipeline.decision import AdapterRecord, ContextShift
 from proxy.pipeline.exchange import Exchange
 from proxy.pipeline.services import Services
-from proxy.upstream.facts import UpstreamKind
 from proxy.upstream.kinds import ANSWER_RESERVE, traits
 from proxy.upstream.text_adapter import TextCompletionConverter
 
