@@ -264,7 +264,12 @@ class Retriever:
     ) -> Callable[[list[float]], dict[int, float]]:
         """A new document: dense scores for its best lexical candidates and whatever passages
         were embedded already, while the rest is indexed in the background."""
-        found = [passages.lexical.search(text, self.new_document_candidates) for text in queries]
+        # One search per query, deep enough for the candidates and for the background's order.
+        searched = [
+            passages.lexical.search(text, max(POOL, self.new_document_candidates))
+            for text in queries
+        ]
+        found = [hits[: self.new_document_candidates] for hits in searched]
         # The queries' candidates take turns: a translation's best come before the tail of
         # the question's own.
         lexical = list(
@@ -277,7 +282,7 @@ class Retriever:
         )
         # The background embeds what lies around this question's candidates and lexical hits
         # first: the next question on the same part finds them with dense scores.
-        hits = [i for text in queries for i, _ in passages.lexical.search(text, POOL)]
+        hits = [i for ranked in searched for i, _ in ranked[:POOL]]
         self.indexer.prefer(passages, [*wanted, *hits])
         made: Vectors = dict(self.indexer.progress(passages).vectors)
         made.update(await self.indexer.previews_for(passages, wanted, PREVIEW_TOKENS))
