@@ -16,15 +16,17 @@ from proxy.upstream.client import UpstreamClient
 from proxy.upstream.detect import detect_kind
 from proxy.upstream.facts import ContextWindow, Detection, Fact, ModelFacts
 from proxy.upstream.kinds import traits
-from proxy.upstream.tokens import (
+from proxy.upstream.remote_counters import (
     KoboldCppCounter,
-    LlamaCppCounter,
     LlamaCppPythonCounter,
-    MarginCounter,
     SglangCounter,
     TabbyApiCounter,
     TextgenCounter,
     TgiCounter,
+)
+from proxy.upstream.tokens import (
+    LlamaCppCounter,
+    MarginCounter,
     TiktokenCounter,
     TokenCounter,
     VllmCounter,
