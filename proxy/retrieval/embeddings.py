@@ -257,8 +257,10 @@ class DefaultEmbedder:
         options.inter_op_num_threads = 1
         options.intra_op_num_threads = self.threads
         # Errors only: loading the int8 build warns once per unused constant the quantizer
-        # left (a screenful on stderr at every start, harmless).
+        # left (a screenful on stderr at every start, harmless). Those warnings come from
+        # ONNX Runtime's process-wide logger, which the session's own level does not reach.
         options.log_severity_level = 3
+        onnxruntime.set_default_logger_severity(3)
         return onnxruntime.InferenceSession(str(path), options, providers=["CPUExecutionProvider"])
 
 

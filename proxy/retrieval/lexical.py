@@ -17,6 +17,8 @@ import bm25s.stopwords
 import numpy as np
 import Stemmer
 
+from proxy.retrieval.fusion import reciprocal_rank_fusion
+
 # Languages told apart by their stopwords, each with its Snowball stemmer.
 _STOPWORDS: dict[str, tuple[str, ...]] = {
     "english": bm25s.stopwords.STOPWORDS_EN,
@@ -137,6 +139,27 @@ def _stopwords(language: str) -> frozenset[str]:
     return frozenset(_STOPWORDS.get(language, ()))
 
 
+SUBWORD = 4
+"""Characters in a subword term: long enough to mean something, short enough that a word's
+inflections, derivations and compounds share some with it (stol: "стол", "настольными")."""
+
+
+def subword_terms(text: str, language: str) -> list[str]:
+    """Index terms below the word: each word's overlapping runs of `SUBWORD` characters, its
+    edges marked, stopwords left out; a short word is one term."""
+    stop = _stopwords(language)
+    found: list[str] = []
+    for word in words(text):
+        if word in stop:
+            continue
+        marked = f"#{word}#"
+        if len(marked) <= SUBWORD:
+            found.append(marked)
+        else:
+            found.extend(marked[i : i + SUBWORD] for i in range(len(marked) - SUBWORD + 1))
+    return found
+
+
 def terms(text: str, language: str) -> list[str]:
     """Index terms: words without the language's stopwords, stemmed by its Snowball stemmer."""
     stop = _stopwords(language)
@@ -152,21 +175,44 @@ class LexicalIndex:
     language: str
     size: int
     model: bm25s.BM25
+    subwords: bm25s.BM25
+    """The same passages by their words' character runs (`subword_terms`)."""
 
     @classmethod
     def build(cls, texts: list[str]) -> LexicalIndex:
         language = detect_language(texts)
-        model = bm25s.BM25()
-        # bm25s cannot index an empty corpus or an empty passage; "" stands for no term.
-        model.index([terms(text, language) or [""] for text in texts], show_progress=False)
-        return cls(language, len(texts), model)
+        return cls(
+            language,
+            len(texts),
+            _bm25([terms(text, language) for text in texts]),
+            _bm25([subword_terms(text, language) for text in texts]),
+        )
 
     def search(self, query: str, limit: int) -> list[tuple[int, float]]:
         """Up to `limit` (passage index, score) pairs with a score above 0, best first."""
-        query_terms = terms(query, self.language)
+        return self._search(self.model, terms(query, self.language), limit)
+
+    def search_subwords(self, query: str, limit: int) -> list[tuple[int, float]]:
+        """As `search`, by the character runs of the query's words (`subword_terms`)."""
+        return self._search(self.subwords, subword_terms(query, self.language), limit)
+
+    def ranked(self, query: str, limit: int) -> tuple[list[int], dict[int, float]]:
+        """Passages by the query's words, whole and in pieces, best first, and the BM25
+        scores of those holding a whole word. The two rankings are fused by reciprocal rank:
+        the pieces find a word's other forms and the compounds it is part of ("Kurve" in
+        "Jordankurve", "столом" beside "настольными"), which stemmed words miss; fused, not
+        summed, so that English, which stemming serves, keeps its order (docs/retrieval.md)."""
+        whole = self.search(query, limit)
+        pieces = [i for i, _ in self.search_subwords(query, limit)]
+        fused = reciprocal_rank_fusion([[i for i, _ in whole], pieces])
+        return [i for i, _ in fused][:limit], dict(whole)
+
+    def _search(
+        self, model: bm25s.BM25, query_terms: list[str], limit: int
+    ) -> list[tuple[int, float]]:
         if not query_terms or limit < 1 or not self.size:
             return []
-        scores = np.asarray(self.model.get_scores(query_terms), dtype=np.float32)
+        scores = np.asarray(model.get_scores(query_terms), dtype=np.float32)
         limit = min(limit, len(scores))
         best = np.argpartition(-scores, limit - 1)[:limit]
         ranked = best[np.argsort(-scores[best], kind="stable")]
@@ -178,6 +224,7 @@ class LexicalIndex:
         shutil.rmtree(partial, ignore_errors=True)
         partial.mkdir(parents=True)
         self.model.save(str(partial), show_progress=False)
+        self.subwords.save(str(partial / "subwords"), show_progress=False)
         (partial / "lexical.json").write_text(
             json.dumps({"language": self.language, "size": self.size})
         )
@@ -190,6 +237,14 @@ class LexicalIndex:
         try:
             about = json.loads((path / "lexical.json").read_text())
             model = bm25s.BM25.load(str(path), show_progress=False, verbosity=0)
+            subwords = bm25s.BM25.load(str(path / "subwords"), show_progress=False, verbosity=0)
         except (OSError, ValueError, KeyError):
             return None
-        return cls(str(about["language"]), int(about["size"]), model)
+        return cls(str(about["language"]), int(about["size"]), model, subwords)
+
+
+def _bm25(passages_terms: list[list[str]]) -> bm25s.BM25:
+    model = bm25s.BM25()
+    # bm25s cannot index an empty corpus or an empty passage; "" stands for no term.
+    model.index([found or [""] for found in passages_terms], show_progress=False)
+    return model

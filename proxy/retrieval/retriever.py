@@ -266,23 +266,21 @@ class Retriever:
         were embedded already, while the rest is indexed in the background."""
         # One search per query, deep enough for the candidates and for the background's order.
         searched = [
-            passages.lexical.search(text, max(POOL, self.new_document_candidates))
+            passages.lexical.ranked(text, max(POOL, self.new_document_candidates))[0]
             for text in queries
         ]
         found = [hits[: self.new_document_candidates] for hits in searched]
         # The queries' candidates take turns: a translation's best come before the tail of
         # the question's own.
         lexical = list(
-            dict.fromkeys(
-                i for rank in zip_longest(*found) for hit in rank if hit for i in [hit[0]]
-            )
+            dict.fromkeys(i for rank in zip_longest(*found) for i in rank if i is not None)
         )
         wanted = first_question_candidates(
             lexical, len(passages.chunks), self.new_document_candidates
         )
         # The background embeds what lies around this question's candidates and lexical hits
         # first: the next question on the same part finds them with dense scores.
-        hits = [i for ranked in searched for i, _ in ranked[:POOL]]
+        hits = [i for ranked in searched for i in ranked[:POOL]]
         self.indexer.prefer(passages, [*wanted, *hits])
         made: Vectors = dict(self.indexer.progress(passages).vectors)
         made.update(await self.indexer.previews_for(passages, wanted, PREVIEW_TOKENS))
@@ -316,18 +314,19 @@ class Retriever:
         dense_orders = [
             sorted(scores, key=lambda i: (-scores[i], i))[:POOL] for scores in per_query
         ]
-        lexical_orders = [passages.lexical.search(text, POOL) for text in queries]
+        found = [passages.lexical.ranked(text, POOL) for text in queries]
+        word_orders = [order for order, _ in found]
         lexical: dict[int, float] = {}
-        for hits in lexical_orders:
-            for i, score in hits:
+        for _, scores in found:
+            for i, score in scores.items():
                 lexical[i] = max(score, lexical.get(i, score))
         order: list[tuple[int, float | None]]
         if self.ranking == "dense":
             order = _fused(dense_orders)
         elif self.ranking == "lexical":
-            order = _fused([[i for i, _ in hits] for hits in lexical_orders])
+            order = _fused(word_orders)
         else:
-            order = _fused([*dense_orders, *([i for i, _ in hits] for hits in lexical_orders)])
+            order = _fused([*dense_orders, *word_orders])
         return [
             Scored(
                 chunk=passages.chunks[i],
