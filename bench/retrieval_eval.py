@@ -769,14 +769,25 @@ def check(questions: list[Question], paths: dict[str, Path]) -> list[str]:
 # ---------------------------------------------------------------------------------------------
 
 
-def quiet_logs() -> None:
-    """The proxy's log lines at warning and above (its request lines would bury the tables)."""
+def quiet_logs(level: str = "warning") -> None:
+    """The proxy's log lines at `level` and above (its request lines would bury the tables)."""
     try:
         from proxy.logs import configure_logging
 
-        configure_logging(level="warning")
+        configure_logging(level=level)
     except (ImportError, TypeError, KeyError):
         pass
+
+
+def proxy_log_level(halves: tuple[str, ...], verbose: bool) -> str | None:
+    """The level of the proxy's own log lines (None: all of them). Its warnings name files
+    ("document text neutralised … per_file=…"), so with the held-out half only errors show,
+    and --verbose is refused."""
+    if "heldout" in halves:
+        if verbose:
+            raise SystemExit("--verbose would name the held-out documents: tuning half only")
+        return "error"
+    return None if verbose else "warning"
 
 
 def main() -> None:
@@ -801,11 +812,12 @@ def main() -> None:
     args = parser.parse_args()
     MAX_TOKENS[0] = args.max_tokens
     sys.path.insert(0, str(args.proxy_root.resolve()))
-    if not args.verbose:
-        quiet_logs()
+    halves = HALVES if args.set == "all" else (args.set,)
+    level = proxy_log_level(halves, args.verbose)
+    if level is not None:
+        quiet_logs(level)
     os.environ.setdefault("TIKTOKEN_CACHE_DIR", str(Path.home() / ".cache" / "tiktoken"))
 
-    halves = HALVES if args.set == "all" else (args.set,)
     questions, documents = load_questions(halves)
     if args.docs:
         if "heldout" in halves:

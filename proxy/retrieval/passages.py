@@ -133,7 +133,10 @@ class PassageStore:
             return None
         lexical = LexicalIndex.load(path / "bm25")
         if lexical is None or lexical.size != len(chunks):
-            return None
+            # Made again from the passages (an index saved by an earlier version, or damaged):
+            # they are what it is made of, so a document given by reference is searchable too.
+            lexical = LexicalIndex.build([chunk.searched for chunk in chunks])
+            return DocumentPassages(doc.sha256, doc.name, chunks, lexical, fresh=True)
         return DocumentPassages(doc.sha256, doc.name, chunks, lexical)
 
     def _save(self, passages: DocumentPassages, path: Path) -> None:

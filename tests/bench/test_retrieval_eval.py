@@ -275,6 +275,16 @@ def test_a_heldout_document_is_not_named_while_it_is_indexed(
     assert "vault" not in err and SECRET_Q not in err
 
 
+def test_the_proxys_warnings_are_not_shown_while_the_heldout_half_runs() -> None:
+    # They name files ("document text neutralised ... per_file={'<name>': ...}").
+    assert ev.proxy_log_level(("heldout",), verbose=False) == "error"
+    assert ev.proxy_log_level(("tuning", "heldout"), verbose=False) == "error"
+    assert ev.proxy_log_level(("tuning",), verbose=False) == "warning"
+    assert ev.proxy_log_level(("tuning",), verbose=True) is None
+    with pytest.raises(SystemExit, match="held-out"):
+        ev.proxy_log_level(("heldout",), verbose=True)
+
+
 @pytest.mark.parametrize("mode", ["warm", "cold"])
 def test_a_refused_document_is_a_miss_with_its_error_and_the_run_goes_on(
     tmp_path: Path, mode: str, cl100k: Any

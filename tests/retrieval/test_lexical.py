@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
+import shutil
 from pathlib import Path
 
-from proxy.retrieval.lexical import LexicalIndex, detect_language, terms, words
+from proxy.retrieval.lexical import LexicalIndex, detect_language, subword_terms, terms, words
 
 
 def test_pdf_ligatures_and_line_break_hyphens_are_undone() -> None:
@@ -48,4 +49,54 @@ def test_an_index_survives_save_and_load(tmp_path: Path) -> None:
     loaded = LexicalIndex.load(tmp_path / "bm25")
     assert loaded is not None and loaded.size == 3 and loaded.language == index.language
     assert loaded.search("gamma", 2) == index.search("gamma", 2)
+    assert loaded.search_subwords("gammas", 2) == index.search_subwords("gammas", 2) != []
     assert LexicalIndex.load(tmp_path / "nothing") is None
+
+
+def test_an_index_saved_without_its_pieces_is_made_again(tmp_path: Path) -> None:
+    # Saved by a version before word pieces: not loaded, so its passages are indexed anew.
+    LexicalIndex.build(["alpha beta", "gamma delta"]).save(tmp_path / "bm25")
+    shutil.rmtree(tmp_path / "bm25" / "subwords")
+    assert LexicalIndex.load(tmp_path / "bm25") is None
+
+
+def test_words_are_also_indexed_by_their_character_runs() -> None:
+    assert subword_terms("Стол", "russian") == ["#сто", "стол", "тол#"]
+    assert subword_terms("is a DB", "english") == ["#db#"]  # stopwords go; a short word is one
+    assert subword_terms("Kurve", "german") == ["#kur", "kurv", "urve", "rve#"]
+
+
+def test_a_words_other_forms_and_compounds_are_found_by_its_pieces() -> None:
+    german = LexicalIndex.build(
+        [
+            "Eine Teilmenge ist kompakt, wenn sie beschränkt und abgeschlossen ist.",
+            "Der Jordansche Kurvensatz: das Komplement hat genau zwei Komponenten.",
+            "Die Fundamentalgruppe der Kreislinie ist isomorph zu Z.",
+        ]
+    )
+    assert german.search("Kurve", 3) == []  # no whole word "kurv" in any passage
+    assert german.ranked("Kurve", 3)[0][0] == 1
+    russian = LexicalIndex.build(
+        [
+            "Для сервера нужно 256 мегабайт памяти.",
+            "С настольными приложениями: 2 гигабайта.",
+            "Первый жёсткий диск называется /dev/sda.",
+        ]
+    )
+    question = "Сколько памяти для работы с рабочим столом?"
+    assert [i for i, _ in russian.search(question, 3)] == [0]
+    order, scores = russian.ranked(question, 3)
+    assert set(order) == {0, 1} and set(scores) == {0}  # scores: whole words only
+
+
+def test_whole_words_keep_their_lead_over_pieces() -> None:
+    index = LexicalIndex.build(
+        [
+            "The keeper lit the lamp at dusk.",
+            "Housekeeping took the morning; the keepers' shed was swept.",
+            "The baker sold bread.",
+        ]
+    )
+    order, scores = index.ranked("keeper lamp", 3)
+    assert order[0] == 0 and set(scores) == {0, 1}  # "keepers'" stems to keeper too
+    assert 2 not in order

@@ -4,6 +4,8 @@ passages kept on disk, settings changes indexed again."""
 from __future__ import annotations
 
 import asyncio
+import dataclasses
+import shutil
 from collections import Counter
 from collections.abc import AsyncIterator, Callable
 from pathlib import Path
@@ -132,6 +134,25 @@ async def test_passages_and_their_lexical_index_are_kept_on_disk(
     assert "roses" in ranked[0][0].chunk.text and counting.documents == []
 
 
+async def test_a_lexical_index_from_an_earlier_version_is_made_again_from_the_passages(
+    make: Make, tmp_path: Path
+) -> None:
+    first = make(new_document_candidates=100)
+    doc = book(8)
+    await first.search([doc], "bakery", 2)
+    await first.close()
+    # As an earlier version saved it: words whole only, no pieces.
+    (saved,) = (tmp_path / "passages").glob(f"{doc.sha256}/*/bm25")
+    shutil.rmtree(saved / "subwords")
+    again = make(new_document_candidates=100)
+    # Given by reference (no pages, as a vector store's file): not parsed again.
+    reference = dataclasses.replace(doc, pages=())
+    ranked, _ = await again.search([reference], "gardens", 2)
+    assert "garden" in ranked[0][0].chunk.text
+    await again.close_indexing()  # written again, whole
+    assert (saved / "subwords").is_dir()
+
+
 @pytest.mark.parametrize(
     "change",
     [
@@ -169,6 +190,28 @@ async def test_rankings_differ_as_configured(make: Make) -> None:
     assert all(item.lexical for item in lexical[0])
     assert len(mixed[0]) > len(lexical[0])
     assert [item.fused for item in mixed[0]] == sorted((i.fused for i in mixed[0]), reverse=True)
+
+
+async def test_a_compound_holding_the_questions_word_is_a_candidate_and_ranked(
+    make: Make,
+) -> None:
+    # Page 8 alone holds "Kurve", inside "Jordankurve": no whole word of the question is in
+    # it, and with four candidates neither the openings nor the spread reach it.
+    pages = [f"Abschnitt {n} behandelt Gruppen und Mengen in Kapitel {n}." for n in range(1, 13)]
+    pages[7] = "Jede geschlossene Jordankurve zerlegt die Ebene in zwei Gebiete."
+    doc = text_document(pages, name="skript.txt")
+    retriever = make()
+    counting = retriever.embedder
+    assert isinstance(counting, CountingEmbedder)
+    async with retriever.indexer.gate.foreground():  # a first question: candidates only
+        first, _ = await retriever.search([doc], "Kurve", 12)
+        # It is one of the candidates embedded for this question, and ranked.
+        assert any("Jordankurve" in text for text in counting.documents)
+    assert 8 in [item.chunk.page_start for item in first[0]]
+    await retriever.close()
+    lexical = make(ranking="lexical")
+    ranked, _ = await lexical.search([doc], "Kurve", 3)
+    assert ranked[0][0].chunk.page_start == 8 and ranked[0][0].lexical is None
 
 
 async def test_neighbours_join_a_passage_with_the_ones_around_it(make: Make) -> None:
