@@ -9,20 +9,8 @@ import httpx
 import openai
 import pytest
 
+from tests.callers import KEY_A, KEY_ADMIN, KEY_B, KEYS, sdk
 from tests.fakes.upstream import FakeUpstream
-
-KEY_A = "team-a-secret-key-0001"
-KEY_B = "team-b-secret-key-0002"
-KEY_ADMIN = "operator-secret-key-03"
-KEYS = [
-    {"name": "team-a", "key": KEY_A},
-    {"name": "team-b", "key": KEY_B},
-    {"name": "ops", "key": KEY_ADMIN, "admin": True},
-]
-
-
-def sdk(base: str, key: str) -> openai.OpenAI:
-    return openai.OpenAI(base_url=base + "/v1", api_key=key, max_retries=0)
 
 
 def file_message(file_id: str) -> list[dict[str, Any]]:

@@ -29,9 +29,10 @@ from typing import Any, TypeVar
 import httpx
 import pytest
 
+from tests.callers import sdk
 from tests.documents.zipbombs import crowded_docx
 from tests.fakes.servers import ServerThread
-from tests.stores.support import FAST, sdk, upload_topics, wait_until
+from tests.stores.support import FAST, upload_topics, wait_until
 from tests.test_body_deadline import trickle
 from tests.test_reading_references import upload
 

@@ -9,16 +9,9 @@ from collections.abc import Callable
 
 import httpx
 
+from tests.callers import KEY_A, KEY_ADMIN, KEY_B, KEYS
 from tests.fakes.upstream import FakeUpstream
 
-KEY_A = "team-a-metrics-key-0001"
-KEY_B = "team-b-metrics-key-0002"
-ADMIN = "operator-metrics-key-003"
-KEYS = [
-    {"name": "team-a", "key": KEY_A},
-    {"name": "team-b", "key": KEY_B},
-    {"name": "ops", "key": ADMIN, "admin": True},
-]
 DOCUMENT = base64.b64encode(b"The keeper fed the cats sardines every morning.\n" * 5).decode()
 
 
@@ -62,7 +55,7 @@ def test_the_open_metrics_do_not_tell_whether_bytes_were_sent_before(
     assert seen_once == {"all": 1.0}
     assert documents(base) == documents(base, KEY_B) == {"all": 2.0}
     # The operator's scrape keeps the split it needs (parse cache hit rate).
-    assert documents(base, ADMIN) == {"parsed": 1.0, "cache": 1.0}
+    assert documents(base, KEY_ADMIN) == {"parsed": 1.0, "cache": 1.0}
 
 
 def test_without_keys_the_metrics_keep_their_sources(

@@ -25,6 +25,10 @@ class RemoteCounter:
         self.model = model
         self.calls = 0
 
+    def _for_model(self, payload: dict[str, Any]) -> dict[str, Any]:
+        """The payload, naming the model where one is set (servers that host several)."""
+        return {**payload, "model": self.model} if self.model else payload
+
     async def _post(self, path: str, payload: dict[str, Any]) -> Any:
         self.calls += 1
         status, body = await self.upstream.post_json(path, payload)
@@ -59,9 +63,7 @@ class SglangCounter(RemoteCounter):
     kind = "sglang"
 
     async def tokens(self, text: str, special: bool) -> int:
-        payload: dict[str, Any] = {"prompt": text, "add_special_tokens": special}
-        if self.model:
-            payload["model"] = self.model
+        payload = self._for_model({"prompt": text, "add_special_tokens": special})
         return _int_field(await self._post("/tokenize", payload), "count", "/tokenize")
 
 
@@ -134,9 +136,7 @@ class TextgenCounter(RemoteCounter):
         return _int_field(body, "length", "/v1/internal/token-count")
 
     async def count_messages(self, messages: list[dict[str, Any]]) -> int:
-        payload: dict[str, Any] = {"messages": text_only(messages)}
-        if self.model:
-            payload["model"] = self.model
+        payload = self._for_model({"messages": text_only(messages)})
         body = await self._post("/v1/internal/chat-prompt", payload)
         prompt = body.get("prompt") if isinstance(body, dict) else None
         if not isinstance(prompt, str):
@@ -158,9 +158,7 @@ class TgiCounter(RemoteCounter):
         return len(body)
 
     async def count_messages(self, messages: list[dict[str, Any]]) -> int:
-        payload: dict[str, Any] = {"messages": text_only(messages)}
-        if self.model:
-            payload["model"] = self.model
+        payload = self._for_model({"messages": text_only(messages)})
         body = await self._post("/chat_tokenize", payload)
         tokens = body.get("tokenize_response") if isinstance(body, dict) else None
         if not isinstance(tokens, list):
@@ -175,8 +173,6 @@ class LlamaCppPythonCounter(RemoteCounter):
     kind = "llama-cpp-python"
 
     async def tokens(self, text: str, special: bool) -> int:
-        payload: dict[str, Any] = {"input": text}
-        if self.model:
-            payload["model"] = self.model
+        payload = self._for_model({"input": text})
         body = await self._post("/extras/tokenize/count", payload)
         return _int_field(body, "count", "/extras/tokenize/count")

@@ -11,7 +11,7 @@ from typing import Any
 
 from aiohttp import web
 
-from tests.fakes.upstream import RECORDED, Recorded
+from tests.fakes.upstream import RECORDED, Recorded, record
 
 ANSWER = ["The", "answer", "."]
 
@@ -67,15 +67,7 @@ class OpenAIServer:
 
     @web.middleware
     async def recorder(self, request: web.Request, handler: Any) -> web.StreamResponse:
-        entry = Recorded(
-            request.method,
-            request.path,
-            request.raw_path.partition("?")[2],
-            request.headers.copy(),  # type: ignore[arg-type]
-            await request.read(),
-        )
-        self.requests.append(entry)
-        request[RECORDED] = entry
+        await record(request, self.requests)
         response: web.StreamResponse = await handler(request)
         return response
 

@@ -55,6 +55,20 @@ class Recorded:
 RECORDED = web.RequestKey("recorded", Recorded)
 
 
+async def record(request: web.Request, requests: list[Recorded]) -> Recorded:
+    """The request as received, added to `requests` and kept on the request for its handler."""
+    entry = Recorded(
+        request.method,
+        request.path,
+        request.raw_path.partition("?")[2],
+        CIMultiDict(request.headers),
+        await request.read(),
+    )
+    requests.append(entry)
+    request[RECORDED] = entry
+    return entry
+
+
 @dataclass
 class FakeUpstream:
     """Behaviour is set by attributes; tests change them between requests."""
@@ -126,15 +140,7 @@ class FakeUpstream:
     @web.middleware
     async def recorder(self, request: web.Request, handler: Handler) -> web.StreamResponse:
         """Every request, whatever its path or answer, is recorded before it is handled."""
-        entry = Recorded(
-            request.method,
-            request.path,
-            request.raw_path.partition("?")[2],
-            CIMultiDict(request.headers),
-            await request.read(),
-        )
-        self.requests.append(entry)
-        request[RECORDED] = entry
+        await record(request, self.requests)
         response = await handler(request)
         if isinstance(response, web.Response):
             response.headers.update(self.response_headers)

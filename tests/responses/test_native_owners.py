@@ -15,20 +15,8 @@ import pytest
 
 from proxy.responses.owners import Owners, record_key
 from proxy.stores.backend import DiskRecords
+from tests.callers import KEY_A, KEY_ADMIN, KEY_B, KEYS, sdk
 from tests.fakes.upstream import FakeUpstream
-
-KEY_A = "team-a-response-key-001"
-KEY_B = "team-b-response-key-002"
-KEY_ADMIN = "operator-response-key-3"
-KEYS = [
-    {"name": "team-a", "key": KEY_A},
-    {"name": "team-b", "key": KEY_B},
-    {"name": "ops", "key": KEY_ADMIN, "admin": True},
-]
-
-
-def sdk(base: str, key: str) -> openai.OpenAI:
-    return openai.OpenAI(base_url=base + "/v1", api_key=key, max_retries=0)
 
 
 def forwarded(upstream: FakeUpstream, prefix: str) -> list[str]:

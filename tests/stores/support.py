@@ -1,4 +1,4 @@
-"""Helpers for the vector store tests: the SDK against a proxy, generated files, polling."""
+"""Helpers for the vector store tests: generated files, polling (the SDK: tests.callers)."""
 
 from __future__ import annotations
 
@@ -18,12 +18,6 @@ TOPICS = {
     "The baker kneads the sourdough before the sun rises.",
 }
 FAST = {"poll_after_ms": 20}
-
-
-def sdk(base: str, key: str = "none", **headers: str) -> openai.OpenAI:
-    return openai.OpenAI(
-        base_url=base + "/v1", api_key=key, max_retries=0, default_headers=headers or None
-    )
 
 
 def upload(client: openai.OpenAI, name: str, data: bytes | str) -> str:

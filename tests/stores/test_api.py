@@ -9,8 +9,9 @@ import httpx
 import openai
 import pytest
 
+from tests.callers import sdk
 from tests.fakes.upstream import FakeUpstream
-from tests.stores.support import FAST, TOPICS, sdk, upload, upload_topics, wait_until
+from tests.stores.support import FAST, TOPICS, upload, upload_topics, wait_until
 
 SMALL = {"chunk_tokens": 40, "chunk_overlap": 0}
 CATS = "What did the keeper feed the cats?"

@@ -11,7 +11,8 @@ from proxy.config import FileStoreSettings
 from proxy.files.objects import make_object_store
 from proxy.stores.bucket import BucketRecords
 from proxy.stores.registry import StoreRegistry
-from tests.stores.support import FAST, sdk, upload_topics, wait_until
+from tests.callers import sdk
+from tests.stores.support import FAST, upload_topics, wait_until
 
 CATS = "What did the keeper feed the cats?"
 

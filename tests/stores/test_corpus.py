@@ -8,8 +8,9 @@ from pathlib import Path
 
 import pytest
 
+from tests.callers import sdk
 from tests.fakes.upstream import FakeUpstream
-from tests.stores.support import FAST, corpus_bytes, sdk, upload, upload_topics, wait_until
+from tests.stores.support import FAST, corpus_bytes, upload, upload_topics, wait_until
 
 CORPUS_FILES = {
     "pdf/tracemonkey.pdf": {"kind": "paper", "year": 2009},

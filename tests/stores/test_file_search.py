@@ -10,8 +10,9 @@ import httpx
 import openai
 import pytest
 
+from tests.callers import sdk
 from tests.fakes.upstream import ANSWER, FakeUpstream
-from tests.stores.support import FAST, sdk, upload_topics
+from tests.stores.support import FAST, upload_topics
 
 CATS = "What did the keeper feed the cats?"
 TEXT = "".join(ANSWER)

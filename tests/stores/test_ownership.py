@@ -8,17 +8,10 @@ from collections.abc import Callable
 import openai
 import pytest
 
+from tests.callers import KEY_A, KEY_ADMIN, KEY_B, KEYS, sdk
 from tests.fakes.upstream import FakeUpstream
-from tests.stores.support import FAST, sdk, upload_topics, wait_until
+from tests.stores.support import FAST, upload_topics, wait_until
 
-KEY_A = "team-a-secret-key-0001"
-KEY_B = "team-b-secret-key-0002"
-KEY_ADMIN = "operator-secret-key-03"
-KEYS = [
-    {"name": "team-a", "key": KEY_A},
-    {"name": "team-b", "key": KEY_B},
-    {"name": "ops", "key": KEY_ADMIN, "admin": True},
-]
 CATS = "What did the keeper feed the cats?"
 
 

@@ -12,9 +12,10 @@ from typing import Any
 import openai
 import pytest
 
+from tests.callers import sdk
 from tests.fakes.embeddings import FakeEmbeddings
 from tests.fakes.servers import ServerThread
-from tests.stores.support import FAST, sdk, upload_topics, wait_until
+from tests.stores.support import FAST, upload_topics, wait_until
 
 SMALL = {"chunk_tokens": 40, "chunk_overlap": 0}
 CATS = "What did the keeper feed the cats?"

@@ -11,8 +11,9 @@ import httpx
 import openai
 import pytest
 
+from tests.callers import sdk
 from tests.fakes.embeddings import FakeEmbeddings
-from tests.stores.support import FAST, TOPICS, sdk, upload
+from tests.stores.support import FAST, TOPICS, upload
 
 KEY_A = "team-a-stores-key-00001"
 KEY_B = "team-b-stores-key-00002"
