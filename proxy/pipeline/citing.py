@@ -90,10 +90,6 @@ def cited_files(search_results: Sequence[dict[str, Any]]) -> list[tuple[str, lis
     return files
 
 
-def source_line(name: str, places: Sequence[str]) -> str:
-    return f"- {name}, {'; '.join(places)}" if places else f"- {name}"
-
-
 def sources_block(search_results: Sequence[dict[str, Any]]) -> str:
     """`\\n\\nSources:\\n- report.pdf, pages 1, 4\\n- handbook.docx, section Refunds`, appended
     after the model's own text; '' when nothing was cited."""

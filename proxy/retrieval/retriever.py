@@ -154,9 +154,6 @@ class Retriever:
         await self.store.flush()
         await self.indexer.close()
 
-    def percent_indexed(self, document: ParsedDocument, passages: DocumentPassages) -> int:
-        return self.indexer.progress(passages).percent
-
     async def search(
         self,
         documents: list[ParsedDocument],
@@ -311,9 +308,7 @@ class Retriever:
         for scores in per_query:
             for i, score in scores.items():
                 cosines[i] = max(score, cosines.get(i, score))
-        dense_orders = [
-            sorted(scores, key=lambda i: (-scores[i], i))[:POOL] for scores in per_query
-        ]
+        dense_orders = [_best(scores) for scores in per_query]
         found = [passages.lexical.ranked(text, POOL) for text in queries]
         word_orders = [order for order, _ in found]
         lexical: dict[int, float] = {}
