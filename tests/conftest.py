@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import os
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import AsyncIterator, Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -13,6 +13,7 @@ from hypothesis import settings as hypothesis_settings
 
 from proxy.config import FileStoreSettings, load_settings
 from tests.engines import S3_ENVIRONMENT, SeaweedFS, weed_binary
+from tests.fakes.browser import Browser, find_chromium
 from tests.fakes.embeddings import FakeEmbeddings
 from tests.fakes.servers import ServerThread
 from tests.fakes.upstream import FakeUpstream
@@ -144,3 +145,16 @@ def proxy_before(
         return servers.serve_proxy(settings)
 
     return start
+
+
+@pytest.fixture
+async def browser() -> AsyncIterator[Browser]:
+    """A headless Chromium (Debian's `chromium`); the test is skipped where there is none."""
+    binary = find_chromium()
+    if binary is None:
+        pytest.skip("chromium is not installed (apt-get install chromium)")
+    started = await Browser(binary).start()
+    try:
+        yield started
+    finally:
+        await started.close()

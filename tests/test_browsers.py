@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import json
-from collections.abc import AsyncIterator, Callable
+from collections.abc import Callable
 from typing import Any
 
 import httpx
@@ -13,7 +13,7 @@ import pytest
 from aiohttp import web
 
 from proxy.config import ConfigError, load_settings
-from tests.fakes.browser import Browser, find_chromium
+from tests.fakes.browser import Browser
 from tests.fakes.servers import ServerThread
 from tests.fakes.upstream import FakeUpstream
 
@@ -243,18 +243,6 @@ def test_answers_to_an_allowed_origin_carry_cors_and_no_upstream_cors_passes(
 
 
 # -- a real browser ------------------------------------------------------------------------------
-
-
-@pytest.fixture
-async def browser() -> AsyncIterator[Browser]:
-    binary = find_chromium()
-    if binary is None:
-        pytest.skip("chromium is not installed (apt-get install chromium)")
-    started = await Browser(binary).start()
-    try:
-        yield started
-    finally:
-        await started.close()
 
 
 def page_site(servers: ServerThread) -> str:

@@ -21,17 +21,11 @@ from aiohttp import web
 from proxy.config import ConfigError, load_settings
 from proxy.serve import browser_address, startup_notes
 from proxy.suggest import closest_name, did_you_mean
+from proxy.upstream.spawn import free_port
 from tests.fakes.servers import ServerThread
 from tests.fakes.upstream import FakeUpstream
 
 ROOT = Path(__file__).resolve().parent.parent
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port: int = sock.getsockname()[1]
-        return port
 
 
 def wait_for(condition: Callable[[], bool], seconds: float = 60) -> bool:

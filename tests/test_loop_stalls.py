@@ -29,6 +29,7 @@ from typing import Any, TypeVar
 import httpx
 import pytest
 
+from proxy.upstream.spawn import free_port
 from tests.callers import sdk
 from tests.documents.zipbombs import crowded_docx
 from tests.fakes.servers import ServerThread
@@ -54,13 +55,6 @@ sys.path.insert(0, sys.argv[1])
 from tests.fakes.{module} import {cls}
 web.run_app({cls}().app(), host="127.0.0.1", port=int(sys.argv[2]), print=None)
 """
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port: int = sock.getsockname()[1]
-        return port
 
 
 @contextlib.contextmanager

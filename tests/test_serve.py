@@ -19,16 +19,10 @@ import pytest
 
 from proxy.config import load_settings
 from proxy.serve import exposure_warning
+from proxy.upstream.spawn import free_port
 from tests.fakes.upstream import FakeUpstream
 
 ROOT = Path(__file__).resolve().parent.parent
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port: int = sock.getsockname()[1]
-        return port
 
 
 @pytest.fixture

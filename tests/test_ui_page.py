@@ -6,15 +6,14 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import AsyncIterator, Callable
+from collections.abc import Callable
 from pathlib import Path
 
 import httpx
-import pytest
 
 from proxy.http.ui import ASSETS, CONTENT_SECURITY_POLICY
 from tests.conftest import ROOT
-from tests.fakes.browser import Browser, find_chromium
+from tests.fakes.browser import Browser
 from tests.fakes.servers import ServerThread
 from tests.fakes.upstream import FakeUpstream
 from tests.fakes.vision import VisionUpstream, chart_report_pdf
@@ -31,18 +30,6 @@ HANDBOOK = (
     "The bakery on the corner sells sourdough bread and croissants at dawn. "
     "Quantum chromodynamics describes the strong interaction between quarks and gluons."
 )
-
-
-@pytest.fixture
-async def browser() -> AsyncIterator[Browser]:
-    binary = find_chromium()
-    if binary is None:
-        pytest.skip("chromium is not installed (apt-get install chromium)")
-    started = await Browser(binary).start()
-    try:
-        yield started
-    finally:
-        await started.close()
 
 
 def cards_js(selector: str) -> str:

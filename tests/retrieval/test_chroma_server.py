@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import socket
 import subprocess
 import sys
 import time
@@ -16,16 +15,10 @@ from proxy.documents.model import ParsedDocument
 from proxy.errors import UpstreamError
 from proxy.retrieval.chunking import Chunk, chunk_document
 from proxy.retrieval.index import VectorIndex
+from proxy.upstream.spawn import free_port
 from tests.retrieval.support import CountingEmbedder, HashEmbedder, text_document
 
 CHROMA = Path(sys.executable).with_name("chroma")
-
-
-def free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        port: int = probe.getsockname()[1]
-        return port
 
 
 def start_chroma(path: Path, port: int) -> subprocess.Popen[bytes]:
