@@ -798,8 +798,21 @@ def fetch(
         hashes["file"] = sha256(path.read_bytes())
         status, detail = judge_hashes(document, hashes)
         return Fetched(document, path, status, detail, hashes)
+    if document.half == "heldout":
+        # the held-out half's sources and conversions are its own (heldout_docs.py): the same
+        # bytes whichever of the two scripts fetches them first
+        from heldout_docs import fetch as fetch_heldout
+
+        conversion = f", convert: {document.convert}" if document.convert else ""
+        data, hashes = fetch_heldout({"source": document.source + conversion}, cache)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_bytes(data)
+        record.write_text(json.dumps(hashes))
+        hashes["file"] = sha256(data)
+        status, detail = judge_hashes(document, hashes)
+        return Fetched(document, path, status, detail, hashes)
     source = parse_source(document.source)
-    hashes: dict[str, str] = {}
+    hashes = {}
     if source.scheme == "corpus":
         corpus = corpus or find_corpus()
         files = []
