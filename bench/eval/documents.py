@@ -804,7 +804,10 @@ def fetch(
         from heldout_docs import fetch as fetch_heldout
 
         conversion = f", convert: {document.convert}" if document.convert else ""
-        data, hashes = fetch_heldout({"source": document.source + conversion}, cache)
+        try:
+            data, hashes = fetch_heldout({"source": document.source + conversion}, cache)
+        except (OSError, KeyError, subprocess.CalledProcessError, SystemExit) as exc:
+            raise DocumentError(f"{document.id}: not made by heldout_docs.py: {exc}") from exc
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_bytes(data)
         record.write_text(json.dumps(hashes))

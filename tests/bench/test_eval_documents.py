@@ -406,3 +406,18 @@ def test_a_held_out_document_is_fetched_by_its_own_script(
     assert made.path.read_bytes() == data
     again = fetch(document, tmp_path / "cache")  # from the cache, with its record
     assert again.status == "ok" and len(asked) == 1
+
+
+def test_a_held_out_document_that_cannot_be_made_says_why(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import heldout_docs
+
+    def offline(entry: dict[str, Any], cache: Path) -> tuple[bytes, dict[str, str]]:
+        raise subprocess.CalledProcessError(100, ["apt-get", "download", "guide-ru=1.0"])
+
+    monkeypatch.setattr(heldout_docs, "fetch", offline)
+    source = "apt:guide-ru=1.0:/usr/share/doc/guide-ru/html/"
+    document = Document(id="guide-ru", half="heldout", file="g.docx", sha256="", source=source)
+    with pytest.raises(DocumentError, match=r"guide-ru: not made by heldout_docs\.py: .*apt-get"):
+        fetch(document, tmp_path / "cache")
