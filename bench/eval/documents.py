@@ -799,23 +799,24 @@ def fetch(
         status, detail = judge_hashes(document, hashes)
         return Fetched(document, path, status, detail, hashes)
     if document.half == "heldout":
-        # the held-out half's sources and conversions are its own (heldout_docs.py): the same
-        # bytes whichever of the two scripts fetches them first
-        from heldout_docs import fetch as fetch_heldout
+        data, hashes = made_by_heldout_docs(document, cache)
+    else:
+        data, hashes = made_from_source(document, cache, corpus, runner)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_bytes(data)
+    record.write_text(json.dumps({k: v for k, v in hashes.items() if k != "file"}))
+    hashes["file"] = sha256(data)
+    status, detail = judge_hashes(document, hashes)
+    return Fetched(document, path, status, detail, hashes)
 
-        conversion = f", convert: {document.convert}" if document.convert else ""
-        try:
-            data, hashes = fetch_heldout({"source": document.source + conversion}, cache)
-        except (OSError, KeyError, subprocess.CalledProcessError, SystemExit) as exc:
-            raise DocumentError(f"{document.id}: not made by heldout_docs.py: {exc}") from exc
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_bytes(data)
-        record.write_text(json.dumps(hashes))
-        hashes["file"] = sha256(data)
-        status, detail = judge_hashes(document, hashes)
-        return Fetched(document, path, status, detail, hashes)
+
+def made_from_source(
+    document: Document, cache: Path, corpus: Path | None, runner: Runner
+) -> tuple[bytes, dict[str, str]]:
+    """The document's bytes from its source (a corpus file, a package), converted as its entry
+    says, with the sha256 of the package and, for one file taken as it is, of that file."""
     source = parse_source(document.source)
-    hashes = {}
+    hashes: dict[str, str] = {}
     if source.scheme == "corpus":
         corpus = corpus or find_corpus()
         files = []
@@ -830,13 +831,19 @@ def fetch(
         files = select(members(archive), source)
     if len(files) == 1:
         hashes["source"] = sha256(files[0][2])
-    data = convert(files, document.convert)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_bytes(data)
-    record.write_text(json.dumps({k: v for k, v in hashes.items() if k != "file"}))
-    hashes["file"] = sha256(data)
-    status, detail = judge_hashes(document, hashes)
-    return Fetched(document, path, status, detail, hashes)
+    return convert(files, document.convert), hashes
+
+
+def made_by_heldout_docs(document: Document, cache: Path) -> tuple[bytes, dict[str, str]]:
+    """The same for a held-out document: its sources and conversions are heldout_docs.py's,
+    so both scripts make the same bytes whichever runs first."""
+    from heldout_docs import fetch as fetch_heldout
+
+    conversion = f", convert: {document.convert}" if document.convert else ""
+    try:
+        return fetch_heldout({"source": document.source + conversion}, cache)
+    except (OSError, KeyError, subprocess.CalledProcessError, SystemExit) as exc:
+        raise DocumentError(f"{document.id}: not made by heldout_docs.py: {exc}") from exc
 
 
 def ensure(
