@@ -8,6 +8,8 @@ from typing import Any
 
 import httpx
 
+from tests.fakes.reranker import FakeReranker
+from tests.fakes.servers import ServerThread
 from tests.fakes.upstream import FakeUpstream
 from tests.test_enrich import ask, preview, text_part
 
@@ -133,3 +135,23 @@ def test_a_language_the_embedder_does_not_read_is_ranked_by_its_words(
     retrieval = record["decision"]["retrieval"]
     assert retrieval["ranked_by_words"] == ["договор.txt"]
     assert retrieval["candidates"][0]["outcome"] == "kept"
+
+
+def test_a_reranker_keeps_a_language_the_embedder_does_not_read_free_of_the_threshold(
+    make_proxy: Callable[..., str], upstream: FakeUpstream, servers: ServerThread
+) -> None:
+    # Reranked, the Russian passages are still ranked by their words: no cosine to hold them to
+    # (the reranker's Scored once dropped that, and every passage fell below the threshold).
+    upstream.translations = {QUESTION: IN_RUSSIAN}
+    reranker = FakeReranker(scorer="reverse")
+    rerank = {"base_url": servers.serve(reranker.app()) + "/v1", "model": "r", "top_n": 5}
+    base = make_proxy(retrieval={**SMALL, "rerank": rerank}, embeddings={"languages": ["english"]})
+    body = ask(
+        [text_part("договор.txt", CONTRACT)],
+        QUESTION,
+        enrich={"strategy": "retrieval", "affinity_threshold": 0.99},
+    )
+    record = preview(base, body)
+    assert reranker.requests
+    assert 'Citation 1: "' in cited(record)
+    assert record["decision"]["retrieval"]["candidates"][0]["outcome"] == "kept"

@@ -355,10 +355,9 @@ class Retriever:
             return found
         head, tail = found[: self.rerank_top_n], found[self.rerank_top_n :]
         scores = await self.reranker.scores(query, [item.chunk.shown for item in head])
-        rescored = [
-            Scored(item.chunk, item.dense, item.lexical, item.fused, score)
-            for item, score in zip(head, scores, strict=True)
-        ]
+        # Only the score is new: how the passage was found (by meaning or not) still decides
+        # what the threshold does with it.
+        rescored = [replace(item, rerank=score) for item, score in zip(head, scores, strict=True)]
         rescored.sort(key=lambda item: -(item.rerank or 0.0))
         return rescored + tail
 
