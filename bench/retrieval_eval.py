@@ -404,6 +404,7 @@ class Row:
     seconds: float
     indexed: float | None = None
     error: str | None = None
+    overview: bool = False  # routed as a question about the whole document
 
 
 @dataclass
@@ -421,16 +422,18 @@ def progress(text: str) -> None:
     print(text, file=sys.stderr, flush=True)
 
 
-def ask(proxy: Proxy, upstream: Upstream, mode: str, part: dict[str, Any], query: str) -> str:
-    """The forwarded last user message for one question: warm asks the preview, cold sends a
-    real chat request and reads what reached the upstream."""
+def ask(
+    proxy: Proxy, upstream: Upstream, mode: str, part: dict[str, Any], query: str
+) -> tuple[str, dict[str, Any]]:
+    """The forwarded last user message for one question, and the proxy's decision: warm asks
+    the preview, cold sends a real chat request and reads what reached the upstream."""
     if mode == "warm":
         preview = proxy.post("/v1/enrich/preview", chat_body(part, query))
-        return last_user_text(preview["upstream"]["body"])
+        return last_user_text(preview["upstream"]["body"]), preview["decision"]
     before = len(upstream.relay.generations)
     proxy.post("/v1/chat/completions", chat_body(part, query, max_tokens=MAX_TOKENS[0]))
     sent = upstream.relay.generations[before:]
-    return last_user_text(sent[-1]) if sent else ""
+    return (last_user_text(sent[-1]) if sent else ""), proxy.last_decision()
 
 
 MAX_TOKENS = [128]  # --max-tokens: a cold question's answer, as a user would get it
@@ -489,16 +492,18 @@ def run_mode(
                 progress(f"  {name}: indexed in {run.index_seconds[doc]:.0f} s")
         for number, question in enumerate(questions, 1):
             began = time.perf_counter()
+            decision: dict[str, Any] = {}
             try:
-                prompt = ask(proxy, upstream, mode, parts[question.doc], question.q)
+                prompt, decision = ask(proxy, upstream, mode, parts[question.doc], question.q)
                 error = None
             except (RuntimeError, httpx.HTTPError) as exc:
                 prompt, error = "", str(exc) or type(exc).__name__
             seconds = time.perf_counter() - began
-            share = indexed_share(proxy.last_decision()) if mode == "cold" else 1.0
+            share = indexed_share(decision) if mode == "cold" else 1.0
             hit, rr = judge(prompt, list(question.answers))
             tokens = upstream.count(prompt) if prompt else 0
-            run.rows.append(Row(question, hit, rr, tokens, seconds, share, error))
+            routed = bool((decision.get("retrieval") or {}).get("overview"))
+            run.rows.append(Row(question, hit, rr, tokens, seconds, share, error, routed))
             if number % 10 == 0:
                 progress(f"  {mode} {method}: {number}/{len(questions)}")
             if mode == "cold" and pause:
@@ -657,6 +662,9 @@ def details(
     def kind(row: Row) -> str:
         return row.question.kind or "?"
 
+    def routed(row: Row) -> str:
+        return "yes" if row.overview else "no"
+
     def origin(row: Row) -> str:
         # the earlier eval's questions apart from those written by this evaluation's rule
         if row.question.origin == "legacy":
@@ -671,6 +679,7 @@ def details(
         lines += breakdown(half, part, documents, "language", pair)
         lines += breakdown(half, part, documents, "kind", kind)
         lines += breakdown(half, part, documents, "questions", origin)
+        lines += breakdown(half, part, documents, "routed as about the whole document", routed)
     for run in runs:
         mine = {doc: s for doc, s in run.index_seconds.items() if documents[doc].half == half}
         if mine and half == "tuning":

@@ -487,6 +487,12 @@ class RetrievalSettings(Section):
     translate_timeout_s: float = Field(10.0, gt=0, le=120)
     new_document_candidates: int = Field(16, ge=1, le=1000)
     rerank: RerankSettings | None = None
+    # A question about a document as a whole ("what does it conclude?") gets its opening and
+    # its summary or conclusion sections first (docs/retrieval.md). The affinity is the cosine
+    # to the nearest such question that routes it: None = the embedder's calibrated value
+    # (default backend 0.55; none for `openai`, where routing is off until one is set).
+    overview: bool = True
+    overview_affinity: float | None = Field(None, ge=0.0, le=1.0)
 
     @model_validator(mode="after")
     def _overlap_below_size(self) -> RetrievalSettings:

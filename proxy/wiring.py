@@ -196,6 +196,7 @@ def make_retriever(settings: Settings) -> Retriever:
     from proxy.retrieval.embeddings import MINILM_LANGUAGES, OpenAIEmbedder
     from proxy.retrieval.index import VectorIndex
     from proxy.retrieval.lease import Leases
+    from proxy.retrieval.overview import MINILM_OVERVIEW_AFFINITY
     from proxy.retrieval.rerank import Reranker
     from proxy.retrieval.retriever import Retriever
 
@@ -226,6 +227,9 @@ def make_retriever(settings: Settings) -> Retriever:
     languages = settings.embeddings.languages
     if languages is None and settings.embeddings.backend == "default":
         languages = list(MINILM_LANGUAGES)
+    overview_affinity = retrieval.overview_affinity
+    if overview_affinity is None and settings.embeddings.backend == "default":
+        overview_affinity = MINILM_OVERVIEW_AFFINITY
     return Retriever(
         languages=None if languages is None else frozenset(languages),
         count_unread=chat_tokens(),
@@ -240,6 +244,7 @@ def make_retriever(settings: Settings) -> Retriever:
         rerank_top_n=retrieval.rerank.top_n if retrieval.rerank else 20,
         passages_dir=data_dir(settings) / "passages",
         leases=leases,
+        overview_affinity=overview_affinity if retrieval.overview else None,
     )
 
 

@@ -257,3 +257,22 @@ async def test_a_card_says_which_pages_went_as_images(
     assert "image cost: gemma3 (estimated), guessed from the chat template" in line
     await browser.screenshot(ARTIFACTS / "page-images.png")
     assert browser.problems == []
+
+
+async def test_a_whole_document_questions_passages_say_why_they_were_kept(
+    make_proxy: Callable[..., str], browser: Browser
+) -> None:
+    # The fake embedder's cosines route only with an affinity set (docs/retrieval.md).
+    base = make_proxy(retrieval={**SMALL_CHUNKS, "overview_affinity": 0.9})
+    body = retrieval_body("What is this document about?")
+    assert chat(base, body, **{"X-Request-ID": "overview"}).status_code == 200
+    await browser.goto(base + "/ui")
+    await browser.wait_for("!!document.querySelector('[data-id=overview]')", "the request")
+    await browser.eval("document.querySelector('[data-id=overview] details.passages').open = true")
+    outcomes = await browser.eval(
+        "[...document.querySelectorAll('[data-id=overview] tr.candidate')]"
+        ".map(r => r.cells[4].textContent)"
+    )
+    assert outcomes[0] == "kept · whole-document question"
+    assert all(not o.endswith("question") for o in outcomes[1:])
+    assert browser.problems == []

@@ -41,6 +41,7 @@ class Candidate:
     lexical: float | None = None  # BM25, None when no query term is in it
     fused: float | None = None  # reciprocal-rank-fusion score of the hybrid ranking
     rerank: float | None = None  # the reranker's relevance score, when one is configured
+    overview: bool = False  # given for a question about the whole document, by where it sits
 
 
 @dataclass
@@ -67,6 +68,8 @@ class RetrievalRecord:
     """The question translated into each document's language that differed from it."""
     ranked_by_words: list[str] = field(default_factory=list)
     """Files in a language the embedder does not read: ranked by their words, no threshold."""
+    overview: list[str] = field(default_factory=list)
+    """Files whose opening and conclusion came first: the question is about a whole document."""
 
 
 @dataclass

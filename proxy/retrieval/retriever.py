@@ -19,6 +19,7 @@ from proxy.retrieval.index import VectorIndex
 from proxy.retrieval.indexing import Indexer, Vectors
 from proxy.retrieval.lease import Leases
 from proxy.retrieval.lexical import detect_language, query_language
+from proxy.retrieval.overview import OVERVIEW_QUESTIONS, is_overview, overview_passages
 from proxy.retrieval.passages import DocumentPassages, PassagesMissing, PassageStore
 from proxy.retrieval.rerank import Reranker
 from proxy.retrieval.translation import Translate, Translation
@@ -58,6 +59,9 @@ class Scored:
     by_meaning: bool = True
     """False for a document in a language the embedder does not read: ranked by its words
     alone, its cosine means nothing and no threshold applies to it."""
+    overview: bool = False
+    """True for a passage given because the question is about the document as a whole (its
+    opening, its summary or conclusion): chosen by where it sits, held to no threshold."""
 
 
 @dataclass
@@ -80,6 +84,10 @@ class Retriever:
     """Sizes passages of a language the embedder does not read (wiring: cl100k tokens)."""
     leases: Leases | None = None
     background: bool = True
+    overview_affinity: float | None = None
+    """A question this close to an overview question (proxy.retrieval.overview) gets each
+    document's opening and conclusion first; None: never (an embedder not calibrated for it)."""
+    _overview_vectors: list[np.ndarray] | None = field(default=None, init=False, repr=False)
     indexer: Indexer = field(init=False)
     store: PassageStore = field(init=False)
 
@@ -187,6 +195,10 @@ class Retriever:
                 if translation is not None and translation.text:
                     queries.append((translation.text, language))
             words = [text for text, _ in queries]
+            # Routed by the texts the embedder reads: the question, or its translation.
+            affinities = await self._overview_affinities(
+                [text for text, lang in queries if self.reads(lang)], embeddings
+            )
             if self.reads(language):
                 # Only the queries in a language the embedder reads are embedded (all of them
                 # if none is, as before translations).
@@ -201,6 +213,8 @@ class Retriever:
                 ready[document.name] = 100
                 found = self._rank(passages, words, lambda vector: {}, [])
                 found = [replace(item, by_meaning=False) for item in found]
+            if is_overview(affinities, self.overview_affinity):
+                found = _overview_first(passages, found)
             count = self.counter(language)
             if neighbours:
                 found = _with_neighbours(passages, found, neighbours)
@@ -208,8 +222,28 @@ class Retriever:
                 # Even without a window: passages cut inside a paragraph overlap their
                 # neighbours, and two hits side by side are one place (shown once, merged).
                 found = self._windowed(passages, found[:depth], window, count)
-            ranked.append(await self._rerank(query, found[:depth]))
+            reranked = await self._rerank(query, found[:depth])
+            # A reranker orders hits by relevance; the overview passages stay first.
+            ranked.append(sorted(reranked, key=lambda item: not item.overview))
         return ranked, ready
+
+    async def _overview_affinities(
+        self, texts: list[str], embeddings: dict[str, list[float]]
+    ) -> list[float]:
+        """Each text's cosine to the nearest overview question (none when routing is off)."""
+        if self.overview_affinity is None or not texts:
+            return []
+        if self._overview_vectors is None:
+            self._overview_vectors = [
+                _unit(await self.embedder.embed_query(text)) for text in OVERVIEW_QUESTIONS
+            ]
+        affinities = []
+        for text in texts:
+            if text not in embeddings:
+                embeddings[text] = await self.embedder.embed_query(text)
+            vector = _unit(embeddings[text])
+            affinities.append(max(float(vector @ known) for known in self._overview_vectors))
+        return affinities
 
     async def _open(
         self, document: ParsedDocument, resolve: Resolve | None
@@ -355,8 +389,8 @@ class Retriever:
             return found
         head, tail = found[: self.rerank_top_n], found[self.rerank_top_n :]
         scores = await self.reranker.scores(query, [item.chunk.shown for item in head])
-        # Only the score is new: how the passage was found (by meaning or not) still decides
-        # what the threshold does with it.
+        # Only the score is new: how the passage was found (by meaning or not, as an overview
+        # passage) still decides what the threshold does with it.
         rescored = [replace(item, rerank=score) for item, score in zip(head, scores, strict=True)]
         rescored.sort(key=lambda item: -(item.rerank or 0.0))
         return rescored + tail
@@ -375,6 +409,26 @@ def characters_as_tokens(text: str) -> int:
     """About as many tokens as a chat model's tokenizer makes of this text (4 characters a
     token): the measure when no tokenizer is at hand."""
     return (len(text) + 3) // 4
+
+
+def _unit(vector: list[float]) -> np.ndarray:
+    array = np.asarray(vector, dtype=np.float32)
+    return array / max(float(np.linalg.norm(array)), 1e-12)
+
+
+def _overview_first(passages: DocumentPassages, found: list[Scored]) -> list[Scored]:
+    """The document's overview passages first (with their cosines where ranked), then the
+    rest of the ranking as it was."""
+    chosen = overview_passages(passages.chunks)
+    ranked = {item.chunk.index: item for item in found}
+    moved = set(chosen)
+    first = [
+        replace(ranked[i], overview=True)
+        if i in ranked
+        else Scored(chunk=passages.chunks[i], dense=0.0, overview=True)
+        for i in chosen
+    ]
+    return first + [item for item in found if item.chunk.index not in moved]
 
 
 def _best(scores: dict[int, float]) -> list[int]:

@@ -160,7 +160,11 @@ function passagesTable(retrieval) {
       el("td", {}, el("span", { class: "name", title: c.file, text: c.file })),
       el("td", {}, el("span", { class: "name", title: c.location || "", text: c.location || `page=${n(c.page)}` })),
       el("td", { class: "n", text: Number(c.score).toFixed(3) }),
-      el("td", { class: `outcome ${String(c.outcome).replace(/ /g, "-")}`, text: c.outcome }),
+      // A whole-document question's opening and conclusion pass by where they sit, not their score.
+      el("td", {
+        class: `outcome ${String(c.outcome).replace(/ /g, "-")}`,
+        text: c.overview ? `${c.outcome} · whole-document question` : c.outcome,
+      }),
       el("td", { class: "snippet", title: snippet }, el("span", { class: "snippet-text", text: snippet })),
     ));
   });

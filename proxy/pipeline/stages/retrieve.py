@@ -120,6 +120,11 @@ async def retrieve(exchange: Exchange, services: Services) -> None:
             for doc, hits in zip(sources, ranked, strict=False)
             if hits and not hits[0].by_meaning
         ],
+        overview=[
+            doc.name
+            for doc, hits in zip(sources, ranked, strict=False)
+            if hits and hits[0].overview
+        ],
     )
     note_guard(exchange, reports)
 
@@ -240,9 +245,10 @@ def guarded_candidates(
 
 
 def above(hit: Scored, threshold: float) -> bool:
-    """Whether a hit passes the threshold: its cosine is over it, or it was ranked by its words
-    alone (a language the embedder does not read, whose cosines mean nothing)."""
-    return not hit.by_meaning or hit.dense > threshold
+    """Whether a hit passes the threshold: its cosine is over it, it was ranked by its words
+    alone (a language the embedder does not read, whose cosines mean nothing), or it was given
+    for a question about the whole document (chosen by where it sits, not by its cosine)."""
+    return not hit.by_meaning or hit.overview or hit.dense > threshold
 
 
 SNIPPET_CHARS = 300
@@ -284,6 +290,7 @@ def outcomes(
                     lexical=None if hit.lexical is None else round(hit.lexical, 4),
                     fused=None if hit.fused is None else round(hit.fused, 6),
                     rerank=None if hit.rerank is None else round(hit.rerank, 4),
+                    overview=hit.overview,
                 )
             )
     return candidates

@@ -1,0 +1,85 @@
+"""Questions about a document as a whole ("what does the report conclude?"): told apart from
+questions about something in it, and answered with the passages a reader turns to for them."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+
+from proxy.retrieval.chunking import Chunk
+from proxy.retrieval.headings import SEPARATOR
+
+OVERVIEW_QUESTIONS = (
+    "What is this document about?",
+    "Summarize this document.",
+    "What does this document conclude?",
+    "What are the main points of this document?",
+    "Give me an overview of this document.",
+    "What are the key findings?",
+)
+"""What such questions look like. No passage is close to them in meaning (an embedding model
+places "Conclusions: this paper described..." near its topic, not near "what does it conclude"),
+so a question close to one of them is routed by its form instead."""
+
+MINILM_OVERVIEW_AFFINITY = 0.55
+"""The cosine to the nearest of OVERVIEW_QUESTIONS at which MiniLM's question is one of them.
+Measured (docs/retrieval.md): written questions about a whole document score 0.56-0.77, the
+evaluation's 91 tuning questions at most 0.36, and "What is the conclusion of the trial in
+chapter 3?" 0.52. MiniLM reads English: other languages' questions score low, and are routed
+only through their English translation (an English document's)."""
+
+OPENING_PASSAGES = 1
+"""A document's first passage: its title, abstract or opening lines."""
+
+MOST_SUMMARY_SECTIONS = 2
+
+_SUMMARY_WORDS = (
+    # English, German, French, Spanish, Italian, Portuguese, Dutch, Russian, Scandinavian.
+    r"abstract|summary|executive summary|conclusions?|concluding remarks|in conclusion"
+    r"|discussion and conclusions?|summary and conclusions?|conclusions? and future work"
+    r"|zusammenfassung|fazit|schlussfolgerungen?|schluss(?:bemerkungen)?|ausblick"
+    r"|résumé|resume|conclusions? générales?|synthèse"
+    r"|resumen|conclusi[oó]n(?:es)?|riassunto|conclusioni|sommario"
+    r"|resumo|conclus[aã]o|conclusões|samenvatting|conclusies?"
+    r"|аннотация|резюме|заключение|выводы|итоги"
+    r"|sammanfattning|slutsatser?|sammendrag|konklusion(?:er)?|sammenfatning"
+)
+_NUMBERING = r"(?:(?:\d+(?:\.\d+)*|[ivxlc]+|[a-z])[.):]?\s+)?"
+_SUMMARY_HEADING = re.compile(
+    rf"^\s*(?:chapter\s+\d+\s*[:.]?\s*)?{_NUMBERING}(?:{_SUMMARY_WORDS})\s*[.:]?\s*$",
+    re.IGNORECASE,
+)
+
+
+def is_overview(affinities: Sequence[float], least: float | None) -> bool:
+    """Whether a question is about its document as a whole: its cosine (or its translation's)
+    to the nearest overview question reaches `least` (None: never)."""
+    return least is not None and any(score >= least for score in affinities)
+
+
+def is_summary_heading(line: str) -> bool:
+    """A heading that names a document's summary or conclusion ("7. Conclusions", "Fazit")."""
+    return len(line) <= 60 and _SUMMARY_HEADING.match(line) is not None
+
+
+def overview_passages(chunks: Sequence[Chunk]) -> list[int]:
+    """The passages a reader turns to for a document as a whole, in the document's order: its
+    opening, and where each of its first summary or conclusion sections starts."""
+    chosen = list(range(min(OPENING_PASSAGES, len(chunks))))
+    seen_sections: set[str] = set()
+    summaries: list[int] = []
+    for i, chunk in enumerate(chunks):
+        if len(summaries) == MOST_SUMMARY_SECTIONS:
+            break
+        inner = chunk.section.rsplit(SEPARATOR, 1)[-1].strip() if chunk.section else ""
+        first = next((line for line in chunk.text.splitlines() if line.strip()), "")
+        if is_summary_heading(first):
+            key = first.strip().casefold()
+        elif inner and is_summary_heading(inner):
+            key = inner.casefold()
+        else:
+            continue
+        if key not in seen_sections:
+            seen_sections.add(key)
+            summaries.append(i)
+    return sorted(set(chosen) | set(summaries))
