@@ -193,7 +193,8 @@ def make_retriever(settings: Settings) -> Retriever:
     import os
     import socket
 
-    from proxy.retrieval.embeddings import MINILM_LANGUAGES, OpenAIEmbedder
+    from proxy.retrieval.embedding_server import OpenAIEmbedder
+    from proxy.retrieval.embeddings import MINILM_LANGUAGES
     from proxy.retrieval.index import VectorIndex
     from proxy.retrieval.lease import Leases
     from proxy.retrieval.overview import MINILM_OVERVIEW_AFFINITY

@@ -132,7 +132,7 @@ def test_an_object_store_failure_names_no_endpoint_bucket_or_owner(
 
 
 async def test_embedding_and_rerank_servers_are_named_without_their_credentials() -> None:
-    from proxy.retrieval.embeddings import OpenAIEmbedder
+    from proxy.retrieval.embedding_server import OpenAIEmbedder
     from proxy.retrieval.rerank import Reranker
 
     port = free_port()

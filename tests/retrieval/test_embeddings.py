@@ -14,12 +14,8 @@ import pytest
 import pytest_asyncio
 
 from proxy.errors import UpstreamError
-from proxy.retrieval.embeddings import (
-    DefaultEmbedder,
-    OpenAIEmbedder,
-    close_embedder,
-    make_embedder,
-)
+from proxy.retrieval.embedding_server import OpenAIEmbedder
+from proxy.retrieval.embeddings import DefaultEmbedder, close_embedder, make_embedder
 from tests.retrieval.support import FakeEmbeddingServer, hashed_vector
 
 
