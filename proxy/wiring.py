@@ -173,6 +173,8 @@ def make_embedder_from(settings: Settings) -> Embedder:
         query_prefix=embeddings.query_prefix,
         document_prefix=embeddings.document_prefix,
         timeout=embeddings.timeout_s,
+        query_input_type=embeddings.query_input_type,
+        document_input_type=embeddings.document_input_type,
     )
 
 

