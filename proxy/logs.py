@@ -18,6 +18,10 @@ LEVELS = {
 # The level configured last; `enabled` reads it (a filtered structlog call still builds its
 # arguments, and asking a lazy logger proxy costs more than comparing two numbers).
 _level = logging.INFO
+_format = "console"
+
+CHILD_LOG = "ENRICH_PROXY_CHILD_LOG"
+"""Tells a child process (a parse worker) the format and level to log in: `json:warning`."""
 
 
 def enabled(level: int) -> bool:
@@ -51,8 +55,9 @@ def log_line(fmt: str, level: str, event: str, **fields: object) -> None:
 
 def configure_logging(fmt: str = "console", level: str = "info") -> None:
     """Route structlog (and stdlib logging, e.g. aiohttp's) to stderr in the chosen format."""
-    global _level
+    global _level, _format
     _level = LEVELS[level]
+    _format = fmt
     structlog.configure(
         processors=_processors(fmt),
         wrapper_class=structlog.make_filtering_bound_logger(LEVELS[level]),
@@ -63,6 +68,19 @@ def configure_logging(fmt: str = "console", level: str = "info") -> None:
     server_log = logging.getLogger("aiohttp.server")
     if not any(isinstance(f, OneLineClientErrors) for f in server_log.filters):
         server_log.addFilter(OneLineClientErrors())
+
+
+def child_environment() -> dict[str, str]:
+    """What a child process needs to log as this one does (server.log_format, log_level)."""
+    level = next(name for name, value in LEVELS.items() if value == _level)
+    return {CHILD_LOG: f"{_format}:{level}"}
+
+
+def configure_from_environment(environ: dict[str, str]) -> None:
+    """A child's logging, as its parent's `child_environment` said (nothing said: as before)."""
+    fmt, _, level = environ.get(CHILD_LOG, "").partition(":")
+    if fmt in ("console", "json") and level in LEVELS:
+        configure_logging(fmt, level)
 
 
 class OneLineClientErrors(logging.Filter):

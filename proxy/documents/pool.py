@@ -15,6 +15,7 @@ import structlog
 
 from proxy.documents.fairness import FairShare
 from proxy.documents.protocol import HEADER, frame_length, pack, pack_json
+from proxy.logs import child_environment
 
 log = structlog.get_logger(__name__)
 
@@ -218,7 +219,8 @@ class WorkerPool:
             raise
 
     async def _spawn(self) -> _Worker:
-        env = dict(os.environ)
+        # A worker logs in the proxy's format and level (its lines go to the same stderr).
+        env = {**os.environ, **child_environment()}
         env["PYTHONPATH"] = os.pathsep.join(filter(None, [_PACKAGE_ROOT, env.get("PYTHONPATH")]))
         proc = await asyncio.create_subprocess_exec(
             *self._argv,

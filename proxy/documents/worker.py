@@ -21,6 +21,7 @@ from proxy.documents.job import Job, OcrOptions, Units
 from proxy.documents.mupdf import mupdf_warnings
 from proxy.documents.protocol import pack_json, read_frame
 from proxy.documents.text import normalise_characters
+from proxy.logs import configure_from_environment
 
 FLUSH_SECONDS = 0.05
 FLUSH_CHARS = 512 * 1024
@@ -164,6 +165,7 @@ def serve(stdin: BinaryIO, channel: BinaryIO) -> None:
 
 
 def main() -> None:
+    configure_from_environment(dict(os.environ))
     if len(sys.argv) > 1:
         limit = int(sys.argv[1])
         resource.setrlimit(resource.RLIMIT_AS, (limit, limit))

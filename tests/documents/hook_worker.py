@@ -1,5 +1,6 @@
 """Test parse worker: `%PDF-HANG` hangs, `%PDF-CRASH` segfaults, `%PDF-GREEDY` overallocates,
-`%PDF-BLOAT` keeps 300 MB after its job, `%PDF-SLOW` takes 4 s (a big document)."""
+`%PDF-BLOAT` keeps 300 MB after its job, `%PDF-SLOW` takes 4 s (a big document), `%PDF-LOG`
+logs an info and a warning line."""
 
 from __future__ import annotations
 
@@ -11,6 +12,8 @@ from collections.abc import Iterator
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
+
+import structlog
 
 from proxy.documents import worker
 from proxy.documents.job import Job, Unit
@@ -32,6 +35,9 @@ def _extract(kind: str, data: bytes, job: Job) -> Iterator[Unit]:
         _kept.append(block)
     if data.startswith(b"%PDF-GREEDY"):
         bytearray(64 * 1024**3)
+    if data.startswith(b"%PDF-LOG"):
+        structlog.get_logger("hook").info("hook info line")
+        structlog.get_logger("hook").warning("hook warning line")
     if data.startswith(b"%PDF-CRASH"):
         os.kill(os.getpid(), signal.SIGSEGV)
     return _real_extract(kind, data, job)

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import asyncio
+import json
+import logging
 import os
 import signal
 import sys
@@ -11,6 +13,7 @@ from pathlib import Path
 
 import pytest
 
+from proxy import logs
 from proxy.documents import DocumentParser, ParseLimits
 from proxy.errors import DocumentError
 
@@ -172,3 +175,29 @@ async def test_a_worker_left_holding_memory_is_recycled(
         assert parser.pool.recycled == 1
     finally:
         await parser.close()
+
+
+def test_a_child_is_told_the_proxys_log_format_and_level(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(logs, "_format", "json")
+    monkeypatch.setattr(logs, "_level", logging.WARNING)
+    assert logs.child_environment() == {logs.CHILD_LOG: "json:warning"}
+
+
+async def test_a_worker_logs_in_the_proxys_format_and_level(
+    tmp_path: Path, capfd: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # server.log_format: json, log_level: warning. Before, a worker logged its info lines in
+    # structlog's default console format, whatever the proxy was told.
+    monkeypatch.setattr(logs, "_format", "json")
+    monkeypatch.setattr(logs, "_level", logging.WARNING)
+    parser = DocumentParser(
+        tmp_path, ParseLimits(timeout_s=5.0), workers=1, worker_argv=HOOK_WORKER
+    )
+    try:
+        await parser.start()
+        with pytest.raises(DocumentError):  # not a real PDF after its marker
+            await parser.parse("log.pdf", b"%PDF-LOG\n")
+    finally:
+        await parser.close()
+    lines = [line for line in capfd.readouterr().err.splitlines() if "hook" in line]
+    assert [json.loads(line)["event"] for line in lines] == ["hook warning line"]
