@@ -112,6 +112,9 @@ ABOUT_THE_WHOLE = [
     "Briefly, what does this say?",
     "Can you summarize the attached file?",
     "What are the key takeaways from the report?",
+    "Worum geht es in dem Buch?",
+    "Fasse den Vertrag kurz zusammen.",
+    "Was sind die wichtigsten Punkte des Dokuments?",
 ]
 
 TUNING = Path(__file__).resolve().parents[2] / "bench/eval/tuning.json"
@@ -122,6 +125,8 @@ ABOUT_SOMETHING_IN_IT = [
     "What does section 4 conclude about register allocation?",
     "What does the report say about Python's performance?",
     "How does the story end?",
+    "Worum geht es im dritten Kapitel?",
+    "Was besagt der Satz von Heine-Borel?",
     *[question for _, question, _, _ in ANSWERABLE],
     *UNRELATED,
     *[item["q"] for item in json.loads(TUNING.read_text(encoding="utf-8"))["questions"]],
