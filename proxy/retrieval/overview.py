@@ -28,10 +28,10 @@ so a question close to one of them is routed by its form instead."""
 MINILM_OVERVIEW_AFFINITY = 0.55
 """The cosine to the nearest of OVERVIEW_QUESTIONS at which MiniLM's question is one of them.
 Measured (docs/retrieval.md): written questions about a whole document score 0.56-0.77, the
-evaluation's 91 tuning questions at most 0.47 (the English ones 0.36), and "What is the
-conclusion of the trial in chapter 3?" 0.52; German ones 0.58-0.69 against at most 0.54 ("Worum geht es im dritten
-Kapitel?"). MiniLM does not read other languages: their questions score low, and are routed only
-through their English translation (an English document's)."""
+evaluation's 91 tuning questions at most 0.47 (the English ones 0.36), "What is the conclusion
+of the trial in chapter 3?" 0.52; German ones 0.58-0.69 against at most 0.54 ("Worum geht es im
+dritten Kapitel?"). MiniLM does not read other languages: their questions score low, and are
+routed only through their English translation (an English document's)."""
 
 OPENING_PASSAGES = 1
 """A document's first passage: its title, abstract or opening lines."""
