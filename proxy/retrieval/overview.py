@@ -4,7 +4,9 @@ questions about something in it, and answered with the passages a reader turns t
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
+from collections.abc import Awaitable, Callable, Sequence
+
+import numpy as np
 
 from proxy.retrieval.chunking import Chunk
 from proxy.retrieval.headings import SEPARATOR
@@ -60,6 +62,36 @@ def is_overview(affinities: Sequence[float], least: float | None) -> bool:
     """Whether a question is about its document as a whole: its cosine (or its translation's)
     to the nearest overview question reaches `least` (None: never)."""
     return least is not None and any(score >= least for score in affinities)
+
+
+Embed = Callable[[str], Awaitable[list[float]]]
+"""A text's vector as the embedder makes a query's."""
+
+
+class OverviewRouter:
+    """Tells a question about its document as a whole by its cosine to the nearest overview
+    question; those are embedded once, by the first question's embedder."""
+
+    def __init__(self, least: float) -> None:
+        self.least = least
+        self._known: np.ndarray | None = None
+
+    async def routes(self, texts: Sequence[str], embed: Embed) -> bool:
+        """Whether the question (or its translation: `texts`) is an overview question."""
+        return is_overview(await self.affinities(texts, embed), self.least)
+
+    async def affinities(self, texts: Sequence[str], embed: Embed) -> list[float]:
+        """Each text's cosine to the nearest overview question."""
+        if not texts:
+            return []
+        if self._known is None:
+            self._known = np.array([_unit(await embed(text)) for text in OVERVIEW_QUESTIONS])
+        return [float((self._known @ _unit(await embed(text))).max()) for text in texts]
+
+
+def _unit(vector: list[float]) -> np.ndarray:
+    array = np.asarray(vector, dtype=np.float32)
+    return array / max(float(np.linalg.norm(array)), 1e-12)
 
 
 def is_summary_heading(line: str) -> bool:

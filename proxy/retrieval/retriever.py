@@ -19,7 +19,7 @@ from proxy.retrieval.index import VectorIndex
 from proxy.retrieval.indexing import Indexer, Vectors
 from proxy.retrieval.lease import Leases
 from proxy.retrieval.lexical import detect_language, query_language
-from proxy.retrieval.overview import OVERVIEW_QUESTIONS, is_overview, overview_passages
+from proxy.retrieval.overview import OverviewRouter, overview_passages
 from proxy.retrieval.passages import DocumentPassages, PassagesMissing, PassageStore
 from proxy.retrieval.rerank import Reranker
 from proxy.retrieval.translation import Translate, Translation
@@ -87,13 +87,15 @@ class Retriever:
     overview_affinity: float | None = None
     """A question this close to an overview question (proxy.retrieval.overview) gets each
     document's opening and conclusion first; None: never (an embedder not calibrated for it)."""
-    _overview_vectors: list[np.ndarray] | None = field(default=None, init=False, repr=False)
     indexer: Indexer = field(init=False)
     store: PassageStore = field(init=False)
+    router: OverviewRouter | None = field(init=False)
 
     def __post_init__(self) -> None:
         if self.ranking not in RANKINGS:
             raise ValueError(f"unknown ranking {self.ranking!r} (expected one of {RANKINGS})")
+        least = self.overview_affinity
+        self.router = None if least is None else OverviewRouter(least)
         self.store = PassageStore(self.passages_dir, self.chunking_settings, self.chunks_of)
         self.indexer = Indexer(self.index, self.embedder, self.settings, leases=self.leases)
 
@@ -186,6 +188,13 @@ class Retriever:
         embeddings: dict[str, list[float]] = {}
         ranked: list[list[Scored]] = []
         ready: dict[str, int] = {}
+
+        async def embedded(text: str) -> list[float]:
+            # Once per text for all documents: the question, its translations.
+            if text not in embeddings:
+                embeddings[text] = await self.embedder.embed_query(text)
+            return embeddings[text]
+
         for document in documents:
             document, passages = await self._open(document, resolve)
             language = passages.lexical.language
@@ -195,25 +204,21 @@ class Retriever:
                 if translation is not None and translation.text:
                     queries.append((translation.text, language))
             words = [text for text, _ in queries]
-            # Routed by the texts the embedder reads: the question, or its translation.
-            affinities = await self._overview_affinities(
-                [text for text, lang in queries if self.reads(lang)], embeddings
-            )
+            read = [text for text, lang in queries if self.reads(lang)]
             if self.reads(language):
                 # Only the queries in a language the embedder reads are embedded (all of them
                 # if none is, as before translations).
-                meant = [text for text, lang in queries if self.reads(lang)] or words
-                for text in meant:
-                    if text not in embeddings:
-                        embeddings[text] = await self.embedder.embed_query(text)
+                meant = read or words
+                vectors = [await embedded(text) for text in meant]
                 dense, ready[document.name] = await self._dense(document, passages, words, status)
-                found = self._rank(passages, words, dense, [embeddings[t] for t in meant])
+                found = self._rank(passages, words, dense, vectors)
             else:
                 # Its cosines would be noise: ranked by its words (and its translation's).
                 ready[document.name] = 100
                 found = self._rank(passages, words, lambda vector: {}, [])
                 found = [replace(item, by_meaning=False) for item in found]
-            if is_overview(affinities, self.overview_affinity):
+            # Routed by the texts the embedder reads: the question, or its translation.
+            if self.router is not None and await self.router.routes(read, embedded):
                 found = _overview_first(passages, found)
             count = self.counter(language)
             if neighbours:
@@ -226,24 +231,6 @@ class Retriever:
             # A reranker orders hits by relevance; the overview passages stay first.
             ranked.append(sorted(reranked, key=lambda item: not item.overview))
         return ranked, ready
-
-    async def _overview_affinities(
-        self, texts: list[str], embeddings: dict[str, list[float]]
-    ) -> list[float]:
-        """Each text's cosine to the nearest overview question (none when routing is off)."""
-        if self.overview_affinity is None or not texts:
-            return []
-        if self._overview_vectors is None:
-            self._overview_vectors = [
-                _unit(await self.embedder.embed_query(text)) for text in OVERVIEW_QUESTIONS
-            ]
-        affinities = []
-        for text in texts:
-            if text not in embeddings:
-                embeddings[text] = await self.embedder.embed_query(text)
-            vector = _unit(embeddings[text])
-            affinities.append(max(float(vector @ known) for known in self._overview_vectors))
-        return affinities
 
     async def _open(
         self, document: ParsedDocument, resolve: Resolve | None
@@ -409,11 +396,6 @@ def characters_as_tokens(text: str) -> int:
     """About as many tokens as a chat model's tokenizer makes of this text (4 characters a
     token): the measure when no tokenizer is at hand."""
     return (len(text) + 3) // 4
-
-
-def _unit(vector: list[float]) -> np.ndarray:
-    array = np.asarray(vector, dtype=np.float32)
-    return array / max(float(np.linalg.norm(array)), 1e-12)
 
 
 def _overview_first(passages: DocumentPassages, found: list[Scored]) -> list[Scored]:

@@ -13,12 +13,11 @@ from proxy.retrieval.chunking import Chunk
 from proxy.retrieval.embeddings import DefaultEmbedder
 from proxy.retrieval.overview import (
     MINILM_OVERVIEW_AFFINITY,
-    OVERVIEW_QUESTIONS,
+    OverviewRouter,
     is_overview,
     is_summary_heading,
     overview_passages,
 )
-from proxy.retrieval.retriever import _unit
 from tests.fakes.reranker import FakeReranker
 from tests.fakes.servers import ServerThread
 from tests.fakes.upstream import FakeUpstream
@@ -138,15 +137,10 @@ def affinity() -> Callable[[str], float]:
     import asyncio
 
     embedder = DefaultEmbedder()
-
-    async def vectors(texts: list[str]) -> list[list[float]]:
-        return [await embedder.embed_query(text) for text in texts]
-
-    known = [_unit(v) for v in asyncio.run(vectors(list(OVERVIEW_QUESTIONS)))]
+    router = OverviewRouter(MINILM_OVERVIEW_AFFINITY)
 
     def nearest(question: str) -> float:
-        vector = _unit(asyncio.run(vectors([question]))[0])
-        return max(float(vector @ other) for other in known)
+        return asyncio.run(router.affinities([question], embedder.embed_query))[0]
 
     return nearest
 
