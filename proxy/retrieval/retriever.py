@@ -59,9 +59,31 @@ class Scored:
     by_meaning: bool = True
     """False for a document in a language the embedder does not read: ranked by its words
     alone, its cosine means nothing and no threshold applies to it."""
+    multilingual: bool = False
+    """True when its cosine is the multilingual embedder's (a document in a language the
+    embedder does not read), put on the embedder's scale."""
     overview: bool = False
     """True for a passage given because the question is about the document as a whole (its
     opening, its summary or conclusion): chosen by where it sits, held to no threshold."""
+
+
+@dataclass
+class Space:
+    """One embedder's vectors: the index holding them, the indexer making them, what they were
+    made with, and how its cosines read on the configured embedder's scale."""
+
+    embedder: Embedder
+    index: VectorIndex
+    indexer: Indexer
+    settings: str
+    scale: Callable[[float], float] | None = None
+
+    async def embedded(self, text: str, cache: dict[tuple[str, str], list[float]]) -> list[float]:
+        # Once per text and embedder for all of a search's documents.
+        key = (self.embedder.name, text)
+        if key not in cache:
+            cache[key] = await self.embedder.embed_query(text)
+        return cache[key]
 
 
 @dataclass
@@ -87,9 +109,15 @@ class Retriever:
     overview_affinity: float | None = None
     """A question this close to an overview question (proxy.retrieval.overview) gets each
     document's opening and conclusion first; None: never (an embedder not calibrated for it)."""
+    multilingual: Embedder | None = None
+    """Embeds the documents in languages the embedder does not read (and the questions about
+    them), in `multilingual_index`; None: those documents are ranked by their words."""
+    multilingual_index: VectorIndex | None = None
     indexer: Indexer = field(init=False)
     store: PassageStore = field(init=False)
     router: OverviewRouter | None = field(init=False)
+    primary: Space = field(init=False)
+    second: Space | None = field(init=False)
 
     def __post_init__(self) -> None:
         if self.ranking not in RANKINGS:
@@ -98,6 +126,21 @@ class Retriever:
         self.router = None if least is None else OverviewRouter(least)
         self.store = PassageStore(self.passages_dir, self.chunking_settings, self.chunks_of)
         self.indexer = Indexer(self.index, self.embedder, self.settings, leases=self.leases)
+        self.primary = Space(self.embedder, self.index, self.indexer, self.settings)
+        self.second = None
+        if self.multilingual is not None and self.languages is not None:
+            from proxy.retrieval.multilingual import on_scale
+
+            index = self.multilingual_index or self.index.sibling(self.multilingual)
+            self.multilingual_index = index
+            settings = f"{self.chunking_settings};embedder={self.multilingual.fingerprint}"
+            self.second = Space(
+                self.multilingual,
+                index,
+                Indexer(index, self.multilingual, settings, leases=self.leases),
+                settings,
+                on_scale(self.multilingual.default_threshold, self.embedder.default_threshold),
+            )
 
     @property
     def chunking_settings(self) -> str:
@@ -118,6 +161,17 @@ class Retriever:
         """Whether the embedder reads text in `language` (an unknown one: assumed so)."""
         return self.languages is None or language is None or language in self.languages
 
+    def space_for(self, language: str | None) -> Space | None:
+        """Whose vectors rank a document in `language`: the embedder's where it reads the
+        language, else the multilingual embedder's, else none (ranked by its words)."""
+        return self.primary if self.reads(language) else self.second
+
+    async def _space_of(self, document: ParsedDocument) -> tuple[Space, DocumentPassages]:
+        passages = await self.store.open(document)
+        # A document ranked by its words alone is indexed by the embedder all the same (it
+        # always was; a later setting may read its language).
+        return self.space_for(passages.lexical.language) or self.primary, passages
+
     def counter(self, language: str) -> Callable[[str], int]:
         """Passages are sized in the embedder's tokens where it reads the language; elsewhere
         in a chat model's tokens (cl100k), which is what they cost in the budget (MiniLM spells
@@ -135,19 +189,19 @@ class Retriever:
 
     async def ensure_indexed(self, document: ParsedDocument) -> bool:
         """Index the whole document now (tools and tests); False if it already was."""
-        if await self.index.is_indexed(document.sha256, self.settings):
+        space, passages = await self._space_of(document)
+        if await space.index.is_indexed(document.sha256, space.settings):
             return False
-        passages = await self.store.open(document)
-        await self.indexer.complete_now(document, passages)
+        await space.indexer.complete_now(document, passages)
         return True
 
     async def index_document(self, document: ParsedDocument) -> bool:
         """Index the whole document at the background's pace, waiting for it: True once it is
         indexed, False while another proxy holds its lease (ask again later)."""
-        if await self.index.is_indexed(document.sha256, self.settings):
+        space, passages = await self._space_of(document)
+        if await space.index.is_indexed(document.sha256, space.settings):
             return True
-        passages = await self.store.open(document)
-        return await self.indexer.complete(document, passages)
+        return await space.indexer.complete(document, passages)
 
     async def passages(self, document: ParsedDocument) -> DocumentPassages:
         """The document's passages (made now if need be); raises PassagesMissing for a document
@@ -163,6 +217,8 @@ class Retriever:
         """Stop background indexing and write pending passages; the index stays open."""
         await self.store.flush()
         await self.indexer.close()
+        if self.second is not None:
+            await self.second.indexer.close()
 
     async def search(
         self,
@@ -185,15 +241,12 @@ class Retriever:
         are not stored here is replaced by `resolve(document)`, the document itself. With
         `translate`, a document in another language than the query is also searched with the
         query translated into its language, both rankings fused."""
-        embeddings: dict[str, list[float]] = {}
+        embeddings: dict[tuple[str, str], list[float]] = {}
         ranked: list[list[Scored]] = []
         ready: dict[str, int] = {}
 
         async def embedded(text: str) -> list[float]:
-            # Once per text for all documents: the question, its translations.
-            if text not in embeddings:
-                embeddings[text] = await self.embedder.embed_query(text)
-            return embeddings[text]
+            return await self.primary.embedded(text, embeddings)
 
         for document in documents:
             document, passages = await self._open(document, resolve)
@@ -205,13 +258,18 @@ class Retriever:
                     queries.append((translation.text, language))
             words = [text for text, _ in queries]
             read = [text for text, lang in queries if self.reads(lang)]
-            if self.reads(language):
+            space = self.space_for(language)
+            if space is not None:
                 # Only the queries in a language the embedder reads are embedded (all of them
-                # if none is, as before translations).
-                meant = read or words
-                vectors = [await embedded(text) for text in meant]
-                dense, ready[document.name] = await self._dense(document, passages, words, status)
+                # if none is, as before translations); the multilingual one reads them all.
+                meant = (read or words) if space is self.primary else words
+                vectors = [await space.embedded(text, embeddings) for text in meant]
+                dense, ready[document.name] = await self._dense(
+                    space, document, passages, words, status
+                )
                 found = self._rank(passages, words, dense, vectors)
+                if space is not self.primary:
+                    found = [replace(item, multilingual=True) for item in found]
             else:
                 # Its cosines would be noise: ranked by its words (and its translation's).
                 ready[document.name] = 100
@@ -245,27 +303,43 @@ class Retriever:
 
     async def _dense(
         self,
+        space: Space,
         document: ParsedDocument,
         passages: DocumentPassages,
         queries: list[str],
         status: Status,
     ) -> tuple[Callable[[list[float]], dict[int, float]], int]:
-        """A scorer giving passages' cosines for a query vector, and the index's readiness."""
-        vectors = await self.index.vectors(document.sha256, self.settings)
+        """A scorer giving passages' cosines for a query vector (on the configured embedder's
+        scale), and the index's readiness."""
+        scorer, percent = await self._cosines(space, document, passages, queries, status)
+        scale = space.scale
+        if scale is None:
+            return scorer, percent
+        return lambda vector: {i: scale(c) for i, c in scorer(vector).items()}, percent
+
+    async def _cosines(
+        self,
+        space: Space,
+        document: ParsedDocument,
+        passages: DocumentPassages,
+        queries: list[str],
+        status: Status,
+    ) -> tuple[Callable[[list[float]], dict[int, float]], int]:
+        vectors = await space.index.vectors(document.sha256, space.settings)
         if vectors is None:
-            progress = self.indexer.progress(passages)
+            progress = space.indexer.progress(passages)
             line = lambda: f"Indexing file {document.name}... ({progress.percent}%)"  # noqa: E731
             async with _ticking(status, line):
                 if len(passages.chunks) <= self.new_document_candidates or not self.background:
                     if self.background:
-                        await self.indexer.complete_now(document, passages)
-                        vectors = await self.index.vectors(document.sha256, self.settings)
+                        await space.indexer.complete_now(document, passages)
+                        vectors = await space.index.vectors(document.sha256, space.settings)
                     else:
-                        scorer = await self._candidates(document, passages, queries)
+                        scorer = await self._candidates(space.indexer, passages, queries)
                         return scorer, progress.percent
                 else:
-                    scorer = await self._candidates(document, passages, queries)
-                    self.indexer.complete_later(document, passages)
+                    scorer = await self._candidates(space.indexer, passages, queries)
+                    space.indexer.complete_later(document, passages)
                     return scorer, progress.percent
         if vectors is None:
             raise RuntimeError(f"{document.name} was indexed but its vectors are missing")
@@ -278,7 +352,7 @@ class Retriever:
         return score_all, 100
 
     async def _candidates(
-        self, document: ParsedDocument, passages: DocumentPassages, queries: list[str]
+        self, indexer: Indexer, passages: DocumentPassages, queries: list[str]
     ) -> Callable[[list[float]], dict[int, float]]:
         """A new document: dense scores for its best lexical candidates and whatever passages
         were embedded already, while the rest is indexed in the background."""
@@ -299,9 +373,9 @@ class Retriever:
         # The background embeds what lies around this question's candidates and lexical hits
         # first: the next question on the same part finds them with dense scores.
         hits = [i for ranked in searched for i in ranked[:POOL]]
-        self.indexer.prefer(passages, [*wanted, *hits])
-        made: Vectors = dict(self.indexer.progress(passages).vectors)
-        made.update(await self.indexer.previews_for(passages, wanted, PREVIEW_TOKENS))
+        indexer.prefer(passages, [*wanted, *hits])
+        made: Vectors = dict(indexer.progress(passages).vectors)
+        made.update(await indexer.previews_for(passages, wanted, PREVIEW_TOKENS))
 
         def score_made(query_vector: list[float]) -> dict[int, float]:
             if not made:
@@ -384,12 +458,16 @@ class Retriever:
 
     async def close(self) -> None:
         await self.close_indexing()
-        await self.index.close()
+        # The multilingual index shares the main one's client: it closes first.
+        spaces = [self.primary] if self.second is None else [self.second, self.primary]
+        for space in spaces:
+            await space.index.close()
         if self.reranker is not None:
             await self.reranker.close()
-        close = getattr(self.embedder, "close", None)
-        if close is not None:
-            await close()
+        for space in spaces:
+            close = getattr(space.embedder, "close", None)
+            if close is not None:
+                await close()
 
 
 def characters_as_tokens(text: str) -> int:

