@@ -61,7 +61,7 @@ class Scored:
     alone, its cosine means nothing and no threshold applies to it."""
     multilingual: bool = False
     """True when its cosine is the multilingual embedder's (a document in a language the
-    embedder does not read), put on the embedder's scale."""
+    embedder does not keep: `Retriever.own_documents`), put on the embedder's scale."""
     overview: bool = False
     """True for a passage given because the question is about the document as a whole (its
     opening, its summary or conclusion): chosen by where it sits, held to no threshold."""
@@ -110,8 +110,9 @@ class Retriever:
     """A question this close to an overview question (proxy.retrieval.overview) gets each
     document's opening and conclusion first; None: never (an embedder not calibrated for it)."""
     multilingual: Embedder | None = None
-    """Embeds the documents in languages the embedder does not read (and the questions about
-    them), in `multilingual_index`; None: those documents are ranked by their words."""
+    """Embeds the documents in the languages the embedder does not keep (and the questions
+    about them), in `multilingual_index`; None: those it does not read are ranked by their
+    words."""
     multilingual_index: VectorIndex | None = None
     own_documents: frozenset[str] | None = None
     """With a multilingual embedder: the languages of the documents the embedder keeps (the
@@ -132,7 +133,8 @@ class Retriever:
         self.indexer = Indexer(self.index, self.embedder, self.settings, leases=self.leases)
         self.primary = Space(self.embedder, self.index, self.indexer, self.settings)
         self.second = None
-        if self.multilingual is not None and self.languages is not None:
+        keeps_all = self.languages is None and self.own_documents is None
+        if self.multilingual is not None and not keeps_all:
             from proxy.retrieval.multilingual import on_scale
 
             index = self.multilingual_index or self.index.sibling(self.multilingual)

