@@ -56,6 +56,10 @@ def chroma_port(tmp_path_factory: pytest.TempPathFactory) -> Iterator[int]:
     stop_chroma(server)
 
 
+def words(text: str) -> int:
+    return len(text.split())
+
+
 def two_page_chunks() -> tuple[ParsedDocument, Callable[[], list[Chunk]]]:
     doc = text_document(["The harbour master logs every ship.", "Tides turn twice a day."])
     return doc, lambda: chunk_document(doc, chunk_tokens=10, overlap=0, count_tokens=len)
@@ -76,6 +80,25 @@ async def test_indexes_on_one_server_share_documents(chroma_port: int) -> None:
     assert "Tides" in hits[0].text and hits[0].page_start == 2
     for index in (one, other):
         await index.close()
+
+
+@pytest.mark.slow
+async def test_a_second_embedders_index_shares_the_servers_client(chroma_port: int) -> None:
+    # The multilingual embedder's vectors: another collection on the same server, through the
+    # main index's client; closed first, it leaves that client working.
+    doc = text_document(["Срок действия договора три года.", "Tides turn twice a day here."])
+    chunks = lambda: chunk_document(doc, chunk_tokens=10, overlap=0, count_tokens=words)  # noqa: E731
+    main = VectorIndex.server("127.0.0.1", chroma_port, CountingEmbedder(HashEmbedder()))
+    other = CountingEmbedder(HashEmbedder("test-other"))
+    other.name = "test-other"
+    sibling = main.sibling(other)
+    assert await sibling.ensure_indexed(doc, chunks) is True
+    assert await sibling.is_indexed(doc.sha256) and not await main.is_indexed(doc.sha256)
+    hits = await sibling.search(doc.sha256, await other.embed_query("tides turn"), 1)
+    assert "Tides" in hits[0].text
+    await sibling.close()
+    assert await main.ensure_indexed(doc, chunks) is True
+    await main.close()
 
 
 @pytest.mark.slow
