@@ -69,8 +69,8 @@ class RetrievalRecord:
     ranked_by_words: list[str] = field(default_factory=list)
     """Files in a language the embedder does not read: ranked by their words, no threshold."""
     multilingual: list[str] = field(default_factory=list)
-    """Files in a language the embedder does not read, ranked by the multilingual embedder's
-    cosines (put on the embedder's scale, held to the same threshold)."""
+    """Files in a language the embedder leaves to the multilingual one (with MiniLM: all but
+    English), ranked by its cosines put on the embedder's scale, held to the same threshold."""
     overview: list[str] = field(default_factory=list)
     """Files whose opening and conclusion came first: the question is about a whole document."""
 
