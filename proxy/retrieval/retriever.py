@@ -39,6 +39,8 @@ cost of whole passages, for the same hits on the eval (docs/retrieval.md)."""
 NO_WINDOW = WindowShape()
 
 Status = Callable[[str], None]
+Scorer = Callable[[list[float]], dict[int, float]]
+"""Passages' cosines (by index) for a query vector."""
 Resolve = Callable[[ParsedDocument], Awaitable[ParsedDocument]]
 
 
@@ -77,6 +79,13 @@ class Space:
     indexer: Indexer
     settings: str
     scale: Callable[[float], float] | None = None
+
+    def on_scale(self, cosines: Scorer) -> Scorer:
+        """The scorer's cosines read as the configured embedder's (its own: unchanged)."""
+        scale = self.scale
+        if scale is None:
+            return cosines
+        return lambda vector: {i: scale(c) for i, c in cosines(vector).items()}
 
     async def embedded(self, text: str, cache: dict[tuple[str, str], list[float]]) -> list[float]:
         # Once per text and embedder for all of a search's documents.
@@ -278,7 +287,7 @@ class Retriever:
                 dense, ready[document.name] = await self._dense(
                     space, document, passages, words, status
                 )
-                found = self._rank(passages, words, dense, vectors)
+                found = self._rank(passages, words, space.on_scale(dense), vectors)
                 if space is not self.primary:
                     found = [replace(item, multilingual=True) for item in found]
             else:
@@ -319,23 +328,9 @@ class Retriever:
         passages: DocumentPassages,
         queries: list[str],
         status: Status,
-    ) -> tuple[Callable[[list[float]], dict[int, float]], int]:
-        """A scorer giving passages' cosines for a query vector (on the configured embedder's
-        scale), and the index's readiness."""
-        scorer, percent = await self._cosines(space, document, passages, queries, status)
-        scale = space.scale
-        if scale is None:
-            return scorer, percent
-        return lambda vector: {i: scale(c) for i, c in scorer(vector).items()}, percent
-
-    async def _cosines(
-        self,
-        space: Space,
-        document: ParsedDocument,
-        passages: DocumentPassages,
-        queries: list[str],
-        status: Status,
-    ) -> tuple[Callable[[list[float]], dict[int, float]], int]:
+    ) -> tuple[Scorer, int]:
+        """A scorer giving passages' cosines in the space for a query vector, and the index's
+        readiness."""
         vectors = await space.index.vectors(document.sha256, space.settings)
         if vectors is None:
             progress = space.indexer.progress(passages)
