@@ -199,7 +199,7 @@ def make_retriever(settings: Settings) -> Retriever:
     from proxy.retrieval.embeddings import MINILM_LANGUAGES
     from proxy.retrieval.index import VectorIndex
     from proxy.retrieval.lease import Leases
-    from proxy.retrieval.overview import MINILM_OVERVIEW_AFFINITY
+    from proxy.retrieval.overview import E5_OVERVIEW_AFFINITY, MINILM_OVERVIEW_AFFINITY
     from proxy.retrieval.rerank import Reranker
     from proxy.retrieval.retriever import Retriever
 
@@ -238,6 +238,8 @@ def make_retriever(settings: Settings) -> Retriever:
     overview_affinity = retrieval.overview_affinity
     if overview_affinity is None and settings.embeddings.backend == "default":
         overview_affinity = MINILM_OVERVIEW_AFFINITY
+    # e5's own, measured: a question in a language the embedder does not read is told by e5.
+    multilingual_overview = E5_OVERVIEW_AFFINITY if multilingual is not None else None
     return Retriever(
         languages=None if languages is None else frozenset(languages),
         count_unread=chat_tokens(),
@@ -254,6 +256,7 @@ def make_retriever(settings: Settings) -> Retriever:
         leases=leases,
         overview_affinity=overview_affinity if retrieval.overview else None,
         multilingual=multilingual,
+        multilingual_overview_affinity=multilingual_overview,
         own_documents=own_documents,
     )
 

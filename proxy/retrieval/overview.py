@@ -33,7 +33,17 @@ Measured (docs/retrieval.md): written questions about a whole document score 0.5
 evaluation's 91 tuning questions at most 0.47 (the English ones 0.36), "What is the conclusion
 of the trial in chapter 3?" 0.52; German ones 0.58-0.69 against at most 0.54 ("Worum geht es im
 dritten Kapitel?"). MiniLM does not read other languages: their questions score low, and are
-routed only through their English translation (an English document's)."""
+routed through their translation (a document's in a language it reads) or by e5 (below)."""
+
+E5_OVERVIEW_AFFINITY = 0.84
+"""The same for multilingual-e5-small's raw cosine, for a question in a language MiniLM does not
+read (Russian). e5 sits high for any pair: its scale is not MiniLM's. Measured on 2026-12-02
+(docs/retrieval.md): five Russian questions about a whole document 0.85-0.90, four about
+something in one 0.80-0.83 ("О чём говорится в третьей главе?" 0.83): 0.84 between them. Then
+checked on questions written afterwards: 4 of 8 about a whole document reach it (0.87-0.89; the
+rest 0.80-0.83), none of 5 about something in one (at most 0.84: "Чем закончилась история?"
+0.837), nor any of the tuning half's 13 Russian questions (at most 0.80). A question not routed is
+ranked as any other."""
 
 OPENING_PASSAGES = 1
 """A document's first passage: its title, abstract or opening lines."""

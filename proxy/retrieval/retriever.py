@@ -123,6 +123,9 @@ class Retriever:
     about them), in `multilingual_index`; None: those it does not read are ranked by their
     words."""
     multilingual_index: VectorIndex | None = None
+    multilingual_overview_affinity: float | None = None
+    """The multilingual embedder's `overview_affinity`, for a question in a language the
+    embedder does not read (its translation, if any, is the embedder's); None: never."""
     own_documents: frozenset[str] | None = None
     """With a multilingual embedder: the languages of the documents the embedder keeps (the
     rest go to the multilingual one); None: those it reads. MiniLM half reads German, enough
@@ -130,6 +133,7 @@ class Retriever:
     indexer: Indexer = field(init=False)
     store: PassageStore = field(init=False)
     router: OverviewRouter | None = field(init=False)
+    second_router: OverviewRouter | None = field(init=False)
     primary: Space = field(init=False)
     second: Space | None = field(init=False)
 
@@ -142,6 +146,7 @@ class Retriever:
         self.indexer = Indexer(self.index, self.embedder, self.settings, leases=self.leases)
         self.primary = Space(self.embedder, self.index, self.indexer, self.settings)
         self.second = None
+        self.second_router = None
         keeps_all = self.languages is None and self.own_documents is None
         if self.multilingual is not None and not keeps_all:
             from proxy.retrieval.multilingual import on_scale
@@ -156,6 +161,9 @@ class Retriever:
                 settings,
                 on_scale(self.multilingual.default_threshold, self.embedder.default_threshold),
             )
+            least = self.multilingual_overview_affinity
+            if self.router is not None and least is not None:
+                self.second_router = OverviewRouter(least)
 
     @property
     def chunking_settings(self) -> str:
@@ -264,10 +272,6 @@ class Retriever:
         embeddings: dict[tuple[str, str], list[float]] = {}
         ranked: list[list[Scored]] = []
         ready: dict[str, int] = {}
-
-        async def embedded(text: str) -> list[float]:
-            return await self.primary.embedded(text, embeddings)
-
         for document in documents:
             document, passages = await self._open(document, resolve)
             language = passages.lexical.language
@@ -295,8 +299,7 @@ class Retriever:
                 ready[document.name] = 100
                 found = self._rank(passages, words, lambda vector: {}, [])
                 found = [replace(item, by_meaning=False) for item in found]
-            # Routed by the texts the embedder reads: the question, or its translation.
-            if self.router is not None and await self.router.routes(read, embedded):
+            if await self._about_the_whole(queries, embeddings):
                 found = _overview_first(passages, found)
             count = self.counter(language)
             if neighbours:
@@ -309,6 +312,23 @@ class Retriever:
             # A reranker orders hits by relevance; the overview passages stay first.
             ranked.append(sorted(reranked, key=lambda item: not item.overview))
         return ranked, ready
+
+    async def _about_the_whole(
+        self, queries: list[tuple[str, str | None]], embeddings: dict[tuple[str, str], list[float]]
+    ) -> bool:
+        """Whether the question is about a document as a whole: told by the embedder from the
+        texts it reads (the question, or its translation), else by the multilingual one from
+        the others (a Russian question about a Russian document)."""
+        if self.router is None:
+            return False
+        read = [text for text, language in queries if self.reads(language)]
+        if await self.router.routes(read, lambda text: self.primary.embedded(text, embeddings)):
+            return True
+        second, router = self.second, self.second_router
+        if read or second is None or router is None:
+            return False
+        unread = [text for text, _ in queries]
+        return await router.routes(unread, lambda text: second.embedded(text, embeddings))
 
     async def _open(
         self, document: ParsedDocument, resolve: Resolve | None

@@ -22,6 +22,7 @@ from proxy.retrieval.multilingual import (
     available,
     on_scale,
 )
+from proxy.retrieval.overview import E5_OVERVIEW_AFFINITY
 from proxy.retrieval.retriever import Retriever
 from proxy.retrieval.vectors import chunk_id
 from tests.retrieval.support import CountingEmbedder, HashEmbedder, text_document
@@ -237,10 +238,13 @@ def test_by_default_minilm_reads_english_and_e5_the_rest(monkeypatch: pytest.Mon
     assert made["languages"] == MINILM_LANGUAGES
     assert made["own_documents"] == frozenset({"english"})
     assert isinstance(made["multilingual"], MultilingualEmbedder)
+    # A Russian question about a whole document is told by e5, at its own calibrated value.
+    assert made["multilingual_overview_affinity"] == E5_OVERVIEW_AFFINITY
 
     with pytest.raises(Stop):
         wiring.make_retriever(settings_of(multilingual=False))
     assert made["languages"] == MINILM_LANGUAGES and made["multilingual"] is None
+    assert made["multilingual_overview_affinity"] is None
 
     monkeypatch.setattr("proxy.retrieval.multilingual.available", lambda: False)
     with structlog.testing.capture_logs() as logs, pytest.raises(Stop):

