@@ -22,6 +22,7 @@ from proxy.retrieval.lexical import detect_language, query_language
 from proxy.retrieval.overview import OverviewRouter, overview_passages
 from proxy.retrieval.passages import DocumentPassages, PassagesMissing, PassageStore
 from proxy.retrieval.rerank import Reranker
+from proxy.retrieval.space import Scorer, Space
 from proxy.retrieval.translation import Translate, Translation
 from proxy.retrieval.windows import WindowShape, windows
 from proxy.tasks import cancel_and_wait
@@ -39,8 +40,6 @@ cost of whole passages, for the same hits on the eval (docs/retrieval.md)."""
 NO_WINDOW = WindowShape()
 
 Status = Callable[[str], None]
-Scorer = Callable[[list[float]], dict[int, float]]
-"""Passages' cosines (by index) for a query vector."""
 Resolve = Callable[[ParsedDocument], Awaitable[ParsedDocument]]
 
 
@@ -67,32 +66,6 @@ class Scored:
     overview: bool = False
     """True for a passage given because the question is about the document as a whole (its
     opening, its summary or conclusion): chosen by where it sits, held to no threshold."""
-
-
-@dataclass
-class Space:
-    """One embedder's vectors: the index holding them, the indexer making them, what they were
-    made with, and how its cosines read on the configured embedder's scale."""
-
-    embedder: Embedder
-    index: VectorIndex
-    indexer: Indexer
-    settings: str
-    scale: Callable[[float], float] | None = None
-
-    def on_scale(self, cosines: Scorer) -> Scorer:
-        """The scorer's cosines read as the configured embedder's (its own: unchanged)."""
-        scale = self.scale
-        if scale is None:
-            return cosines
-        return lambda vector: {i: scale(c) for i, c in cosines(vector).items()}
-
-    async def embedded(self, text: str, cache: dict[tuple[str, str], list[float]]) -> list[float]:
-        # Once per text and embedder for all of a search's documents.
-        key = (self.embedder.name, text)
-        if key not in cache:
-            cache[key] = await self.embedder.embed_query(text)
-        return cache[key]
 
 
 @dataclass
