@@ -15,11 +15,12 @@ from proxy.documents.model import DocumentWarning, Page, ParsedDocument
 
 log = structlog.get_logger(__name__)
 
-FORMAT_VERSION = 5
+FORMAT_VERSION = 6
 """2: units carry a location, a title and an OCR mark; documents a title and warnings.
 3: tables in the one form of table_form (captions, merged cells on the grid, sheets in blocks).
 4: text without line/paragraph separators, odd spaces, ligatures or soft hyphens.
-5: a PDF page's title is its outline path (`Part II > 7. Tables`), not the last entry alone."""
+5: a PDF page's title is its outline path (`Part II > 7. Tables`), not the last entry alone.
+6: a plain-text book's chapter lines ("CHAPTER I.", "Глава 3") open units of their own."""
 
 
 def encode_entry(document: ParsedDocument) -> bytes:

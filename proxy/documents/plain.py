@@ -25,7 +25,7 @@ def text_sections(kind: str, name: str, data: bytes, job: Job) -> list[Section]:
         ]
     else:
         markdown = kind == Kind.MARKDOWN
-        sections = split_sections(text, anchor="line", headings=markdown)
+        sections = split_sections(text, anchor="line", headings=markdown, chapters=not markdown)
         if markdown:
             first_heading(text, job)
     return merge_units(sections, job.max_pages)

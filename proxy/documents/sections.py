@@ -22,6 +22,22 @@ _FENCE = re.compile(r"^[ \t]{0,3}(`{3,}|~{3,})")
 _EMPHASIS = re.compile(r"[*_`]+")
 MAX_LABEL_CHARS = 100
 
+_NUMBER_WORDS = (
+    "one|two|three|four|five|six|seven|eight|nine|ten|eleven|twelve|thirteen|fourteen|fifteen"
+    "|sixteen|seventeen|eighteen|nineteen|twenty|first|second|third|fourth|fifth|sixth"
+    "|seventh|eighth|ninth|tenth|last"
+)
+_CHAPTER = re.compile(
+    r"^\s*(?:chapter|book|part|volume|act|kapitel|teil|buch|chapitre|livre|partie|tome"
+    r"|cap[ií]tulo|parte|libro|capitolo|hoofdstuk|deel|глава|часть|книга|том)"
+    rf"\s+(?:\d{{1,3}}|[ivxlcdm]{{1,8}}|{_NUMBER_WORDS})\b[.:]?(?:\s+\S.*)?$",
+    re.IGNORECASE,
+)
+MAX_CHAPTER_CHARS = 80
+LEAST_CHAPTERS = 2
+"""A plain-text book's chapters are told from their heading lines ("CHAPTER I.", "Chapter 3.
+The Storm", "Глава 2"), standing alone between blank lines; a lone "Part 2" is no book."""
+
 
 @dataclass(frozen=True)
 class Section:
@@ -45,12 +61,14 @@ def split_sections(
     *,
     anchor: Anchor = "paragraph",
     headings: bool = True,
+    chapters: bool = False,
     part_chars: int = PAGE_CHARS,
     max_units: int = 2000,
 ) -> list[Section]:
     """Units of `text` in order; every non-blank line of the input is in exactly one of them,
-    but the caption and header rows of a table cut into parts, which head each part."""
-    raws = _by_heading(text, headings)
+    but the caption and header rows of a table cut into parts, which head each part. With
+    `chapters` (plain text), a book's chapter heading lines open sections too."""
+    raws = _by_heading(text, headings, chapter_lines(text) if chapters else frozenset())
     units: list[Section] = []
     carried: list[tuple[int, int, str]] = []  # heading lines of sections with no body
     seen_titles: set[str] = set()
@@ -78,7 +96,23 @@ def split_sections(
     return merge_units(units, max_units)
 
 
-def _by_heading(text: str, headings: bool) -> list[_Raw]:
+def chapter_lines(text: str) -> frozenset[int]:
+    """The numbers of the lines that head a plain-text book's chapters: short, standing alone
+    between blank lines (or the text's edges), named like a chapter; none unless there are at
+    least LEAST_CHAPTERS of them."""
+    lines = text.split("\n")
+    found = frozenset(
+        number
+        for number, line in enumerate(lines, start=1)
+        if len(line) <= MAX_CHAPTER_CHARS
+        and _CHAPTER.match(line)
+        and (number == 1 or not lines[number - 2].strip())
+        and (number == len(lines) or not lines[number].strip())
+    )
+    return found if len(found) >= LEAST_CHAPTERS else frozenset()
+
+
+def _by_heading(text: str, headings: bool, chapters: frozenset[int] = frozenset()) -> list[_Raw]:
     raws = [_Raw(0, "", "", [])]
     path: list[tuple[int, str]] = []
     fence: str | None = None
@@ -100,7 +134,11 @@ def _by_heading(text: str, headings: bool) -> list[_Raw]:
                 fence = None
         can_head = headings and fence is None and not opened and line.startswith("#")
         match = _HEADING.match(line) if can_head else None
-        if match:
+        if number in chapters:
+            title = " ".join(line.split())
+            path = [(1, title)]
+            raws.append(_Raw(1, title, title, []))
+        elif match:
             level, title = len(match.group(1)), _EMPHASIS.sub("", match.group(2)).strip()
             path = [(lvl, name) for lvl, name in path if lvl < level] + [(level, title)]
             raws.append(_Raw(level, title, " > ".join(name for _, name in path), []))

@@ -20,8 +20,9 @@ from proxy.retrieval.headings import SEPARATOR, section_paths
 DEFAULT_CHUNK_TOKENS = 250
 DEFAULT_CHUNK_OVERLAP = 30
 # Bumped whenever the same settings would cut a document differently: indexes built by an
-# older chunker are then rebuilt on their next use.
-CHUNKER_VERSION = 5
+# older chunker are then rebuilt on their next use. 6: plain-text books cut at their chapters
+# (the parser's format 6), each passage under its chapter's line.
+CHUNKER_VERSION = 6
 CONTEXT_SHARE = 3
 """A passage's context (where it sits, a table's header) takes at most a third of its tokens."""
 SECTION_RANKED_BY_MEANING = True

@@ -250,3 +250,14 @@ async def test_disk_cache_drops_the_least_recently_used(tmp_path: Path) -> None:
     assert "1" not in kept  # the least recently used went first
     assert {"0", "3"} <= kept
     assert sum(p.stat().st_size for p in tmp_path.glob("*/*.json")) <= 5600
+
+
+async def test_a_plain_text_book_is_parsed_into_its_chapters(parser: DocumentParser) -> None:
+    chapters = [f"CHAPTER {n}. The {name}" for n, name in enumerate(("Storm", "Harbour"), 1)]
+    text = "\n\n".join(
+        ["A BOOK OF THE SEA", *(f"{c}\n\n" + "The sea was grey. " * 30 for c in chapters)]
+    )
+    document = await parser.parse("book.txt", text.encode())
+    titled = [(page.location, page.title) for page in document.pages if page.title]
+    assert titled == [(f"section={c}", c) for c in chapters]
+    assert document.pages[0].location == "line=1"

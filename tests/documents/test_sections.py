@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
+import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from proxy.documents.sections import Section, merge_units, split_sections
+from proxy.documents.sections import Section, chapter_lines, merge_units, split_sections
 
 
 def test_headings_make_sections_named_by_their_heading() -> None:
@@ -62,6 +63,48 @@ def test_text_without_headings_is_located_by_paragraph_or_line() -> None:
 def test_plain_text_ignores_markdown_headings_when_told() -> None:
     units = split_sections("# not a heading in a .txt\nplain", anchor="line", headings=False)
     assert [u.location for u in units] == ["line=1"]
+
+
+BOOK = (
+    "THE STORM BOOK\n\nby Someone\n\n\n"
+    "CHAPTER I.\n\nIt was a dark night,\nand cold.\n\n"
+    "Chapter II. The Harbour\n\nThe boats came in.\n\n"
+    "Part of the problem was the wind.\n\n"
+    "Глава 3\n\nНочь была тёмной."
+)
+
+
+def test_a_plain_text_books_chapter_lines_open_sections() -> None:
+    units = split_sections(BOOK, anchor="line", headings=False, chapters=True)
+    assert [(u.location, u.title) for u in units] == [
+        ("line=1", ""),
+        ("section=CHAPTER I.", "CHAPTER I."),
+        ("section=Chapter II. The Harbour", "Chapter II. The Harbour"),
+        ("section=Глава 3", "Глава 3"),
+    ]
+    # A sentence that opens like a chapter is not one, and every line is kept.
+    assert "Part of the problem was the wind." in units[2].text
+    assert "\n".join(u.text for u in units).split() == BOOK.split()
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "Notes\n\nPart 2\n\nonly one part named",  # one is no book
+        "CHAPTER I. is where\nit starts\n\nCHAPTER II. follows\nat once",  # not alone
+        "Chapter 1 " + "of a sentence that runs on " * 4 + "\n\nChapter 2",  # too long: one left
+        "# Chapter 1\n\n# Chapter 2",  # Markdown headings are not chapter lines
+    ],
+)
+def test_lines_that_only_look_like_chapters_are_text(text: str) -> None:
+    assert chapter_lines(text) == frozenset()
+    units = split_sections(text, anchor="line", headings=False, chapters=True)
+    assert all(unit.location.startswith("line=") for unit in units)
+
+
+def test_without_chapters_plain_text_keeps_its_lines() -> None:
+    units = split_sections(BOOK, anchor="line", headings=False)
+    assert all(unit.location.startswith("line=") for unit in units)
 
 
 def test_units_are_merged_down_to_the_limit_without_losing_text() -> None:
