@@ -27,10 +27,11 @@ _NUMBER_WORDS = (
     "|sixteen|seventeen|eighteen|nineteen|twenty|first|second|third|fourth|fifth|sixth"
     "|seventh|eighth|ninth|tenth|last"
 )
+_ROMAN = r"(?=[ivxlcdm])m{0,3}(?:cm|cd|d?c{0,3})(?:xc|xl|l?x{0,3})(?:ix|iv|v?i{0,3})"
 _CHAPTER = re.compile(
     r"^\s*(?:chapter|book|part|volume|act|kapitel|teil|buch|chapitre|livre|partie|tome"
     r"|cap[ií]tulo|parte|libro|capitolo|hoofdstuk|deel|глава|часть|книга|том)"
-    rf"\s+(?:\d{{1,3}}|[ivxlcdm]{{1,8}}|{_NUMBER_WORDS})\b[.:]?(?:\s+\S.*)?$",
+    rf"\s+(?:\d{{1,3}}|{_ROMAN}|{_NUMBER_WORDS})\b[.:]?(?:\s+\S.*)?$",
     re.IGNORECASE,
 )
 MAX_CHAPTER_CHARS = 80

@@ -94,6 +94,7 @@ def test_a_plain_text_books_chapter_lines_open_sections() -> None:
         "CHAPTER I. is where\nit starts\n\nCHAPTER II. follows\nat once",  # not alone
         "Chapter 1 " + "of a sentence that runs on " * 4 + "\n\nChapter 2",  # too long: one left
         "# Chapter 1\n\n# Chapter 2",  # Markdown headings are not chapter lines
+        "Part mix\n\nChapter dim\n\nthe letters of Roman numbers, no number",
     ],
 )
 def test_lines_that_only_look_like_chapters_are_text(text: str) -> None:
