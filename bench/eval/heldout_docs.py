@@ -4,7 +4,8 @@
     python bench/eval/heldout_docs.py --check     # + every answer is in the parsed text (counts)
     python bench/eval/heldout_docs.py --list      # what is in the cache
 
-Documents are read from `bench/eval/heldout.json` (`documents`) and land in
+Documents are read from `bench/eval/heldout.json` and `bench/eval/heldout_conversations.json`
+(`documents`; a document both describe must be the same file) and land in
 `~/.cache/enrich-proxy-eval/documents/<id>/` (or `$ENRICH_EVAL_CACHE`, or `--cache`), never in
 the repository, with the `.sha256.json` record bench/eval/documents.py reads: run this first,
 and the runner (`bench/retrieval_eval.py --set heldout`) finds every held-out document checked.
@@ -21,10 +22,15 @@ byte-reproducible (fixed timestamps and properties), so `sha256` is the converte
 
 `--check` parses every document with this checkout's own `DocumentParser` and reports, per
 document, how many answers are found in the extracted text (NFKC, soft hyphens removed,
-whitespace collapsed). It prints counts only, never questions or answers (`--missing` adds
-the ids of questions whose answer is not found): this is the held-out half, and the people
-tuning the product must not read it. `--dump DIR` writes the extracted texts to DIR (keep it
-outside the repository).
+whitespace collapsed), then the same for the questions of the slice matched to the tuning
+half's difficulty (`"slice": "matched"`), then for the conversations: per document, how many
+turns have their answer in the text, how the follow-ups lean on their history, and whether
+every conversation has the shape a runner needs (2-4 turns, described documents, a reply for
+every turn, a hand-written standalone rewrite and a known `leans` for every follow-up). It
+prints counts only, never questions, rewrites or answers (`--missing` adds the ids of questions
+and turns whose answer is not found, and what is wrong with an unusable conversation): this is
+the held-out half, and the people tuning the product must not read it. `--dump DIR` writes
+the extracted texts to DIR (keep it outside the repository).
 """
 
 from __future__ import annotations
