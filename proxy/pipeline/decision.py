@@ -114,6 +114,10 @@ class UpstreamRecord:
     num_ctx: int | None = None  # the window asked of Ollama on its native API
     upstream_prompt_tokens: int | None = None  # the server's own count, from its answer
     note: str = ""
+    asked_num_ctx: int | None = None  # Ollama: the caller's options.num_ctx, before bounding
+    dropped_options: dict[str, str] = field(default_factory=dict)
+    """Ollama: what the caller sent that would reload or unload the model for every caller, not
+    sent (`keep_alive`, `options.num_gpu`, ...), each with why."""
 
 
 @dataclass
