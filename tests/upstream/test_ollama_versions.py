@@ -120,3 +120,84 @@ def test_the_decision_says_which_window_was_planned_with(
     base = proxy_before(ollama.base_url)  # type: ignore[attr-defined]
     upstream = preview(base, ask(document(6000)))["decision"]["upstream"]
     assert "loaded 4096 (the smallest default of Ollama 0.13.0)" in upstream["window_source"]
+
+
+FORCED = {"enrich": {"strategy": "inject-full-content"}}
+
+
+@pytest.mark.parametrize(
+    ("gib", "default"), [(8, 4096), (24, 32768), (48, 131072)], ids=["4k", "32k", "256k"]
+)
+def test_the_default_window_by_gpu_memory_is_learnt_not_assumed(
+    proxy_before: Callable[..., str], ollama: FakeOllama, gib: int, default: int
+) -> None:
+    # Ollama 0.15.5+ gives a model 4k, 32k or 256k tokens (capped at its trained 128k) by the
+    # GPUs' memory, which no endpoint says. The model not loaded yet, the proxy loads it with
+    # none set, as any request would, and reads the window /api/ps says.
+    ollama.version = "0.15.5"
+    ollama.gpu_memory_gib = gib
+    base = proxy_before(ollama.base_url, upstream={"ollama": {"overflow": "refuse"}})  # type: ignore[attr-defined]
+    upstream = preview(base, ask(document(6000)))["decision"]["upstream"]
+    assert upstream["loaded_window"] == default and upstream["window"] == default
+    assert (
+        "the default of this Ollama, learnt: /api/ps context_length after loading llama3.2"
+        in (upstream["window_source"])
+    )
+    [load] = ollama.to("/api/generate")
+    assert load.json == {"model": MODEL}
+    if default == 4096:  # what the proxy assumed before, now known: still too small
+        with pytest.raises(openai.BadRequestError):
+            client(base).chat.completions.create(**ask(document(6000)), extra_body=FORCED)
+        return
+    # A document the smallest default would have turned away is answered whole, in the window
+    # the model already runs with: nothing reloaded, nothing cut.
+    answer = client(base).chat.completions.create(**ask(document(6000)), extra_body=FORCED)
+    assert answer.choices[0].message.content == "The answer from the fake Ollama ."
+    assert not ollama.seen[-1].truncated and ollama.seen[-1].num_ctx == default
+    assert ollama.loads == 1 and ollama.reloads == 0
+
+
+def test_the_learnt_default_serves_every_model_it_tells(
+    proxy_before: Callable[..., str], ollama: FakeOllama
+) -> None:
+    ollama.version = "0.17.0"
+    ollama.gpu_memory_gib = 24
+    ollama.models["qwen3:latest"] = OllamaModel(name="qwen3:latest", trained=40960)
+    ollama.models["small:latest"] = OllamaModel(name="small:latest", trained=8192)
+    base = proxy_before(ollama.base_url)  # type: ignore[attr-defined]
+    preview(base, ask(document(100)))
+    for model, window in [("qwen3", 32768), ("small", 8192)]:
+        upstream = preview(base, ask(document(100), model=model))["decision"]["upstream"]
+        assert upstream["loaded_window"] == window
+        assert (
+            "the default of this Ollama, learnt on llama3.2 (/api/ps)"
+            in (upstream["window_source"])
+        )
+    assert len(ollama.to("/api/generate")) == 1  # learnt once, for the server
+
+
+def test_a_model_already_running_is_not_disturbed_to_learn_it(
+    proxy_before: Callable[..., str], ollama: FakeOllama
+) -> None:
+    # Running with a window that may be someone's num_ctx: never reloaded to learn the default;
+    # the smallest one is planned with, and the record says why.
+    ollama.version = "0.15.5"
+    ollama.gpu_memory_gib = 24
+    ollama.loaded["llama3.2:latest"] = (16384, False)
+    base = proxy_before(ollama.base_url, upstream={"ollama": {"overflow": "refuse"}})  # type: ignore[attr-defined]
+    upstream = preview(base, ask(document(6000)))["decision"]["upstream"]
+    assert upstream["loaded_window"] == 4096
+    assert "not learnt, the model was loaded already" in upstream["window_source"]
+    assert not ollama.to("/api/generate") and ollama.reloads == 0
+
+
+def test_a_stated_default_or_an_older_ollama_needs_no_learning(
+    proxy_before: Callable[..., str], ollama: FakeOllama
+) -> None:
+    ollama.version = "0.15.5"
+    base = proxy_before(ollama.base_url, upstream={"ollama": {"context_length": 8192}})  # type: ignore[attr-defined]
+    assert preview(base, ask(document(100)))["decision"]["upstream"]["loaded_window"] == 8192
+    ollama.version = "0.15.4"
+    base = proxy_before(ollama.base_url)  # type: ignore[attr-defined]
+    assert preview(base, ask(document(100)))["decision"]["upstream"]["loaded_window"] == 4096
+    assert not ollama.to("/api/generate")
