@@ -188,9 +188,12 @@ async def lmstudio(
 
 def _lmstudio_window(card: dict[str, Any] | None, loaded: int | None, where: str) -> ContextWindow:
     trained = _int(card.get("max_context_length")) if card is not None else None
+    # 0.3 (the v0 API alone) answers a longer prompt with nothing (lmstudio-bug-tracker #2339);
+    # 0.4 (the v1 API) refuses it, with a 400 or an `event: error` frame (#2322).
+    answers = "with nothing" if where.startswith("/api/v0") else "with an error, or nothing"
     hint = (
         f"LM Studio runs the model with a {loaded}-token window and answers a longer prompt "
-        "with nothing; load it with a larger context length (lms load --context-length)"
+        f"{answers}; load it with a larger context length (lms load --context-length)"
     )
     if loaded is not None:
         return ContextWindow(

@@ -96,6 +96,8 @@ async def fit_window(exchange: Exchange, services: Services) -> None:
     facts = await introspection.facts(exchange.model)
     record = exchange.decision.upstream = _record(facts)
     kind = facts.kind.kind
+    exchange.error_frames = traits(kind).error_frames
+    exchange.window_hint = facts.window.hint
     door = (
         kind == "ollama"
         and exchange.upstream_path == "/v1/chat/completions"
