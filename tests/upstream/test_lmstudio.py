@@ -98,6 +98,12 @@ def test_a_responses_stream_fails_with_its_code(base: str, lmstudio: FakeLmStudi
     failed = events[-1].response  # type: ignore[union-attr]
     assert failed.error is not None
     assert failed.error.message.startswith("Input does not fit in context length.")
+    with pytest.raises(openai.BadRequestError) as caught:
+        client(base).responses.create(
+            model=lmstudio.model_id, input=text(3000), max_output_tokens=16
+        )
+    assert caught.value.code == "context_length_exceeded"
+    assert caught.value.message.endswith(HINT)
 
 
 def test_answers_that_fit_go_through_untouched(base: str, lmstudio: FakeLmStudio) -> None:
