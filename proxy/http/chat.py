@@ -253,6 +253,9 @@ async def converted_error(
     body = converter.convert_error(response.status, payload) if converter is not None else None
     if body is None:
         body = openai_error_body(response.status, payload)
+        overflow = body is not None and body["error"]["code"] == "context_length_exceeded"
+        if body is not None and overflow and exchange.window_hint:
+            body["error"]["message"] += f"; {exchange.window_hint}"
     if body is None:
         return None
     if started is not None:

@@ -32,7 +32,7 @@ from proxy.responses.items import STATELESS
 from proxy.responses.replay import events_from_response
 from proxy.responses.request import chat_request
 from proxy.upstream.headers import client_response_headers
-from proxy.upstream.relay import error_message, is_stream, relay_response
+from proxy.upstream.relay import error_frame, error_message, is_stream, relay_response
 from proxy.upstream.sse import sse_events
 
 P = ParamSpec("P")
@@ -158,6 +158,12 @@ def to_events(stream: ResponseStream, exchange: Exchange, preface: bytes) -> Tra
         for event in stream.start():
             yield sse(event)
         async for raw in sse_events(chunks):
+            failure = error_frame(raw) if exchange.error_frames else None
+            if failure is not None:
+                fields = failure["error"]
+                for event in stream.fail(fields["message"], fields["code"] or "upstream_error"):
+                    yield sse(event)
+                return
             for out in chat_events(converter, raw):
                 if isinstance(out, bytes):
                     if is_done(out):

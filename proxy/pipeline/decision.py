@@ -120,6 +120,10 @@ class UpstreamRecord:
     instruct_source: str = ""
     tools: bool | None = None
     tools_source: str = ""
+    asked_num_ctx: int | None = None  # Ollama: the caller's options.num_ctx, before bounding
+    dropped_options: dict[str, str] = field(default_factory=dict)
+    """Ollama: what the caller sent that would reload or unload the model for every caller, not
+    sent (`keep_alive`, `options.num_gpu`, ...), each with why."""
 
 
 @dataclass

@@ -16,6 +16,7 @@ from proxy.upstream.client import UpstreamClient
 from proxy.upstream.detect import detect_kind
 from proxy.upstream.facts import ContextWindow, Detection, Fact, ModelFacts
 from proxy.upstream.kinds import traits
+from proxy.upstream.ollama.default_window import DefaultWindow
 from proxy.upstream.remote_counters import (
     KoboldCppCounter,
     LlamaCppPythonCounter,
@@ -85,6 +86,8 @@ class ModelIntrospection:
         # Ollama: the window the proxy asked for per model (its full name). Later requests ask
         # for no less, so that Ollama does not reload the model back and forth.
         self.raised_num_ctx: dict[str, int] = {}
+        # Ollama from 0.15.5: its default window, by the GPUs' memory, learnt once.
+        self.ollama_default = DefaultWindow()
 
     async def kind(self) -> str:
         """The upstream's kind alone (what the vision learners are chosen by)."""
@@ -213,7 +216,9 @@ class ModelIntrospection:
     async def _learn_window(self, model: str | None) -> ContextWindow:
         found = await self.detection()
         try:
-            return await learn_window(self.upstream, model, self.settings, found)
+            return await learn_window(
+                self.upstream, model, self.settings, found, self.ollama_default
+            )
         except ProxyError as error:
             # The chat request itself will say what is wrong with the upstream.
             log.warning("could not learn the context window", model=model, error=error.message)

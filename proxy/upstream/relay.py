@@ -12,7 +12,8 @@ from aiohttp import web
 
 from proxy.errors import ProxyError, UpstreamError, UpstreamTimeout
 from proxy.upstream.headers import client_response_headers
-from proxy.upstream.sse import ndjson_events
+from proxy.upstream.overflow import says_overflow
+from proxy.upstream.sse import event_json, event_name, ndjson_events
 
 # Bodies up to this size are read whole and answered with an exact Content-Length.
 SMALL_BODY = 1 << 20
@@ -177,7 +178,38 @@ def openai_error_body(status: int, payload: Any) -> dict[str, Any] | None:
     kind = payload.get("error_type") or payload.get("type")
     if not isinstance(kind, str):
         kind = "invalid_request_error" if 400 <= status < 500 else "upstream_error"
+    if 400 <= status < 500 and says_overflow(message):
+        # A refusal of a prompt over the window in the server's own words (LM Studio's
+        # `{"error": "The number of tokens to keep ..."}`): OpenAI's code for it.
+        return {
+            "error": {
+                "message": message,
+                "type": kind,
+                "param": "messages",
+                "code": "context_length_exceeded",
+            }
+        }
     return {"error": {"message": message, "type": kind, "param": None, "code": None}}
+
+
+def error_frame(event: bytes) -> dict[str, Any] | None:
+    """An SSE `event: error` frame as OpenAI's error object, or None for any other event. LM
+    Studio 0.4 answers a prompt over its window with a 200 and such a frame (`event: error`,
+    `data: {"error": {"message"}, "message"}`: lmstudio-bug-tracker #2322), which chat clients
+    read as an empty answer; OpenAI's own streams put an error in a data event."""
+    if event_name(event) != b"error":
+        return None
+    message = error_message(event_json(event)) or "the upstream failed mid-stream"
+    if says_overflow(message):
+        return {
+            "error": {
+                "message": message,
+                "type": "invalid_request_error",
+                "param": "messages",
+                "code": "context_length_exceeded",
+            }
+        }
+    return {"error": {"message": message, "type": "upstream_error", "param": None, "code": None}}
 
 
 async def _pump(

@@ -30,6 +30,14 @@ def event_data(event: bytes) -> bytes | None:
     return b"\n".join(lines) if lines else None
 
 
+def event_name(event: bytes) -> bytes | None:
+    """The `event:` field of an SSE event (None: a plain `message` event)."""
+    for line in event.split(b"\n"):
+        if line.startswith(b"event:"):
+            return line[6:].strip()
+    return None
+
+
 def event_json(event: bytes) -> Any:
     """The JSON object of a data event; None for `[DONE]`, comments and non-JSON data."""
     data = event_data(event)
