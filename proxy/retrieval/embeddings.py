@@ -11,7 +11,6 @@ from typing import Any, Protocol
 
 import structlog
 
-from proxy.offline import embedding_model_missing
 from proxy.retrieval.embedding_server import OpenAIEmbedder
 from proxy.retrieval.minilm import (
     INT8_RECIPE,
@@ -24,6 +23,7 @@ from proxy.retrieval.minilm import (
     machine_flags,
     vectors_of,
 )
+from proxy.retrieval.minilm_files import minilm_files
 
 log = structlog.get_logger(__name__)
 
@@ -201,8 +201,11 @@ class DefaultEmbedder:
             from chromadb.utils.embedding_functions import ONNXMiniLM_L6_V2
 
             function = ONNXMiniLM_L6_V2()
-            fetch_minilm(function)
-            source = Path(function.DOWNLOAD_PATH) / function.EXTRACTED_FOLDER_NAME / "model.onnx"
+            folder = Path(function.DOWNLOAD_PATH) / function.EXTRACTED_FOLDER_NAME
+            # Fetched at start-up if at all (proxy.retrieval.minilm_files): a question never
+            # waits for a download, it is told at once that the model is missing.
+            minilm_files(folder).require()
+            source = folder / "model.onnx"
             # Chroma pads every input to 256 tokens, so a 10-token query cost as much as a
             # full passage (9x slower measured); padding to the batch's longest input gives
             # the same vectors (attention-masked pooling) for a fraction of the work.
@@ -256,26 +259,14 @@ class DefaultEmbedder:
         return onnxruntime.InferenceSession(str(path), options, providers=["CPUExecutionProvider"])
 
 
-def fetch_minilm(function: Any) -> None:
-    """Chroma's model files, fetched into its folder if absent; a download that fails is a
-    503 naming the folder and the address."""
-    try:
-        function._download_model_if_not_exists()
-    except Exception as exc:  # whatever Chroma's HTTP client raises
-        folder = Path(function.DOWNLOAD_PATH) / function.EXTRACTED_FOLDER_NAME
-        raise embedding_model_missing(folder, function.MODEL_DOWNLOAD_URL, exc) from exc
-
-
 def _minilm_tokenizer() -> Any:
-    """MiniLM's tokenizer from Chroma's model folder, fetched there first if absent."""
+    """MiniLM's tokenizer from Chroma's model folder; a clear 503 at once when it is not there."""
     from chromadb.utils.embedding_functions import ONNXMiniLM_L6_V2
     from tokenizers import Tokenizer
 
-    function = ONNXMiniLM_L6_V2()
-    path = Path(function.DOWNLOAD_PATH) / function.EXTRACTED_FOLDER_NAME / "tokenizer.json"
-    if not path.exists():
-        fetch_minilm(function)
-    tokenizer = Tokenizer.from_file(str(path))
+    folder = Path(ONNXMiniLM_L6_V2.DOWNLOAD_PATH) / ONNXMiniLM_L6_V2.EXTRACTED_FOLDER_NAME
+    minilm_files(folder).require()
+    tokenizer = Tokenizer.from_file(str(folder / "tokenizer.json"))
     tokenizer.no_truncation()
     tokenizer.no_padding()
     return tokenizer
