@@ -71,7 +71,7 @@ def minilm_file(files: MiniLMFiles) -> ModelFile:
         looked_in=(str(files.folder),),
         todo=f"unpack {MINILM_URL} into {files.folder.parent} (it holds onnx/model.onnx and the "
         "tokenizer's files), or use an embedding server (embeddings.backend: openai); "
-        "documents that need retrieval get 503 embedding_model_unavailable until then",
+        "meanwhile passages are ranked by the multilingual model, else by their words",
     )
 
 

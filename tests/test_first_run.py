@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import base64
 import os
 import shutil
@@ -341,15 +342,16 @@ def test_a_missing_embedding_model_is_named_with_its_place_and_never_fetched_on_
     from chromadb.utils.embedding_functions import ONNXMiniLM_L6_V2
 
     from proxy.errors import ProxyError
-    from proxy.retrieval.embeddings import _minilm_tokenizer
+    from proxy.retrieval.embeddings import DefaultEmbedder
 
     def no_download(self: object, url: str, fname: str, chunk_size: int = 1024) -> None:
         raise AssertionError(f"a request tried to download {url}")
 
     monkeypatch.setattr(ONNXMiniLM_L6_V2, "DOWNLOAD_PATH", tmp_path / "all-MiniLM-L6-v2")
     monkeypatch.setattr(ONNXMiniLM_L6_V2, "_download", no_download)
+    embedder = DefaultEmbedder(precision="fp32")
     with pytest.raises(ProxyError) as raised:
-        _minilm_tokenizer()
+        asyncio.run(embedder.embed_query("hello"))
     url = ONNXMiniLM_L6_V2.MODEL_DOWNLOAD_URL
     folder = tmp_path / "all-MiniLM-L6-v2" / "onnx"
     assert raised.value.status == 503 and raised.value.code == "embedding_model_unavailable"
@@ -366,4 +368,5 @@ def test_a_missing_embedding_model_is_named_with_its_place_and_never_fetched_on_
     folder.mkdir(parents=True)
     for item in shipped.iterdir():
         (folder / item.name).write_bytes(item.read_bytes())
-    assert _minilm_tokenizer().encode("hello").ids
+    assert embedder.unavailable() is None
+    assert len(asyncio.run(embedder.embed_query("hello"))) == 384

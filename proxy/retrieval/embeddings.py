@@ -11,6 +11,7 @@ from typing import Any, Protocol
 
 import structlog
 
+from proxy.errors import ProxyError
 from proxy.retrieval.embedding_server import OpenAIEmbedder
 from proxy.retrieval.minilm import (
     INT8_RECIPE,
@@ -163,6 +164,14 @@ class DefaultEmbedder:
             return self.name
         return f"{self.name}|{INT8_RECIPE}"
 
+    def unavailable(self) -> ProxyError | None:
+        """Why the model cannot embed now (its files missing or being fetched), or None: a
+        few stat() calls, no network."""
+        from chromadb.utils.embedding_functions import ONNXMiniLM_L6_V2
+
+        folder = Path(ONNXMiniLM_L6_V2.DOWNLOAD_PATH) / ONNXMiniLM_L6_V2.EXTRACTED_FOLDER_NAME
+        return minilm_files(folder).unavailable()
+
     def count_tokens(self, text: str) -> int:
         """Word pieces without [CLS]/[SEP], by MiniLM's own tokenizer (loaded without the model)."""
         if self._counter is None:
@@ -259,14 +268,16 @@ class DefaultEmbedder:
         return onnxruntime.InferenceSession(str(path), options, providers=["CPUExecutionProvider"])
 
 
+MINILM_TOKENIZER = Path(__file__).with_name("data") / "all-MiniLM-L6-v2.tokenizer.json"
+"""MiniLM's tokenizer, shipped with the proxy (the same bytes as in Chroma's archive): passages
+are sized in its word pieces whether or not the model itself is on disk yet."""
+
+
 def _minilm_tokenizer() -> Any:
-    """MiniLM's tokenizer from Chroma's model folder; a clear 503 at once when it is not there."""
-    from chromadb.utils.embedding_functions import ONNXMiniLM_L6_V2
+    """MiniLM's tokenizer, from the file shipped with the proxy."""
     from tokenizers import Tokenizer
 
-    folder = Path(ONNXMiniLM_L6_V2.DOWNLOAD_PATH) / ONNXMiniLM_L6_V2.EXTRACTED_FOLDER_NAME
-    minilm_files(folder).require()
-    tokenizer = Tokenizer.from_file(str(folder / "tokenizer.json"))
+    tokenizer = Tokenizer.from_file(str(MINILM_TOKENIZER))
     tokenizer.no_truncation()
     tokenizer.no_padding()
     return tokenizer

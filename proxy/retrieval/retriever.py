@@ -157,6 +157,13 @@ class Retriever:
         """Whether the embedder reads text in `language` (an unknown one: assumed so)."""
         return self.languages is None or language is None or language in self.languages
 
+    def primary_ready(self) -> bool:
+        """Whether the embedder can embed now: an in-process model whose files are missing
+        (not fetched: proxy.retrieval.minilm_files) cannot, and documents are then ranked by
+        the multilingual model or their words rather than the request failing."""
+        unavailable = getattr(self.embedder, "unavailable", None)
+        return unavailable is None or unavailable() is None
+
     def space_for(self, language: str | None) -> Space | None:
         """Whose vectors rank a document in `language`: the multilingual embedder's for the
         languages the embedder does not keep, else the embedder's where it reads the language,
@@ -256,6 +263,10 @@ class Retriever:
             words = [text for text, _ in queries]
             read = [text for text, lang in queries if self.reads(lang)]
             space = self.space_for(language)
+            if space is self.primary and not self.primary_ready():
+                # Its model is not on disk (yet): the multilingual model (shipped in its
+                # wheel) ranks it meanwhile, else its words alone.
+                space = self.second
             if space is not None:
                 # Only the queries in a language the embedder reads are embedded (all of them
                 # if none is, as before translations); the multilingual one reads them all.
@@ -295,7 +306,9 @@ class Retriever:
         if self.router is None:
             return False
         read = [text for text, language in queries if self.reads(language)]
-        if await self.router.routes(read, lambda text: self.primary.embedded(text, embeddings)):
+        if not self.primary_ready():
+            read = []  # the embedder cannot tell it now; the multilingual one may
+        elif await self.router.routes(read, lambda text: self.primary.embedded(text, embeddings)):
             return True
         second, router = self.second, self.second_router
         if read or second is None or router is None:

