@@ -236,3 +236,18 @@ def test_the_shipped_tokenizer_is_the_one_in_chromas_archive() -> None:
     if not in_chroma.is_file():
         pytest.skip("Chroma's MiniLM is not on this machine")
     assert MINILM_TOKENIZER.read_bytes() == in_chroma.read_bytes()
+
+
+def test_onnx_runtime_keeps_no_telemetry_to_upload(tmp_path: Path) -> None:
+    """ONNX Runtime's wheel keeps a device id and an event store for upload under
+    ~/.cache/Microsoft from its import on; with the proxy imported first, it does not."""
+    import os
+    import subprocess
+    import sys
+
+    environment = {k: v for k, v in os.environ.items() if k != "ORT_DISABLE_TELEMETRY"}
+    environment["HOME"] = str(tmp_path)
+    root = Path(__file__).resolve().parent.parent.parent
+    code = "import proxy.retrieval.embeddings, onnxruntime; onnxruntime.get_available_providers()"
+    subprocess.run([sys.executable, "-c", code], env=environment, cwd=root, check=True)
+    assert not (tmp_path / ".cache" / "Microsoft").exists()
