@@ -4,6 +4,10 @@ tokenizer; /healthz is asked throughout while two document questions are asked. 
 it saw as one JSON line. Used by tests/test_offline_machine.py; also by hand:
 
     unshare --net --mount --fork -- .venv/bin/python tests/offline_machine.py WORK_DIR
+    unshare ... -- /path/to/venv/bin/python tests/offline_machine.py WORK_DIR --installed
+
+With `--installed` the proxy is the one `pip install` put in that Python's environment (run
+from WORK_DIR, this checkout not on its path), not this checkout's.
 """
 
 from __future__ import annotations
@@ -100,7 +104,7 @@ def ask(base: str, question: str, part: dict[str, Any], **body: Any) -> dict[str
     return result
 
 
-def main(work: Path) -> dict[str, Any]:
+def main(work: Path, installed: bool = False) -> dict[str, Any]:
     loopback_only()
     hole = black_hole_resolver(work)
     seen: dict[str, Any] = {"resolver_hangs": resolver_hangs()}
@@ -124,34 +128,44 @@ def main(work: Path) -> dict[str, Any]:
         HOME=str(home),
         TIKTOKEN_CACHE_DIR=str(tiktoken_cache),
         PROXY__SERVER__DATA_DIR=str(work / "data"),
-        PYTHONPATH=str(ROOT),
     )
-    # The window a server without a tokenizer endpoint does not say (as Ollama's /v1 would not).
+    environment.pop("PYTHONPATH", None)
+    if not installed:
+        environment["PYTHONPATH"] = str(ROOT)
+    # The window a server without a tokenizer endpoint does not say (as Ollama's /v1 would not);
+    # passages ranked by their words while MiniLM is missing (e5 would rank them: CPU work that
+    # on two busy cores competes with /healthz, which is not what is watched here).
     config = work / "config.yaml"
-    config.write_text('models:\n  "*":\n    context_length: 8192\n')
+    config.write_text(
+        'models:\n  "*":\n    context_length: 8192\nembeddings:\n  multilingual: false\n'
+    )
     log = (work / "proxy.log").open("wb")
     command = [sys.executable, "-m", "proxy", "--config", str(config)]
     proxy = subprocess.Popen(
         [*command, "--upstream", upstream_url, "--port", str(port)],
-        cwd=ROOT,
+        cwd=work if installed else ROOT,
         env=environment,
         stdout=subprocess.DEVNULL,
         stderr=log,
         start_new_session=True,
     )
-    times: list[float] = []
+    times: list[tuple[float, float]] = []  # (seconds since the first watch, duration)
     failures: list[str] = []
     stop = threading.Event()
 
     def watch_healthz() -> None:
-        while not stop.is_set():
-            started = time.monotonic()
-            try:
-                httpx.get(base + "/healthz", timeout=10)
-                times.append(time.monotonic() - started)
-            except httpx.HTTPError as error:
-                failures.append(f"{type(error).__name__} after {time.monotonic() - started:.1f} s")
-            stop.wait(HEALTHZ_EVERY_S)
+        first = time.monotonic()
+        # One client: a new one per ask would time its own set-up (the CA bundle) as well.
+        with httpx.Client(timeout=10) as client:
+            while not stop.is_set():
+                started = time.monotonic()
+                try:
+                    client.get(base + "/healthz")
+                    times.append((started - first, time.monotonic() - started))
+                except httpx.HTTPError as error:
+                    took = time.monotonic() - started
+                    failures.append(f"{type(error).__name__} after {took:.1f} s")
+                stop.wait(HEALTHZ_EVERY_S)
 
     watcher = threading.Thread(target=watch_healthz, daemon=True)
     try:
@@ -194,7 +208,8 @@ def main(work: Path) -> dict[str, Any]:
         hole.close()
     seen.update(
         healthz_count=len(times),
-        healthz_slowest=max(times, default=None),
+        healthz_slowest=max((duration for _, duration in times), default=None),
+        healthz_slowest_at=max(times, key=lambda t: t[1], default=(None, None))[0],
         healthz_failures=failures,
         upstream_paths=sorted({r.path for r in upstream.requests}),
         log_tail=(work / "proxy.log").read_text(errors="replace").splitlines()[-30:],
@@ -203,4 +218,4 @@ def main(work: Path) -> dict[str, Any]:
 
 
 if __name__ == "__main__":
-    print(json.dumps(main(Path(sys.argv[1]))))
+    print(json.dumps(main(Path(sys.argv[1]), installed="--installed" in sys.argv[2:])))
