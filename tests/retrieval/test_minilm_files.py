@@ -284,3 +284,17 @@ def test_without_the_model_vector_store_files_complete(
     if multilingual:
         found = client.vector_stores.search(store.id, query="What did the keeper feed the cats?")
         assert found.data[0].filename == "lighthouse.txt"
+
+
+def test_with_keys_where_model_files_were_looked_for_is_an_admins_to_see(
+    make_proxy: Callable[..., str],
+) -> None:
+    from tests.callers import KEY_A, KEY_ADMIN, KEYS
+
+    base = make_proxy(server={"api_keys": KEYS})
+    for key, detailed in ((None, False), (KEY_A, False), (KEY_ADMIN, True)):
+        headers = {"Authorization": f"Bearer {key}"} if key else {}
+        files = httpx.get(base + "/healthz", headers=headers).json()["details"]["model_files"]
+        cl100k = next(entry for entry in files if entry["name"] == "tiktoken cl100k_base")
+        assert ("path" in cl100k) is detailed, (key, cl100k)
+        assert cl100k["state"] == "present"
