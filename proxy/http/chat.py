@@ -10,7 +10,7 @@ from typing import Any
 import aiohttp
 from aiohttp import web
 
-from proxy.errors import ProxyError, UpstreamError
+from proxy.errors import ProxyError, bad_upstream
 from proxy.http.body import parse_body, read_body, serialise
 from proxy.http.decorate import as_chunk, decorate_json, decorate_stream
 from proxy.http.keys import CALLER, EXCHANGE, FAILURE, REQUEST_ID, ROUTE, SERVICES, UPSTREAM_SECONDS
@@ -287,9 +287,7 @@ async def _stream_whole_answer(
     except (ValueError, UnicodeDecodeError):
         payload = None
     if not isinstance(payload, dict):
-        error = UpstreamError(
-            "the upstream's chat answer is not a JSON object", code="bad_upstream"
-        )
+        error = bad_upstream("chat answer")
         if started is None:
             raise error
         return await end_with_error(request, started, error)

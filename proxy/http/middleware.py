@@ -73,6 +73,17 @@ def _http_exception_error(exc: web.HTTPException) -> ProxyError:
     return ProxyError(exc.reason, status=exc.status, type=kind)
 
 
+def internal_error(request_id: str) -> ProxyError:
+    """A bug of the proxy's: its traceback is in the log under the request's id."""
+    return ProxyError(
+        f"internal proxy error; the proxy's log has its traceback under request id {request_id}:"
+        " report it with that line, and ask again",
+        status=500,
+        type="server_error",
+        code="internal_error",
+    )
+
+
 def preflight_response(
     browsers: BrowserPolicy, request: web.Request, request_id: str
 ) -> web.StreamResponse:
@@ -209,18 +220,14 @@ async def proxy_middleware(request: web.Request, handler: Handler) -> web.Stream
         if not client_gone(request):
             log.exception("unhandled error", request_id=request_id, path=request.path)
             status = 500
-            return error_response(
-                ProxyError("internal proxy error", status=500, type="server_error"), request_id
-            )
+            return error_response(internal_error(request_id), request_id)
         # The client hung up while its answer was being written, before the handler could be
         # cancelled: nobody is left to answer, and nothing went wrong here.
         status = 499
         return web.Response(status=499)
     except Exception:
         log.exception("unhandled error", request_id=request_id, path=request.path)
-        response = error_response(
-            ProxyError("internal proxy error", status=500, type="server_error"), request_id
-        )
+        response = error_response(internal_error(request_id), request_id)
         status = 500
         return response
     finally:

@@ -18,7 +18,7 @@ from typing import Any
 import aiohttp
 from aiohttp import web
 
-from proxy.errors import BadRequest, ProxyError, UpstreamError
+from proxy.errors import BadRequest, ProxyError, bad_upstream
 from proxy.http.body import OFF_LOOP_BYTES, parse_body, read_body, serialise
 from proxy.http.chat import forward_exchange, prepare_or_fail, read_request_body
 from proxy.http.decorate import Transform
@@ -46,6 +46,17 @@ BODY_ROUTES = frozenset({"input_tokens", "compact"})
 def _owners(services: Services) -> Owners:
     assert services.owners is not None  # made by build_services in native mode
     return services.owners
+
+
+def responses_need_chat() -> ProxyError:
+    """The native Responses API was asked of a model configured for text completions."""
+    return ProxyError(
+        "upstream.responses is native, but this model is set to a text adapter; set "
+        "upstream.responses: proxy, or models.<name>.adapter: chat",
+        status=500,
+        type="server_error",
+        code="responses_need_chat",
+    )
 
 
 async def check_owned(
@@ -176,11 +187,7 @@ async def create_native_response(request: web.Request) -> web.StreamResponse:
         assert started is not None
         return started
     if exchange.upstream_path != "/v1/chat/completions":
-        raise ProxyError(
-            "upstream.responses is native, but this model is set to a text adapter",
-            status=500,
-            type="server_error",
-        )
+        raise responses_need_chat()
     items = body["input"]
     if isinstance(items, str):
         items = [{"role": "user", "content": items}]
@@ -231,7 +238,7 @@ async def _answer_as_events(
 ) -> web.StreamResponse:
     """A whole response (the upstream ignored `stream`) as the events of one."""
     if not isinstance(result, dict):
-        error = UpstreamError("the upstream's answer is not a JSON object", code="bad_upstream")
+        error = bad_upstream("answer")
         await started.write(watch.ending(error))
     else:
         for event in events_from_response(cite_response(result, sources) if sources else result):

@@ -11,7 +11,7 @@ from typing import Any, ParamSpec, TypeVar
 import aiohttp
 from aiohttp import web
 
-from proxy.errors import ProxyError, UpstreamError
+from proxy.errors import ProxyError, bad_upstream
 from proxy.http.body import parse_body, serialise
 from proxy.http.chat import (
     converted_error,
@@ -128,7 +128,7 @@ async def _json_answer(response: aiohttp.ClientResponse) -> dict[str, Any]:
     except ValueError:
         payload = None
     if not isinstance(payload, dict):
-        raise UpstreamError("the upstream's chat answer is not a JSON object", code="bad_upstream")
+        raise bad_upstream("chat answer")
     return payload
 
 

@@ -74,7 +74,11 @@ class Reranker:
 
     def _error(self, reason: str) -> UpstreamError:
         shown = without_credentials(self.url)
-        return UpstreamError(f"rerank server {shown}: {reason}", code="rerank_failed")
+        return UpstreamError(
+            f"rerank server {shown}: {reason}; check that it runs and serves "
+            "retrieval.rerank.model, or remove retrieval.rerank",
+            code="rerank_failed",
+        )
 
     async def close(self) -> None:
         if self._session is not None:

@@ -109,8 +109,8 @@ class UpstreamClient:
 def upstream_failure(status: int, body: Any, what: str) -> ProxyError:
     """An upstream's error answer to one of our own calls, relayed with its status."""
     message = error_message(body)
-    return ProxyError(
-        f"upstream {what} failed with status {status}: {message or 'no message'}",
-        status=status if 400 <= status < 600 else 502,
-        type="upstream_error",
-    )
+    relayed = status if 400 <= status < 600 else 502
+    text = f"upstream {what} failed with status {status}: {message or 'no message'}"
+    if relayed >= 500:
+        text += "; the upstream's log says why: ask again once it answers"
+    return ProxyError(text, status=relayed, type="upstream_error", code="upstream_failed")

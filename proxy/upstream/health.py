@@ -38,5 +38,9 @@ async def check_upstream(upstream: UpstreamClient) -> UpstreamHealth:
         return UpstreamHealth(None, error.message)
     if status >= 500:
         # llama.cpp answers 503 while its model loads.
-        return UpstreamHealth(status, f"upstream {base} answered {status}")
+        return UpstreamHealth(
+            status,
+            f"upstream {base} answered {status}: ask again once it is ready (llama.cpp answers "
+            "503 while it loads its model), or see its log",
+        )
     return UpstreamHealth(status)

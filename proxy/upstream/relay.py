@@ -61,16 +61,38 @@ Ending = Callable[[ProxyError], bytes]
 the Responses API ends with its own events (`error`, `response.failed`)."""
 
 
+START_UPSTREAM = "start it, or point --upstream (upstream.base_url) at a running server"
+"""What to do about an upstream nothing answers for: said at start, in /healthz and in the 502."""
+
+
 def translate_client_error(exc: BaseException, url: str) -> ProxyError:
     """A connection-level failure talking to the upstream, as the client should see it."""
     if isinstance(exc, asyncio.TimeoutError | aiohttp.ServerTimeoutError):
-        return UpstreamTimeout(f"upstream {url} did not answer in time", code="upstream_timeout")
+        return UpstreamTimeout(
+            f"upstream {url} did not answer in time; it may be busy or still loading its "
+            "model: ask again, or give it longer (upstream.read_timeout_s, "
+            "upstream.connect_timeout_s)",
+            code="upstream_timeout",
+        )
     if isinstance(exc, aiohttp.ClientConnectorError):
         return UpstreamError(
-            f"upstream {url} is unreachable: {exc.os_error.strerror or exc}",
+            f"upstream {url} is unreachable: {exc.os_error.strerror or exc}; {START_UPSTREAM}",
             code="upstream_unreachable",
         )
-    return UpstreamError(f"upstream {url} failed: {exc.__class__.__name__}: {exc}")
+    return UpstreamError(
+        f"upstream {url} failed: {exc.__class__.__name__}: {exc}; its log says why: ask again "
+        "once it answers",
+        code="upstream_failed",
+    )
+
+
+def stream_broken(url: str, exc: BaseException) -> UpstreamError:
+    """The upstream's stream ended before its end, the client's answer already under way."""
+    return UpstreamError(
+        f"upstream {url} broke off the stream: {exc.__class__.__name__}; its log says why (a "
+        "crash, a restart): ask again",
+        code="upstream_stream_broken",
+    )
 
 
 async def relay_response(
@@ -238,10 +260,7 @@ async def _pump(
             raise UpstreamCut(f"upstream {url} broke off the response", response) from exc
         error = translate_client_error(exc, url)
         if not isinstance(exc, asyncio.TimeoutError):
-            error = UpstreamError(
-                f"upstream {url} broke off the stream: {exc.__class__.__name__}",
-                code="upstream_stream_broken",
-            )
+            error = stream_broken(url, exc)
         tail = (before[-1:] + last)[-2:]
         separator = b"" if tail.endswith(b"\n\n") or not tail else b"\n\n"
         await response.write(separator + ending(error))
