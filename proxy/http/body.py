@@ -3,23 +3,22 @@
 from __future__ import annotations
 
 import asyncio
-import json
 from collections.abc import Awaitable
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
-import orjson
 from aiohttp import web
 
+from proxy import jsonio
 from proxy.config import ServerSettings
 from proxy.errors import BadRequest, PayloadTooLarge, ProxyError
-from proxy.http.jsonsize import quick_bound, values_over
+from proxy.http.jsonsize import quick_bound, size_over, values_over
 
 T = TypeVar("T")
 
 # Bodies (and rewritten bodies) above this size are (de)serialised in a thread: a 60 MB base64
 # PDF takes long enough to stall every other request on the event loop.
-OFF_LOOP_BYTES = 1 << 20
+OFF_LOOP_BYTES = jsonio.OFF_LOOP_BYTES
 MAX_JSON_VALUES = 250_000  # the default of server.max_json_values
 
 
@@ -108,31 +107,30 @@ def too_many_values(limit: int) -> ProxyError:
 def _bounded_loads(raw: bytes, max_values: int) -> Any:
     if values_over(raw, max_values):
         raise too_many_values(max_values)
-    return _loads(raw)
+    try:
+        return _loads(raw)
+    except jsonio.OrjsonRefused:
+        return jsonio.loads_stdlib(raw)
 
 
 def _loads(raw: bytes) -> Any:
-    """orjson (5x faster on a small chat body); what it refuses goes to the json module, so
-    what is accepted and the error a client reads stay the json module's (NaN, UTF-16, nesting
-    past orjson's limit, which the json module then refuses with a RecursionError)."""
-    try:
-        return orjson.loads(raw)
-    except orjson.JSONDecodeError:
-        return json.loads(raw)
+    """orjson (5x faster on a small chat body), or OrjsonRefused: the json module then reads it
+    in a thread (see proxy.jsonio), so what is accepted and the error a client reads stay the
+    json module's (NaN, UTF-16, nesting past orjson's limit, which the json module then refuses
+    with a RecursionError), at a cost bounded by the body's length."""
+    return jsonio.loads_orjson(raw)
 
 
 def _dumps(body: dict[str, Any]) -> bytes:
-    """Compact UTF-8 JSON; what orjson refuses (integers past 64 bits, deep nesting) the json
-    module writes or refuses. (A NaN, which only the json module reads, goes upstream as null.)"""
-    try:
-        return orjson.dumps(body)
-    except TypeError:
-        return json.dumps(body, ensure_ascii=False).encode()
+    """Compact UTF-8 JSON (see proxy.jsonio.dumps). (A NaN, which only the json module reads,
+    goes upstream as null.)"""
+    return jsonio.dumps(body)
 
 
 async def parse_body(raw: bytes, max_values: int = MAX_JSON_VALUES) -> dict[str, Any]:
     """The body as a JSON object; one that may hold more than `max_values` values is refused
-    before it is parsed (see proxy.http.jsonsize), big ones are parsed in a thread."""
+    before it is parsed (see proxy.http.jsonsize), big ones are parsed in a thread, and so is
+    any that orjson refuses."""
     if not raw:
         raise BadRequest("the request body is empty; expected a JSON object", code="invalid_json")
     try:
@@ -143,11 +141,20 @@ async def parse_body(raw: bytes, max_values: int = MAX_JSON_VALUES) -> dict[str,
                 values_over, raw, max_values
             ):
                 raise too_many_values(max_values)
-            body = _loads(raw)
-    except RecursionError:
+            try:
+                body = _loads(raw)
+            except jsonio.OrjsonRefused:
+                body = await asyncio.to_thread(jsonio.loads_stdlib, raw)
+    except jsonio.NestedTooDeeply:
         raise BadRequest(
             "the request body is nested too deeply to read", code="invalid_json"
         ) from None
+    except jsonio.NumberOutOfRange as exc:
+        raise BadRequest(
+            f"the request body is refused: {exc}", code="number_out_of_range"
+        ) from None
+    except jsonio.JsonRefused as exc:
+        raise BadRequest(f"the request body is refused: {exc}", code="invalid_json") from None
     except UnicodeDecodeError as exc:
         raise BadRequest("the request body is not UTF-8 JSON", code="invalid_json") from exc
     except ValueError as exc:
@@ -158,29 +165,11 @@ async def parse_body(raw: bytes, max_values: int = MAX_JSON_VALUES) -> dict[str,
 
 
 async def serialise(body: dict[str, Any]) -> bytes:
+    """The body as it goes upstream: written in a thread when it may be over OFF_LOOP_BYTES
+    (every field counted, see proxy.http.jsonsize.size_over)."""
     try:
-        if text_size(body) > OFF_LOOP_BYTES:
+        if size_over(body, OFF_LOOP_BYTES):
             return await asyncio.to_thread(_dumps, body)
         return _dumps(body)
     except RecursionError:
         raise BadRequest("the request body is nested too deeply", code="invalid_json") from None
-
-
-def text_size(body: dict[str, Any]) -> int:
-    """Characters of text, prompt and image data: big when the body carries a document."""
-    size = len(body["prompt"]) if isinstance(body.get("prompt"), str) else 0
-    messages = body.get("messages")
-    for message in messages if isinstance(messages, list) else ():
-        content = message.get("content") if isinstance(message, dict) else None
-        calls = message.get("tool_calls") if isinstance(message, dict) else None
-        size += 64 * len(calls) if isinstance(calls, list) else 0  # each a small JSON object
-        if isinstance(content, str):
-            size += len(content)
-        elif isinstance(content, list):
-            for part in content:
-                if not isinstance(part, dict):
-                    continue
-                image = part.get("image_url")
-                text = image.get("url") if isinstance(image, dict) else part.get("text")
-                size += len(text) if isinstance(text, str) else 0
-    return size
