@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import time
 from collections.abc import Mapping
 from typing import Any
@@ -10,6 +9,7 @@ from typing import Any
 import aiohttp
 from aiohttp import web
 
+from proxy import jsonio
 from proxy.errors import ProxyError, UpstreamError
 from proxy.http.body import parse_body, read_body, serialise
 from proxy.http.decorate import as_chunk, decorate_json, decorate_stream
@@ -246,7 +246,7 @@ async def converted_error(
     message and code. None: relay it as it came (it is OpenAI's already, or nothing readable)."""
     raw = await response.read()  # kept by aiohttp: a relay after this reads it again
     try:
-        payload = json.loads(raw)
+        payload = jsonio.loads(raw)
     except ValueError:
         return None
     converter = exchange.response_converter
@@ -280,7 +280,7 @@ async def _stream_whole_answer(
     stream, so it gets one — the decorated answer as a single chunk, then [DONE]."""
     raw = await response.read()
     try:
-        payload = json.loads(decorate_json(raw, exchange))
+        payload = jsonio.loads(decorate_json(raw, exchange))
     except (ValueError, UnicodeDecodeError):
         payload = None
     if not isinstance(payload, dict):

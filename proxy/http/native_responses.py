@@ -11,15 +11,15 @@ the proxy's own credential. That goes for `GET`/`DELETE /v1/responses/{id}`, its
 from __future__ import annotations
 
 import asyncio
-import json
 from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any
 
 import aiohttp
 from aiohttp import web
 
+from proxy import jsonio
 from proxy.errors import BadRequest, ProxyError, UpstreamError
-from proxy.http.body import OFF_LOOP_BYTES, parse_body, read_body, serialise
+from proxy.http.body import parse_body, read_body, serialise
 from proxy.http.chat import forward_exchange, prepare_or_fail, read_request_body
 from proxy.http.decorate import Transform
 from proxy.http.keys import CALLER, REQUEST_ID, ROUTE, SERVICES
@@ -136,9 +136,7 @@ def native_events(stream: NativeStream | None, preface: bytes, watch: Watched) -
 
 async def _json_of(raw: bytes) -> Any:
     try:
-        if len(raw) > OFF_LOOP_BYTES:
-            return await asyncio.to_thread(json.loads, raw)
-        return json.loads(raw)
+        return await jsonio.loads_soon(raw)
     except ValueError:
         return None
 

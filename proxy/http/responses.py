@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import json
 import time
 from collections.abc import AsyncIterator, Callable
 from typing import Any, ParamSpec, TypeVar
@@ -11,6 +10,7 @@ from typing import Any, ParamSpec, TypeVar
 import aiohttp
 from aiohttp import web
 
+from proxy import jsonio
 from proxy.errors import ProxyError, UpstreamError
 from proxy.http.body import parse_body, serialise
 from proxy.http.chat import (
@@ -124,7 +124,7 @@ async def create_response(request: web.Request) -> web.StreamResponse:
 async def _json_answer(response: aiohttp.ClientResponse) -> dict[str, Any]:
     raw = await response.read()
     try:
-        payload = json.loads(raw)
+        payload = jsonio.loads(raw)
     except ValueError:
         payload = None
     if not isinstance(payload, dict):

@@ -13,6 +13,7 @@ import aiohttp
 import structlog
 from cachetools import LRUCache
 
+from proxy import jsonio
 from proxy.languages import LANGUAGE_NAMES
 from proxy.upstream.client import UpstreamClient
 
@@ -212,7 +213,7 @@ class QueryTranslator:
         ) as response:
             if response.status != 200:
                 raise ValueError(f"upstream answered {response.status}")
-            body = await response.json(content_type=None)
+            body = await response.json(content_type=None, loads=jsonio.loads)
         choice = body["choices"][0]
         answer = choice["text"] if endpoint == "completions" else choice["message"]["content"]
         if not isinstance(answer, str):

@@ -11,6 +11,7 @@ from typing import Any
 import aiohttp
 import yarl
 
+from proxy import jsonio
 from proxy.config import UpstreamSettings
 from proxy.errors import ProxyError
 from proxy.upstream.relay import error_message, translate_client_error
@@ -101,8 +102,8 @@ class UpstreamClient:
         except (TimeoutError, aiohttp.ClientError) as exc:
             raise translate_client_error(exc, self.base_url) from exc
         try:
-            return response.status, json.loads(body) if body else None
-        except ValueError:
+            return response.status, await jsonio.loads_soon(body) if body else None
+        except ValueError:  # not JSON, or JSON no one should read (nested past 1,024 levels)
             return response.status, None
 
 
