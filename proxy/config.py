@@ -250,6 +250,8 @@ class UpstreamSettings(Section):
     responses: Literal["chat", "native"] = "chat"
     connect_timeout_s: float = Field(10, gt=0)
     read_timeout_s: float = Field(600, gt=0)
+    # /healthz's question to the upstream, whole: under the Docker image's 4 s HEALTHCHECK.
+    health_timeout_s: float = Field(3, gt=0)
     tokenizer: TokenizerSetting = "auto"
     context_ttl_s: float = Field(300, ge=0)
     # Estimated counts (tiktoken) are raised by this factor on servers that cut a prompt over

@@ -1,15 +1,20 @@
 """An upstream's answers are read bounded: JSON nested past any parser's recursion is not JSON
-(never a 500)."""
+(never a 500), and /healthz asks the upstream within upstream.health_timeout_s and reads only
+its status, whatever its /health sends."""
 
 from __future__ import annotations
 
+import asyncio
 import base64
+import threading
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import httpx
+import pytest
 from aiohttp import web
 
+from tests.callers import sdk
 from tests.fakes.servers import ServerThread
 from tests.fakes.upstream import FakeUpstream
 
@@ -94,3 +99,51 @@ def test_json_nested_past_recursion_in_the_upstreams_answers_is_never_a_500(
     assert len(fake.to("/v1/chat/completions")) == 2
     responses = {"model": "m", "input": "Hi"}
     never_500(httpx.post(base + "/v1/responses", json=responses, timeout=60))
+
+
+@dataclass
+class SilentHealth(FakeUpstream):
+    """/health never answers, or answers 200 and then sends bytes without end."""
+
+    endless: bool = False
+    sent: list[int] = field(default_factory=list)
+    stop: threading.Event = field(default_factory=threading.Event)
+
+    async def health(self, request: web.Request) -> web.StreamResponse:
+        if not self.endless:
+            await asyncio.sleep(3600)
+        response = web.StreamResponse(headers={"Content-Type": "application/json"})
+        await response.prepare(request)
+        await response.write(b'{"status": "ok", "padding": "')
+        chunk = b"x" * 65536
+        sent = 0
+        with_stop = self.stop
+        while not with_stop.is_set():
+            await response.write(chunk)
+            sent += len(chunk)
+            self.sent.append(sent)
+        return response
+
+
+@pytest.mark.parametrize("endless", [False, True], ids=["hangs", "sends-without-end"])
+def test_healthz_asks_the_upstream_within_its_timeout_and_reads_only_the_status(
+    servers: ServerThread, proxy_before: Callable[..., str], endless: bool
+) -> None:
+    fake = SilentHealth(endless=endless)
+    base = proxy_before(servers.serve(fake.app()))  # upstream.health_timeout_s: 3 s
+    try:
+        answer = httpx.get(base + "/healthz", timeout=20)
+    finally:
+        fake.stop.set()
+    if endless:
+        # Its status was 200: the proxy never waited for (or kept) the body.
+        assert answer.status_code == 200, answer.text
+        assert answer.json()["upstream"] == 200
+    else:
+        assert answer.status_code == 503
+        assert "upstream.health_timeout_s" in answer.json()["detail"]
+    # Chat goes on as ever beside it.
+    chat = sdk(base).chat.completions.create(
+        model="m", messages=[{"role": "user", "content": "Hi"}]
+    )
+    assert chat.choices[0].message.content

@@ -79,6 +79,19 @@ class UpstreamClient:
         finally:
             response.release()
 
+    async def status_of(self, path: str, timeout_s: float) -> int:
+        """The status of GET `path`, or TimeoutError past `timeout_s`; its body is not read (a
+        connection with some left unread is closed rather than reused)."""
+        headers = {**self.auth_headers(), "Accept-Encoding": "identity"}
+        timeout = aiohttp.ClientTimeout(total=timeout_s)
+        try:
+            async with self.open("GET", self.url(path), headers=headers, timeout=timeout) as answer:
+                return answer.status
+        except TimeoutError:
+            raise  # the caller names the setting that timed out
+        except aiohttp.ClientError as exc:
+            raise translate_client_error(exc, self.base_url) from exc
+
     async def get_json(self, path: str) -> tuple[int, Any]:
         """GET a small JSON document; (status, parsed body or None)."""
         return await self._json("GET", path, None)
