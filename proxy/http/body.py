@@ -12,7 +12,9 @@ from aiohttp import web
 from proxy import jsonio
 from proxy.config import ServerSettings
 from proxy.errors import BadRequest, PayloadTooLarge, ProxyError
-from proxy.http.jsonsize import quick_bound, size_over, values_over
+from proxy.http.body_budget import HeldBody
+from proxy.http.jsonsize import held_bytes, quick_bound, size_over, values_over
+from proxy.http.keys import BODY_BUDGET, CALLER, HELD_BODY
 
 T = TypeVar("T")
 
@@ -20,6 +22,8 @@ T = TypeVar("T")
 # PDF takes long enough to stall every other request on the event loop.
 OFF_LOOP_BYTES = jsonio.OFF_LOOP_BYTES
 MAX_JSON_VALUES = 250_000  # the default of server.max_json_values
+# A parsed body of at most this many values is measured on the loop (well under a millisecond).
+WALK_ON_LOOP = 5_000
 
 
 def max_body_bytes(server: ServerSettings) -> int:
@@ -80,12 +84,28 @@ def check_received(request: web.Request, limit: int) -> None:
         raise body_too_large(limit)
 
 
+def held_body(request: web.Request) -> HeldBody | None:
+    """The request's share of its key's body budget (made on first use; None before the caller
+    is known, or in an application without a budget)."""
+    held = request.get(HELD_BODY)
+    if held is None:
+        budget, caller = request.app.get(BODY_BUDGET), request.get(CALLER)
+        if budget is None or caller is None:
+            return None
+        held = request[HELD_BODY] = budget.hold(caller.name)
+    return held
+
+
 async def read_body(request: web.Request, server: ServerSettings) -> bytes:
     """The whole body, read as it streams in: at most server.max_body_mb, within the times of
-    its `BodyClock`."""
+    its `BodyClock`, each chunk charged to the key's body budget as it arrives."""
     limit = max_body_bytes(server)
-    if request.content_length is not None and request.content_length > limit:
-        raise body_too_large(limit)
+    held = held_body(request)
+    if request.content_length is not None:
+        if request.content_length > limit:
+            raise body_too_large(limit)
+        if held is not None:
+            held.expect(request.content_length)
     clock = BodyClock.start(server)
     chunks = []
     size = 0
@@ -93,8 +113,22 @@ async def read_body(request: web.Request, server: ServerSettings) -> bytes:
         size += len(chunk)
         if size > limit:
             raise body_too_large(limit)
+        if held is not None:
+            held.arrived(len(chunk))
         chunks.append(chunk)
     return b"".join(chunks)
+
+
+async def read_json_body(request: web.Request, server: ServerSettings) -> dict[str, Any]:
+    """The body read and parsed (`read_body`, `parse_body`); once parsed, its bytes are dropped
+    and the key's budget holds what the parsed body holds."""
+    held = held_body(request)
+    raw = await read_body(request, server)
+    body = await parse_body(raw, server.max_json_values, held)
+    del raw
+    if held is not None:
+        held.raw_dropped()
+    return body
 
 
 def too_many_values(limit: int) -> ProxyError:
@@ -127,19 +161,21 @@ def _dumps(body: dict[str, Any]) -> bytes:
     return jsonio.dumps(body)
 
 
-async def parse_body(raw: bytes, max_values: int = MAX_JSON_VALUES) -> dict[str, Any]:
+async def parse_body(
+    raw: bytes, max_values: int = MAX_JSON_VALUES, held: HeldBody | None = None
+) -> dict[str, Any]:
     """The body as a JSON object; one that may hold more than `max_values` values is refused
     before it is parsed (see proxy.http.jsonsize), big ones are parsed in a thread, and so is
-    any that orjson refuses."""
+    any that orjson refuses. With `held`, what the parsed body holds is charged to it."""
     if not raw:
         raise BadRequest("the request body is empty; expected a JSON object", code="invalid_json")
+    values = max_values + 1  # at most; counted quickly for small bodies only
     try:
         if len(raw) > OFF_LOOP_BYTES:
             body = await asyncio.to_thread(_bounded_loads, raw, max_values)
         else:
-            if quick_bound(raw) > max_values and await asyncio.to_thread(
-                values_over, raw, max_values
-            ):
+            values = quick_bound(raw)
+            if values > max_values and await asyncio.to_thread(values_over, raw, max_values):
                 raise too_many_values(max_values)
             try:
                 body = _loads(raw)
@@ -161,6 +197,13 @@ async def parse_body(raw: bytes, max_values: int = MAX_JSON_VALUES) -> dict[str,
         raise BadRequest(f"the request body is not valid JSON: {exc}", code="invalid_json") from exc
     if not isinstance(body, dict):
         raise BadRequest("the request body must be a JSON object", code="invalid_json")
+    if held is not None:
+        size = (
+            held_bytes(body)
+            if values <= WALK_ON_LOOP
+            else await asyncio.to_thread(held_bytes, body)
+        )
+        held.parsed_as(size)
     return body
 
 

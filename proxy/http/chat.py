@@ -11,9 +11,18 @@ from aiohttp import web
 
 from proxy import jsonio
 from proxy.errors import ProxyError, UpstreamError
-from proxy.http.body import parse_body, read_body, serialise
+from proxy.http.body import read_json_body, serialise
 from proxy.http.decorate import as_chunk, decorate_json, decorate_stream
-from proxy.http.keys import CALLER, EXCHANGE, FAILURE, REQUEST_ID, ROUTE, SERVICES, UPSTREAM_SECONDS
+from proxy.http.keys import (
+    CALLER,
+    EXCHANGE,
+    FAILURE,
+    HELD_BODY,
+    REQUEST_ID,
+    ROUTE,
+    SERVICES,
+    UPSTREAM_SECONDS,
+)
 from proxy.http.recording import recorded
 from proxy.http.status import StatusChannel
 from proxy.pipeline.exchange import Exchange, FileSearch
@@ -31,10 +40,6 @@ from proxy.upstream.relay import (
     sse_error_event,
 )
 from proxy.upstream.sse import data_event
-
-
-async def read_request_body(request: web.Request, services: Services) -> bytes:
-    return await read_body(request, services.settings.server)
 
 
 def status_channel(request: web.Request, services: Services) -> StatusChannel:
@@ -86,14 +91,7 @@ async def prepare_exchange(
     `fixed_route`: the body goes to a route of the caller's (native Responses)."""
     exchange = Exchange(
         request_id=request[REQUEST_ID],
-        body=(
-            await parse_body(
-                await read_request_body(request, services),
-                services.settings.server.max_json_values,
-            )
-            if body is None
-            else body
-        ),
+        body=(await read_json_body(request, services.settings.server) if body is None else body),
         caller=request[CALLER],
         option_headers={
             name: value
@@ -176,9 +174,11 @@ async def forward_exchange(
     )
     headers["Content-Type"] = "application/json"
     headers["Accept-Encoding"] = "identity"
-    outgoing = Outgoing(
-        "POST", upstream.url(exchange.upstream_path), headers, await serialise(exchange.body)
-    )
+    data = await serialise(exchange.body)
+    held = request.get(HELD_BODY)
+    if held is not None:
+        held.sending(len(data))
+    outgoing = Outgoing("POST", upstream.url(exchange.upstream_path), headers, data)
 
     def timed(seconds: float) -> None:
         request[UPSTREAM_SECONDS] = seconds

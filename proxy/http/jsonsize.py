@@ -11,6 +11,7 @@ comma, every container opens with a bracket.
 from __future__ import annotations
 
 import re
+import sys
 from typing import Any
 
 STEP = 1 << 20
@@ -109,3 +110,23 @@ def size_over(value: Any, limit: int, max_items: int = SIZE_ITEMS) -> bool:
         if size > limit:
             return True
     return False
+
+
+def held_bytes(value: Any) -> int:
+    """Memory the parsed `value` holds, at most: `sys.getsizeof` of every object, keys included
+    (an object met twice, such as a key orjson reuses, counted each time), but for the ones
+    Python never makes twice (None, booleans, -5 to 256), which cost only their container's
+    pointer (counted in the container's size)."""
+    size = 0
+    stack = [value]
+    while stack:
+        item = stack.pop()
+        if item is None or isinstance(item, bool) or (type(item) is int and -5 <= item <= 256):
+            continue
+        size += sys.getsizeof(item)
+        if isinstance(item, dict):
+            stack.extend(item)
+            stack.extend(item.values())
+        elif isinstance(item, list):
+            stack.extend(item)
+    return size

@@ -18,7 +18,15 @@ from proxy import logs
 from proxy.config import ApiKey
 from proxy.errors import BadRequest, PayloadTooLarge, ProxyError
 from proxy.http.browsers import BrowserPolicy, is_preflight
-from proxy.http.keys import BROWSERS, CALLER, REQUEST_ID, ROUTE, SERVICES, UPSTREAM_SECONDS
+from proxy.http.keys import (
+    BROWSERS,
+    CALLER,
+    HELD_BODY,
+    REQUEST_ID,
+    ROUTE,
+    SERVICES,
+    UPSTREAM_SECONDS,
+)
 from proxy.http.ui import PAGE_PATHS
 from proxy.pipeline.exchange import ANONYMOUS, Caller
 from proxy.pipeline.stages.options import unknown_option_header
@@ -224,6 +232,9 @@ async def proxy_middleware(request: web.Request, handler: Handler) -> web.Stream
         status = 500
         return response
     finally:
+        held = request.get(HELD_BODY)
+        if held is not None:
+            held.release()
         metrics.in_flight.dec()
         duration = time.perf_counter() - started
         route = request.get(ROUTE, "passthrough")

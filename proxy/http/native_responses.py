@@ -19,8 +19,8 @@ from aiohttp import web
 
 from proxy import jsonio
 from proxy.errors import BadRequest, ProxyError, UpstreamError
-from proxy.http.body import parse_body, read_body, serialise
-from proxy.http.chat import forward_exchange, prepare_or_fail, read_request_body
+from proxy.http.body import held_body, parse_body, read_body, read_json_body, serialise
+from proxy.http.chat import forward_exchange, prepare_or_fail
 from proxy.http.decorate import Transform
 from proxy.http.keys import CALLER, REQUEST_ID, ROUTE, SERVICES
 from proxy.http.passthrough import relay_to_upstream
@@ -148,7 +148,7 @@ async def create_native_response(request: web.Request) -> web.StreamResponse:
     services = request.app[SERVICES]
     caller = request[CALLER]
     server = services.settings.server
-    body = await parse_body(await read_request_body(request, services), server.max_json_values)
+    body = await read_json_body(request, server)
     if "input" not in body:
         raise BadRequest("input: is required", param="input", code="missing_required_parameter")
     await check_references(services, caller, body)
@@ -248,7 +248,8 @@ async def stored_native_response(request: web.Request) -> web.StreamResponse:
     if ident in BODY_ROUTES and not rest and request.method == "POST":
         server = services.settings.server
         raw = await read_body(request, server)
-        await check_references(services, caller, await parse_body(raw, server.max_json_values))
+        body = await parse_body(raw, server.max_json_values, held_body(request))
+        await check_references(services, caller, body)
         return await relay_to_upstream(request, raw)
     return await _owned_route(request, services, caller, "response", ident, rest)
 

@@ -12,14 +12,13 @@ from aiohttp import web
 
 from proxy import jsonio
 from proxy.errors import ProxyError, UpstreamError
-from proxy.http.body import parse_body, serialise
+from proxy.http.body import read_json_body, serialise
 from proxy.http.chat import (
     converted_error,
     end_with_error,
     event_stream,
     forward_exchange,
     prepare_or_fail,
-    read_request_body,
 )
 from proxy.http.decorate import Transform, chat_events, citation_fields, is_done
 from proxy.http.keys import ROUTE, SERVICES
@@ -63,9 +62,7 @@ def cited(exchange: Exchange, ids: Ids | None = None, include_results: bool = Fa
 async def create_response(request: web.Request) -> web.StreamResponse:
     request[ROUTE] = "responses"
     services = request.app[SERVICES]
-    body = await parse_body(
-        await read_request_body(request, services), services.settings.server.max_json_values
-    )
+    body = await read_json_body(request, services.settings.server)
     chat, asked = await off_loop_if_long(
         body.get("input"), chat_request, body, services.settings.server.max_messages
     )
