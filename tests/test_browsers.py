@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import socket
 from collections.abc import Callable
 from typing import Any
 
@@ -133,6 +134,36 @@ def test_a_host_that_is_not_a_name_of_the_proxy_is_refused(
     ):
         assert httpx.get(base + "/v1/files", headers={"Host": host}).status_code == 200, host
     assert upstream.to("/v1/models") == []  # the refused ones never went upstream
+
+
+def test_a_rebinding_page_cannot_read_the_open_pages(
+    make_proxy: Callable[..., str], upstream: FakeUpstream
+) -> None:
+    # A page of rebind.example, its name rebound to 127.0.0.1, fetching "its own" /healthz and
+    # /metrics: same-origin for the browser, its own name in Host.
+    base = make_proxy(server={"allowed_hosts": ["proxy.lan"]})
+    for path in ("/healthz", "/metrics", "/ui"):
+        for host in ("rebind.example", "rebind.example:8000", "127.0.0.1.nip.io:8000"):
+            answer = httpx.get(base + path, headers={"Host": host})
+            assert answer.status_code == 403, (path, host)
+            assert answer.json()["error"]["code"] == "host_not_allowed"
+        # Names of the proxy, and names only the local network resolves (no page of the
+        # Internet is served under them), still read them: a compose service, the machine,
+        # `.local`, `.internal`, `.home.arpa`.
+        for host in (
+            "127.0.0.1:8000",
+            "localhost",
+            "proxy.lan",
+            "enrich-proxy:8000",
+            socket.gethostname(),
+            "box.local",
+            "gpu.internal:8000",
+            "nas.home.arpa",
+        ):
+            assert httpx.get(base + path, headers={"Host": host}).status_code == 200, (path, host)
+    # With keys the checks step aside: a health check may use any name.
+    keyed = make_proxy(server={"api_keys": [KEY]})
+    assert httpx.get(keyed + "/healthz", headers={"Host": "rebind.example"}).status_code == 200
 
 
 def test_keys_stop_pages_themselves(make_proxy: Callable[..., str], upstream: FakeUpstream) -> None:
