@@ -14,6 +14,7 @@ import pytest
 from aiohttp import web
 
 from proxy.config import ConfigError, load_settings
+from proxy.pipeline.stages.options import OPTION_HEADERS
 from tests.fakes.browser import Browser
 from tests.fakes.servers import ServerThread
 from tests.fakes.upstream import FakeUpstream
@@ -234,6 +235,24 @@ def test_a_preflight_from_an_allowed_origin_is_answered_and_never_forwarded(
     )
     assert other.status_code == 403 and "Access-Control-Allow-Origin" not in other.headers
     assert [r.method for r in upstream.requests] == []
+
+
+def test_the_preflight_allows_every_option_header(
+    make_proxy: Callable[..., str], upstream: FakeUpstream
+) -> None:
+    base = make_proxy(server={"cors_origins": [PAGE]})
+    answer = httpx.options(
+        base + "/v1/chat/completions",
+        headers={
+            "Origin": PAGE,
+            "Access-Control-Request-Method": "POST",
+            "Access-Control-Request-Headers": ",".join(OPTION_HEADERS),
+        },
+    )
+    assert answer.status_code == 204
+    allowed = {h.strip().lower() for h in answer.headers["Access-Control-Allow-Headers"].split(",")}
+    assert set(OPTION_HEADERS) <= allowed, set(OPTION_HEADERS) - allowed
+    assert "x-enrich-images" in allowed
 
 
 def test_answers_to_an_allowed_origin_carry_cors_and_no_upstream_cors_passes(

@@ -18,6 +18,7 @@ from dataclasses import dataclass
 
 from proxy.config import ServerSettings, origin_of
 from proxy.errors import ProxyError
+from proxy.pipeline.stages.options import HEADER_NAMES
 
 # Request headers a page may send (the Fetch standard wants Authorization named, a wildcard
 # does not cover it): ours, OpenAI's, and what the openai JS SDK adds (`x-stainless-*`, taken
@@ -28,11 +29,7 @@ ALLOWED_HEADERS = (
     "Accept",
     "X-Api-Key",
     "X-Request-ID",
-    "X-Enrich-Strategy",
-    "X-Enrich-Retrieval-Limit",
-    "X-Enrich-Affinity-Threshold",
-    "X-Enrich-Citations",
-    "X-Enrich-Vector-Stores",
+    *HEADER_NAMES.values(),  # every option header, from the list the options stage reads
     "OpenAI-Organization",
     "OpenAI-Project",
     "OpenAI-Beta",
