@@ -29,7 +29,7 @@ from proxy.http.keys import (
 )
 from proxy.http.ui import PAGE_PATHS
 from proxy.pipeline.exchange import ANONYMOUS, Caller
-from proxy.pipeline.stages.options import unknown_option_header
+from proxy.pipeline.stages.options import repeated_option_header, unknown_option_header
 from proxy.upstream.relay import UpstreamCut
 
 log = structlog.get_logger("proxy.access")
@@ -180,7 +180,10 @@ async def proxy_middleware(request: web.Request, handler: Handler) -> web.Stream
                 ),
                 request_id,
             )
-        elif (unknown := unknown_option_header(request.headers)) is not None:
+        elif (
+            unknown := unknown_option_header(request.headers)
+            or repeated_option_header(name for name, _ in request.headers.items())
+        ) is not None:
             response = error_response(unknown, request_id)
         else:
             try:
