@@ -6,6 +6,7 @@ import json
 from collections.abc import AsyncIterator, Callable
 from typing import Any
 
+from proxy import jsonio
 from proxy.pipeline.citing import StreamSources, with_sources
 from proxy.pipeline.exchange import Exchange, ResponseConverter
 from proxy.upstream.relay import error_frame
@@ -42,7 +43,7 @@ def decorate_json(answer: bytes, exchange: Exchange) -> bytes:
     if not extra and converter is None and not exchange.sources_block:
         return answer
     try:
-        payload = json.loads(answer)
+        payload = jsonio.loads(answer)
     except ValueError:
         return answer
     if not isinstance(payload, dict):

@@ -18,10 +18,18 @@ from proxy import logs
 from proxy.config import ApiKey
 from proxy.errors import BadRequest, PayloadTooLarge, ProxyError
 from proxy.http.browsers import BrowserPolicy, is_preflight
-from proxy.http.keys import BROWSERS, CALLER, REQUEST_ID, ROUTE, SERVICES, UPSTREAM_SECONDS
+from proxy.http.keys import (
+    BROWSERS,
+    CALLER,
+    HELD_BODY,
+    REQUEST_ID,
+    ROUTE,
+    SERVICES,
+    UPSTREAM_SECONDS,
+)
 from proxy.http.ui import PAGE_PATHS
 from proxy.pipeline.exchange import ANONYMOUS, Caller
-from proxy.pipeline.stages.options import unknown_option_header
+from proxy.pipeline.stages.options import repeated_option_header, unknown_option_header
 from proxy.upstream.relay import UpstreamCut
 
 log = structlog.get_logger("proxy.access")
@@ -183,7 +191,10 @@ async def proxy_middleware(request: web.Request, handler: Handler) -> web.Stream
                 ),
                 request_id,
             )
-        elif (unknown := unknown_option_header(request.headers)) is not None:
+        elif (
+            unknown := unknown_option_header(request.headers)
+            or repeated_option_header(name for name, _ in request.headers.items())
+        ) is not None:
             response = error_response(unknown, request_id)
         else:
             try:
@@ -231,6 +242,9 @@ async def proxy_middleware(request: web.Request, handler: Handler) -> web.Stream
         status = 500
         return response
     finally:
+        held = request.get(HELD_BODY)
+        if held is not None:
+            held.release()
         metrics.in_flight.dec()
         duration = time.perf_counter() - started
         route = request.get(ROUTE, "passthrough")

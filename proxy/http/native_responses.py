@@ -11,16 +11,22 @@ the proxy's own credential. That goes for `GET`/`DELETE /v1/responses/{id}`, its
 from __future__ import annotations
 
 import asyncio
-import json
 from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any
 
 import aiohttp
 from aiohttp import web
 
+from proxy import jsonio
 from proxy.errors import BadRequest, ProxyError, bad_upstream
-from proxy.http.body import OFF_LOOP_BYTES, parse_body, read_body, serialise
-from proxy.http.chat import forward_exchange, prepare_or_fail, read_request_body
+from proxy.http.body import (
+    held_body,
+    parse_body,
+    read_body,
+    read_json_body,
+    serialise,
+)
+from proxy.http.chat import forward_exchange, prepare_or_fail
 from proxy.http.decorate import Transform
 from proxy.http.keys import CALLER, REQUEST_ID, ROUTE, SERVICES
 from proxy.http.passthrough import relay_to_upstream
@@ -147,9 +153,7 @@ def native_events(stream: NativeStream | None, preface: bytes, watch: Watched) -
 
 async def _json_of(raw: bytes) -> Any:
     try:
-        if len(raw) > OFF_LOOP_BYTES:
-            return await asyncio.to_thread(json.loads, raw)
-        return json.loads(raw)
+        return await jsonio.loads_soon(raw)
     except ValueError:
         return None
 
@@ -161,7 +165,7 @@ async def create_native_response(request: web.Request) -> web.StreamResponse:
     services = request.app[SERVICES]
     caller = request[CALLER]
     server = services.settings.server
-    body = await parse_body(await read_request_body(request, services), server.max_json_values)
+    body = await read_json_body(request, server)
     if "input" not in body:
         raise BadRequest("input: is required", param="input", code="missing_required_parameter")
     await check_references(services, caller, body)
@@ -257,7 +261,8 @@ async def stored_native_response(request: web.Request) -> web.StreamResponse:
     if ident in BODY_ROUTES and not rest and request.method == "POST":
         server = services.settings.server
         raw = await read_body(request, server)
-        await check_references(services, caller, await parse_body(raw, server.max_json_values))
+        body = await parse_body(raw, server.max_json_values, held_body(request))
+        await check_references(services, caller, body)
         return await relay_to_upstream(request, raw)
     return await _owned_route(request, services, caller, "response", ident, rest)
 

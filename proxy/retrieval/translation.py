@@ -13,6 +13,7 @@ import aiohttp
 import structlog
 from cachetools import LRUCache
 
+from proxy import jsonio
 from proxy.languages import LANGUAGE_NAMES
 from proxy.upstream.client import UpstreamClient
 
@@ -225,7 +226,7 @@ class QueryTranslator:
         ) as response:
             if response.status != 200:
                 raise ValueError(f"upstream answered {response.status}")
-            body = await response.json(content_type=None)
+            body = await response.json(content_type=None, loads=jsonio.loads)
         if endpoint == "native":
             answer = body["message"]["content"]
         else:

@@ -10,6 +10,7 @@ from typing import Any
 import aiohttp
 from aiohttp import web
 
+from proxy import jsonio
 from proxy.errors import ProxyError, UpstreamError, UpstreamTimeout
 from proxy.upstream.headers import client_response_headers
 from proxy.upstream.overflow import says_overflow
@@ -147,7 +148,7 @@ async def _relay_into_started(
     if upstream.status >= 400 or not is_stream(upstream):
         body = await upstream.read()
         try:
-            payload = json.loads(body)
+            payload = jsonio.loads(body)
         except ValueError:
             payload = None
         if upstream.status >= 400:

@@ -6,6 +6,8 @@ import json
 from collections.abc import AsyncIterator
 from typing import Any
 
+from proxy import jsonio
+
 
 async def sse_events(chunks: AsyncIterator[bytes]) -> AsyncIterator[bytes]:
     """Yield whole events (each ending in a blank line), however the bytes were split."""
@@ -44,7 +46,7 @@ def event_json(event: bytes) -> Any:
     if data is None or data.strip() == b"[DONE]":
         return None
     try:
-        return json.loads(data)
+        return jsonio.loads(data)
     except ValueError:
         return None
 

@@ -7,11 +7,11 @@ what that layer cannot send: `options.num_ctx` and `truncate: false`.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from proxy import jsonio
 from proxy.errors import BadRequest
 
 # Ollama's `think` for OpenAI's reasoning effort (openai.go thinkFromReasoningEffort).
@@ -100,7 +100,7 @@ def _tool_calls(calls: Any) -> list[dict[str, Any]]:
             raise BadRequest("invalid tool call", param="messages")
         arguments = function.get("arguments") or "{}"
         try:
-            parsed = json.loads(arguments) if isinstance(arguments, str) else arguments
+            parsed = jsonio.loads(arguments) if isinstance(arguments, str) else arguments
         except ValueError:
             raise BadRequest("invalid tool call arguments", param="messages") from None
         entry: dict[str, Any] = {"function": {"name": function.get("name"), "arguments": parsed}}
