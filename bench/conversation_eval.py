@@ -61,9 +61,30 @@ from reporting import log_heldout_run, merge_single_documents  # noqa: E402
 HALVES = ("tuning", "heldout")
 CONDITIONS = ("first", "follow-up", "ceiling", "alone")
 
+
 # Named settings over the defaults of the checkout under test (bench/retrieval_eval.py's too).
+def history(**rule: Any) -> dict[str, Any]:
+    return {"retrieval": {"history": rule}}
+
+
 METHODS: dict[str, dict[str, Any]] = {
     **single.METHODS,
+    # What a follow-up is searched with (retrieval.history; docs/retrieval.md, Conversations).
+    "no history": history(turns=0, reply=0.0),
+    "1 turn, 0.5": history(turns=1, weight=0.5, reply=0.0),
+    "1 turn, 1": history(turns=1, weight=1.0, reply=0.0),
+    "2 turns, 0.5, decay 0.5": history(turns=2, weight=0.5, decay=0.5, reply=0.0),
+    "2 turns, 1, decay 0.5": history(turns=2, weight=1.0, decay=0.5, reply=0.0),
+    "3 turns, 1, decay 1": history(turns=3, weight=1.0, decay=1.0, reply=0.0),
+    "2 turns, 1, decay 1": history(turns=2, weight=1.0, decay=1.0, reply=0.0),
+    "2 turns, 1.5, decay 0.5": history(turns=2, weight=1.5, decay=0.5, reply=0.0),
+    "2 turns, 2, decay 0.5": history(turns=2, weight=2.0, decay=0.5, reply=0.0),
+    "4 turns, 1, decay 0.5": history(turns=4, weight=1.0, decay=0.5, reply=0.0),
+    "2 turns 1, reply 0.25": history(turns=2, weight=1.0, decay=0.5, reply=0.25),
+    "reply 0.5 alone": history(turns=0, reply=0.5),
+    "1 turn 0.5, reply 0.25": history(turns=1, weight=0.5, reply=0.25),
+    "1 turn 1, reply 0.5": history(turns=1, weight=1.0, reply=0.5),
+    "2 turns 1, reply 0.5": history(turns=2, weight=1.0, decay=0.5, reply=0.5),
 }
 
 
@@ -254,10 +275,12 @@ def run_method(
 
 
 def score(rows: list[Row]) -> str:
+    """Hits, and the mean reciprocal rank of the first citation holding the answer."""
     if not rows:
         return "–"
     hits = sum(row.hit for row in rows)
-    return f"{hits}/{len(rows)} ({hits / len(rows):.0%})"
+    mrr = sum(row.rr for row in rows) / len(rows)
+    return f"{hits}/{len(rows)} ({hits / len(rows):.0%}), MRR {mrr:.2f}"
 
 
 def of(rows: list[Row], condition: str) -> list[Row]:
@@ -436,7 +459,11 @@ def main() -> None:
     parser.add_argument("--show-misses", action="store_true", help="tuning half only")
     parser.add_argument("--json", type=Path, help="write the results here")
     parser.add_argument("--verbose", action="store_true", help="the proxy's own log lines")
+    parser.add_argument(
+        "--window", type=int, default=single.WINDOW, help="the fake upstream's context window"
+    )
     args = parser.parse_args()
+    single.WINDOW = args.window
     sys.path.insert(0, str(args.proxy_root.resolve()))
     halves = HALVES if args.set == "all" else (args.set,)
     level = single.proxy_log_level(halves, args.verbose)
@@ -468,8 +495,8 @@ def main() -> None:
         if "heldout" in halves:
             rows = [row for row in run.rows if row.conversation.half == "heldout"]
             log_heldout_run(
-                "conversation_eval", "heldout", name, "warm", args.upstream, figures(rows),
-                args.proxy_root.resolve(),
+                "conversation_eval", "heldout", name, f"warm, window {args.window}",
+                args.upstream, figures(rows), args.proxy_root.resolve(),
             )  # fmt: skip
 
     turns = sum(len(conversation.turns) for conversation in conversations)

@@ -26,7 +26,7 @@ def merge_single_documents(
 
     Groups of one document are merged together; if what they make is still one document's
     (a single such group, or all about one document), it joins the smallest other group; with
-    no other group, everything is one group."""
+    no other group it is left out (the half's own total, printed apart, already says it)."""
 
     def spread(items: Sequence[Item]) -> int:
         return len({doc for item in items for doc in documents(item)})
@@ -38,7 +38,7 @@ def merge_single_documents(
     if spread(lone) > 1:
         return {**kept, MERGED: lone}
     if not kept:
-        return {"all": lone}
+        return {}
     smallest = min(kept, key=lambda name: (len(kept[name]), name))
     kept[f"{smallest} + {MERGED}"] = kept.pop(smallest) + lone
     return kept
