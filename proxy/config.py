@@ -418,6 +418,22 @@ class ModelSettings(Section):
     # What an image costs it: a projector family, or a fixed number of tokens per image;
     # None: the server's own count where it gives one, else guessed from its chat template.
     image_tokens: Projector | Annotated[int, Field(ge=1, le=100_000)] | None = None
+    instruct: bool | None = Field(
+        None,
+        description=(
+            "Is the model instruction-tuned (a chat template of its own)? None: learnt from "
+            "the upstream (llama.cpp /props, vLLM /tokenize, Ollama /api/show, LM Studio's "
+            "model list, the spawned GGUF's metadata)."
+        ),
+    )
+    tools: bool | None = Field(
+        None,
+        description=(
+            "Does the server turn this model's tool calls into OpenAI tool_calls? None: learnt "
+            "from the upstream (llama.cpp chat_template_caps and --jinja, vLLM "
+            "--enable-auto-tool-choice, Ollama and LM Studio capabilities)."
+        ),
+    )
 
 
 # What a model without a `models:` entry gets; one shared instance (read, never changed), as

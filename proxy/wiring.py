@@ -26,6 +26,7 @@ from proxy.metrics import Metrics
 from proxy.pipeline.decision_log import DecisionLog
 from proxy.pipeline.services import Services
 from proxy.retrieval.translation import QueryTranslator
+from proxy.upstream.abilities import AbilityIntrospection
 from proxy.upstream.client import UpstreamClient
 from proxy.upstream.introspection import ModelIntrospection
 from proxy.upstream.local import make_local_server
@@ -373,6 +374,9 @@ async def build_services(
         token_cache=TokenCache(),
         formats=make_formats(settings),
         vision=VisionIntrospection(settings, upstream, introspection.kind),
+        abilities=AbilityIntrospection(
+            settings, upstream, introspection.kind, local.launch.instruct if local else None
+        ),
         page_images=PageImages(
             parser.pool,
             survey_timeout_s=settings.documents.parse_timeout_s,

@@ -11,13 +11,17 @@ from proxy.upstream.health import check_upstream
 async def healthz(request: web.Request) -> web.Response:
     """The proxy is up; is the upstream reachable? (llama.cpp `/health`, else `/v1/models`).
     `details.upstream` says what kind of server it is and, with server.api_keys to an admin key
-    only (as /metrics' document sources), the windows learnt per model: the model names are
-    what callers sent, and a window raised for Ollama tells how long someone's prompt was."""
+    only (as /metrics' document sources), the windows and abilities learnt per model: the model
+    names are what callers sent, and a window raised for Ollama tells how long someone's prompt
+    was."""
     services = request.app[SERVICES]
     caller = request.get(CALLER)
     detailed = not services.settings.server.api_keys or (caller is not None and caller.admin)
     # What was learnt of the upstream so far (its kind, the windows seen), asked of nobody.
     known = services.introspection.known(detailed)
+    abilities = services.abilities.known(detailed)
+    if abilities:
+        known["abilities"] = abilities  # per model: instruct and tools, each with its source
     details = {"ocr": services.parser.ocr.describe(), "upstream": known}
     health = await check_upstream(services.upstream)
     if health.status is None:

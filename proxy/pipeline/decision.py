@@ -118,6 +118,12 @@ class UpstreamRecord:
     num_ctx: int | None = None  # the window asked of Ollama on its native API
     upstream_prompt_tokens: int | None = None  # the server's own count, from its answer
     note: str = ""
+    # Is the model instruction-tuned, does the server parse its tool calls (None: unknown),
+    # and where each was learnt (proxy.upstream.abilities).
+    instruct: bool | None = None
+    instruct_source: str = ""
+    tools: bool | None = None
+    tools_source: str = ""
 
 
 @dataclass

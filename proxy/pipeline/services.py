@@ -26,6 +26,7 @@ if TYPE_CHECKING:
     from proxy.retrieval.retriever import Retriever
     from proxy.retrieval.translation import QueryTranslator
     from proxy.stores.service import VectorStores
+    from proxy.upstream.abilities import AbilityIntrospection
     from proxy.upstream.introspection import ModelIntrospection
     from proxy.upstream.spawn import LlamaServer
     from proxy.upstream.tokens import TokenCache
@@ -47,6 +48,7 @@ class Services:
     formats: FormatRegistry
     vision: VisionIntrospection  # does the model see images, and what does one cost it
     page_images: PageImages  # drawn pages surveyed and rendered in the parse workers
+    abilities: AbilityIntrospection  # is the model instruction-tuned; does it call tools
     decisions: DecisionLog = field(default_factory=DecisionLog)
     in_flight: BytesInFlight = field(default_factory=BytesInFlight)  # document bytes per key
     retriever_factory: Callable[[], Retriever] | None = field(repr=False, default=None)

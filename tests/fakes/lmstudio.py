@@ -4,8 +4,10 @@ loaded and the maximum context, and its silence on a prompt over the loaded cont
 `GET /api/v1/models` (0.4+) → `{"models": [{"key", "type", "loaded_instances": [{"id",
 "config": {"context_length"}}], "max_context_length", ...}]}`;
 `GET /api/v0/models` (0.3.6+) → OpenAI's list with `state`, `max_context_length` and, once
-loaded, `loaded_context_length`. A prompt over the loaded context gets a 200 with no content
-at all (lmstudio-bug-tracker #2339: "silent empty stream (200 OK, zero deltas)").
+loaded, `loaded_context_length`, and `capabilities: ["tool_use"]` for a model trained for
+tools; v1's `capabilities` as lmstudio-bug-tracker #1659 shows them (0.4.6). A prompt over the
+loaded context gets a 200 with no content at all (lmstudio-bug-tracker #2339: "silent empty
+stream (200 OK, zero deltas)").
 """
 
 from __future__ import annotations
@@ -27,6 +29,10 @@ class FakeLmStudio(OpenAIServer):
     loaded: bool = True
     v1: bool = True  # LM Studio 0.4 and later
     vision: bool = False  # a vision model (type vlm)
+    # capabilities.trained_for_tool_use (v1) and ["tool_use"] (v0); v0_capabilities False:
+    # an older build whose v0 list names no capabilities.
+    trained_for_tools: bool = True
+    v0_capabilities: bool = True
 
     def routes(self, app: web.Application) -> None:
         if self.v1:
@@ -54,7 +60,10 @@ class FakeLmStudio(OpenAIServer):
                         "loaded_instances": instances,
                         "max_context_length": self.max_context,
                         "format": "gguf",
-                        "capabilities": {"vision": self.vision, "trained_for_tool_use": True},
+                        "capabilities": {
+                            "vision": self.vision,
+                            "trained_for_tool_use": self.trained_for_tools,
+                        },
                         "description": None,
                     }
                 ]
@@ -75,6 +84,8 @@ class FakeLmStudio(OpenAIServer):
         }
         if self.loaded:
             card["loaded_context_length"] = self.window
+        if self.v0_capabilities:
+            card["capabilities"] = ["tool_use"] if self.trained_for_tools else []
         return web.json_response({"object": "list", "data": [card]})
 
     def chat_words(self, messages: list[dict[str, Any]]) -> list[str]:

@@ -12,6 +12,7 @@ from proxy.pipeline.decision import UpstreamRecord
 from proxy.pipeline.exchange import Exchange
 from proxy.pipeline.services import Services
 from proxy.pipeline.stages.adapt import answer_budget, answer_room, bound_of
+from proxy.upstream.abilities import Abilities
 from proxy.upstream.facts import ModelFacts
 from proxy.upstream.kinds import traits
 from proxy.upstream.ollama.answer import NativeAnswer, OllamaChatConverter
@@ -72,7 +73,7 @@ async def prompt_tokens(exchange: Exchange, counter: TokenCounter, limit: int) -
     return await counter.count_messages(exchange.messages) + images * IMAGE_TOKENS
 
 
-def _record(facts: ModelFacts) -> UpstreamRecord:
+def _record(facts: ModelFacts, abilities: Abilities) -> UpstreamRecord:
     window = facts.window.fact()
     return UpstreamRecord(
         kind=facts.kind.kind,
@@ -84,13 +85,18 @@ def _record(facts: ModelFacts) -> UpstreamRecord:
         tokenizer_exact=facts.tokenizer.exact,
         tokenizer_source=facts.tokenizer.source,
         loaded_window=facts.window.loaded,
+        instruct=abilities.instruct.value,
+        instruct_source=abilities.instruct.source,
+        tools=abilities.tools.value,
+        tools_source=abilities.tools.source,
     )
 
 
 async def fit_window(exchange: Exchange, services: Services) -> None:
     introspection = services.introspection
     facts = await introspection.facts(exchange.model)
-    record = exchange.decision.upstream = _record(facts)
+    abilities = await services.abilities.of(exchange.model)
+    record = exchange.decision.upstream = _record(facts, abilities)
     kind = facts.kind.kind
     if kind == "openrouter" and "transforms" not in exchange.body:
         # OpenRouter's middle-out transform cuts the middle of a prompt over the window when
