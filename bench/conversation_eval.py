@@ -39,6 +39,7 @@ import argparse
 import json
 import os
 import shutil
+import statistics
 import sys
 import tempfile
 import time
@@ -182,6 +183,7 @@ class Row:
     rr: float
     error: str | None = None
     searched: list[dict[str, Any]] = field(default_factory=list)  # what retrieval searched for
+    seconds: float = 0.0  # the preview's time
 
     @property
     def leans(self) -> str:
@@ -250,6 +252,7 @@ def run_method(
                 else:
                     last = replacement[0] if replacement else None
                     body = messages(conversation, turn, parts, last)
+                began = time.perf_counter()
                 try:
                     prompt, decision = preview(proxy, body)
                     error = None
@@ -258,7 +261,9 @@ def run_method(
                 hit, rr = single.judge(prompt, list(conversation.turns[turn].answers))
                 record = decision.get("retrieval") or {}
                 searched = list(record.get("searched") or [])
-                run.rows.append(Row(conversation, turn, condition, hit, rr, error, searched))
+                seconds = time.perf_counter() - began
+                row = Row(conversation, turn, condition, hit, rr, error, searched, seconds)
+                run.rows.append(row)
             if number % 5 == 0:
                 progress(f"  {method}: {number}/{len(conversations)} conversations")
     finally:
@@ -337,6 +342,12 @@ def report(
         for label, key in (("language", language), ("format", fmt), ("leans", leans)):
             for name, group in sorted(groups(rows, key, half).items()):
                 lines.append(table_row(half, run.method, f"{label}: {name}", group))
+        times = [row.seconds for row in of(rows, "follow-up")]
+        if times:
+            lines.append(
+                f"| {half} | {run.method} | a follow-up's request (median / mean) | | "
+                f"{statistics.median(times):.2f} s / {statistics.fmean(times):.2f} s | | |"
+            )
         errors = sum(row.error is not None for row in rows)
         if errors:
             lines.append(f"| {half} | {run.method} | requests that failed | {errors} | | | |")
