@@ -509,6 +509,18 @@ class RerankSettings(Section):
     timeout_s: float = Field(60, gt=0)
 
 
+class HistorySettings(Section):
+    """A follow-up question searched with its conversation (docs/retrieval.md, Conversations):
+    the question with each of the `turns` latest earlier questions (the latest at `weight`
+    beside the question's own ranking, each further back `decay` times less) and with the last
+    answer (`reply`; 0: not searched)."""
+
+    turns: int = Field(2, ge=0, le=8)
+    weight: float = Field(1.0, ge=0.0, le=4.0)
+    decay: float = Field(0.5, ge=0.0, le=1.0)
+    reply: float = Field(0.0, ge=0.0, le=4.0)
+
+
 class RetrievalSettings(Section):
     limit: int = Field(3, ge=1, le=10)
     affinity_threshold: float | None = Field(None, ge=0.0, le=1.0)
@@ -535,6 +547,8 @@ class RetrievalSettings(Section):
     # (default backend 0.55; none for `openai`, where routing is off until one is set).
     overview: bool = True
     overview_affinity: float | None = Field(None, ge=0.0, le=1.0)
+    # A follow-up ("and the other one?") is searched with its conversation too.
+    history: HistorySettings = Field(default_factory=HistorySettings)
 
     @model_validator(mode="after")
     def _overlap_below_size(self) -> RetrievalSettings:

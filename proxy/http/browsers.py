@@ -48,6 +48,7 @@ EXPOSED_HEADERS = ", ".join(
         "X-Enrich-Guard-Changes",
         "X-Enrich-Dropped-Messages",
         "X-Enrich-Warnings",
+        "X-Enrich-Searched",
         "openai-poll-after-ms",
         "Retry-After",
         "retry-after-ms",

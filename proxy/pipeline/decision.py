@@ -73,6 +73,10 @@ class RetrievalRecord:
     English), ranked by its cosines put on the embedder's scale, held to the same threshold."""
     overview: list[str] = field(default_factory=list)
     """Files whose opening and conclusion came first: the question is about a whole document."""
+    searched: list[dict[str, Any]] = field(default_factory=list)
+    """What the files were searched for: the question, and the question with its
+    conversation's earlier turns, each `{text, weight, from}` (question | conversation |
+    reply); the rankings are fused at those weights."""
 
 
 @dataclass
