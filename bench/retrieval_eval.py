@@ -64,6 +64,20 @@ from documents import Document, DocumentError, default_cache, ensure, load_docum
 from reporting import log_heldout_run, merge_single_documents, word_overlap  # noqa: E402
 
 HALVES = ("tuning", "heldout")
+
+
+def cl100k() -> Any:
+    """cl100k, from the file the proxy ships where the checkout has it (never downloaded), else
+    tiktoken's own loader (an older checkout under --proxy-root)."""
+    try:
+        from proxy.upstream.encodings import load_encoding
+    except ImportError:
+        import tiktoken
+
+        return tiktoken.get_encoding("cl100k_base")
+    return load_encoding("cl100k_base")
+
+
 WINDOW = 4096
 ABOUT_QUESTION = "What is this document about?"
 
@@ -344,9 +358,7 @@ class Upstream:
                     return len(response.json()["tokens"])
             except (httpx.HTTPError, KeyError, ValueError):
                 pass
-        import tiktoken
-
-        return len(tiktoken.get_encoding("cl100k_base").encode(text))
+        return len(cl100k().encode(text))
 
     def close(self) -> None:
         if self.local is not None:
