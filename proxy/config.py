@@ -494,6 +494,10 @@ class RetrievalSettings(Section):
     # vLLM (base models too), chat elsewhere; off = never.
     translate: Literal["auto", "chat", "completions", "off"] = "auto"
     translate_timeout_s: float = Field(10.0, gt=0, le=120)
+    # Calls one request makes to translate its question (one per document language at most,
+    # in the documents' order; remembered translations cost none): the rest are searched with
+    # the question as it is.
+    max_translations: int = Field(3, ge=1, le=12)
     new_document_candidates: int = Field(16, ge=1, le=1000)
     rerank: RerankSettings | None = None
     # A question about a document as a whole ("what does it conclude?") gets its opening and
