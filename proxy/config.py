@@ -252,6 +252,12 @@ class UpstreamSettings(Section):
     read_timeout_s: float = Field(600, gt=0)
     tokenizer: TokenizerSetting = "auto"
     context_ttl_s: float = Field(300, ge=0)
+    # The probes that find the upstream's kind, all together, and one lookup of a model's window
+    # (docs/upstreams.md): past it the kind or window is unknown, the request goes on with an
+    # OpenAI-compatible server's defaults, and it is asked again after probe_retry_s, then after
+    # twice as long each time it is still unanswered (up to 32 times as long).
+    probe_timeout_s: float = Field(10, gt=0, le=300)
+    probe_retry_s: float = Field(30, gt=0)
     # Estimated counts (tiktoken) are raised by this factor on servers that cut a prompt over
     # their window without an error (Ollama, LM Studio), so plans err on the short side.
     estimate_margin: float = Field(1.25, ge=1.0, le=4.0)

@@ -114,6 +114,7 @@ class UpstreamRecord:
     num_ctx: int | None = None  # the window asked of Ollama on its native API
     upstream_prompt_tokens: int | None = None  # the server's own count, from its answer
     note: str = ""
+    kind_known: bool = True  # False: the probes failed or went unanswered (kind_source says why)
 
 
 @dataclass

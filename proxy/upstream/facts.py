@@ -28,18 +28,22 @@ class Fact(Generic[T]):
 
 @dataclass(frozen=True)
 class Detection:
-    """The upstream's kind and how it was found. `certain` is False when the answer must not be
-    kept (a probe failed or was refused for want of a key): the next request asks again."""
+    """The upstream's kind and how it was found. `certain` is False when the kind is not known
+    (a probe failed or was refused for want of a key: the next request asks again); `timed_out`
+    when the probes were not answered in time (asked again after a pause)."""
 
     kind: UpstreamKind
     source: str
     certain: bool = True
     version: str | None = None
+    timed_out: bool = False
 
     def to_json(self) -> dict[str, Any]:
         record: dict[str, Any] = {"value": self.kind, "source": self.source}
         if self.version:
             record["version"] = self.version
+        if not self.certain:
+            record["known"] = False
         return record
 
 

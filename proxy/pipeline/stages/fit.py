@@ -77,6 +77,7 @@ def _record(facts: ModelFacts) -> UpstreamRecord:
     return UpstreamRecord(
         kind=facts.kind.kind,
         kind_source=facts.kind.source,
+        kind_known=facts.kind.certain,
         window=window.value,
         window_exact=window.exact,
         window_source=window.source,
