@@ -596,6 +596,9 @@ class VectorStoresSettings(Section):
     # Files waiting to be indexed in this process: per key, and all together (429 past them).
     max_queued_per_key: int = Field(2000, ge=1)
     max_queued: int = Field(10_000, ge=1)
+    # Chunking strategies one upload may be indexed with (each is a whole index of it, counted
+    # against the key's quota at what it takes on disk): another one fails the file.
+    max_chunkings_per_file: int = Field(4, ge=1, le=64)
 
 
 class Settings(Section):

@@ -167,6 +167,12 @@ class Retriever:
                 return self.second
         return self.primary if self.reads(language) else None
 
+    def vectors_space(self, document: ParsedDocument) -> Space:
+        """The space a document's passages are embedded in, told from its text's language
+        before any passage is made (what an index of it will hold)."""
+        language = detect_language([page.text for page in document.pages])
+        return self.space_for(language) or self.primary
+
     async def _space_of(self, document: ParsedDocument) -> tuple[Space, DocumentPassages]:
         passages = await self.store.open(document)
         # A document ranked by its words alone is indexed by the embedder all the same (it
