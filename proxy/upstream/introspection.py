@@ -259,13 +259,9 @@ class ModelIntrospection:
         return await asyncio.shield(pending)
 
     async def _learn_window(self, model: str | None) -> ContextWindow:
+        # Asked even when the probes went unanswered: a gateway may hold unknown paths and
+        # still route /v1/models, and the lookup is bounded and remembered like the probes.
         found = await self.detection()
-        if found.timed_out:
-            # The upstream held the probes open: its window would be asked the same way. The
-            # request goes on without one, and so do the others until the kind is asked again.
-            return ContextWindow(
-                None, "unknown: the upstream left the probes unanswered", keep=False
-            )
         key = model or ""
         try:
             async with asyncio.timeout(self.probe_timeout_s):

@@ -235,12 +235,25 @@ async def test_requests_meanwhile_wait_for_one_detection_and_the_unknown_stands_
     assert (await found.detection()).source.endswith("asked again after 960 s")
 
 
-async def test_the_window_of_an_upstream_that_left_the_probes_unanswered_is_not_asked() -> None:
-    upstream = Silent({})
-    found = introspection(upstream)
+async def test_the_window_of_an_upstream_that_left_the_probes_unanswered() -> None:
+    class Gateway(Silent):
+        """Holds every path open but /v1/models, which it routes (a window in the list)."""
+
+        async def _answer(self, path: str) -> tuple[int, Any]:
+            if path == "/v1/models":
+                self.asked.append(path)
+                return 200, {"data": [{"id": "m", "max_model_len": 8192}]}
+            return await super()._answer(path)
+
+    gateway = Gateway({})
+    window = await introspection(gateway).context_window("m")
+    assert window.tokens == 8192 and gateway.asked == ["/props", "/v1/models"]
+    silent = Silent({})
+    found = introspection(silent)
     window = await found.context_window("m")
-    assert window.tokens is None and window.source.startswith("unknown")
-    assert upstream.asked == ["/props"]  # no /v1/models held open on top of the probes
+    assert window.tokens is None and window.source.startswith("unknown (not answered in 0.2 s")
+    assert await found.context_window("m") == window  # remembered: not asked again meanwhile
+    assert silent.asked == ["/props", "/v1/models"]
 
 
 async def test_an_unanswered_window_lookup_is_bounded_and_stands_a_while() -> None:
