@@ -133,6 +133,21 @@ class ServerSettings(Section):
     max_messages: int = Field(4096, ge=1)
     # Values (strings, numbers, arrays, objects) a JSON body may hold, bounded before parsing.
     max_json_values: int = Field(250_000, ge=1000)
+    # Memory request bodies hold at once (their bytes, parsed objects, what goes upstream), per
+    # key and per process (docs/security.md): 429 and 503 past them. None: no budget.
+    max_inflight_body_mb_per_key: float | None = Field(256, gt=0)
+    max_inflight_body_mb: float | None = Field(1024, gt=0)
+
+    @model_validator(mode="after")
+    def _bodies_fit_their_budget(self) -> ServerSettings:
+        for name in ("max_inflight_body_mb_per_key", "max_inflight_body_mb"):
+            budget = getattr(self, name)
+            if budget is not None and budget < self.max_body_mb:
+                raise ValueError(
+                    f"{name} ({budget:g}) is below max_body_mb ({self.max_body_mb:g}): a body"
+                    " of the size the proxy accepts could never be read; raise it (or set null)"
+                )
+        return self
 
     @field_validator("allowed_hosts")
     @classmethod
@@ -250,6 +265,8 @@ class UpstreamSettings(Section):
     responses: Literal["chat", "native"] = "chat"
     connect_timeout_s: float = Field(10, gt=0)
     read_timeout_s: float = Field(600, gt=0)
+    # /healthz's question to the upstream, whole: under the Docker image's 4 s HEALTHCHECK.
+    health_timeout_s: float = Field(3, gt=0)
     tokenizer: TokenizerSetting = "auto"
     context_ttl_s: float = Field(300, ge=0)
     # The probes that find the upstream's kind, all together, and one lookup of a model's window
@@ -424,6 +441,22 @@ class ModelSettings(Section):
     # What an image costs it: a projector family, or a fixed number of tokens per image;
     # None: the server's own count where it gives one, else guessed from its chat template.
     image_tokens: Projector | Annotated[int, Field(ge=1, le=100_000)] | None = None
+    instruct: bool | None = Field(
+        None,
+        description=(
+            "Is the model instruction-tuned (a chat template of its own)? None: learnt from "
+            "the upstream (llama.cpp /props, vLLM /tokenize, Ollama /api/show, LM Studio's "
+            "model list, the spawned GGUF's metadata)."
+        ),
+    )
+    tools: bool | None = Field(
+        None,
+        description=(
+            "Does the server turn this model's tool calls into OpenAI tool_calls? None: learnt "
+            "from the upstream (llama.cpp chat_template_caps and --jinja, vLLM "
+            "--enable-auto-tool-choice, Ollama and LM Studio capabilities)."
+        ),
+    )
 
 
 # What a model without a `models:` entry gets; one shared instance (read, never changed), as

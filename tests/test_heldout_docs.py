@@ -205,3 +205,65 @@ def test_a_source_names_its_registry_package_path_and_conversion(held: ModuleTyp
     assert held.parse_source("pypi:brotli==1.2.1:brotli-1.2.1/tests/testdata/a.txt") == (
         "pypi", "brotli==1.2.1", "brotli-1.2.1/tests/testdata/a.txt", None
     )  # fmt: skip
+
+
+def turn(q: str, answer: str, **more: str) -> dict[str, str]:
+    return {"q": q, "answer": answer, "reply": "A plausible reply.", **more}
+
+
+def test_the_conversation_check_counts_turns_flags_unusable_ones_and_prints_no_text(
+    held: ModuleType, capsys: pytest.CaptureFixture[str]
+) -> None:
+    follow = {"standalone": "Secret rewrite?", "leans": "pronoun"}
+    conversations: list[dict[str, Any]] = [
+        {"id": "a-c1", "docs": ["a"], "lang": "en", "turns": [
+            turn("Secret first?", "soft\u00adly  spoken words"),
+            turn("Secret follow?", "nowhere", answers=["nowhere", "ﬁne print here"], **follow),
+            turn("Secret last?", "missing sentence", **{**follow, "leans": "ellipsis"}),
+        ]},
+        {"id": "b-c1", "docs": ["b"], "lang": "de", "turns": [
+            turn("Secret alone?", "Nothing that answers."),
+        ]},
+        {"id": "b-c2", "docs": ["b"], "lang": "de", "turns": [
+            turn("Secret one?", "Nothing that answers."),
+            turn("Secret two?", "Nothing that answers.", leans="vibes"),
+        ]},
+        {"id": "b-c3", "docs": ["nope"], "lang": "de", "turns": [
+            turn("Secret three?", "Secret x."), turn("Secret four?", "Secret y.", **follow),
+        ]},
+    ]  # fmt: skip
+    texts = {
+        "a": held.normalise("They were softly\n spoken words, and the fine print here."),
+        "b": held.normalise("Nothing that answers."),
+    }
+    bad = held.check_conversations(conversations, texts, type("Args", (), {"missing": True})())
+    out = capsys.readouterr().out
+    assert (
+        "conversations: 4, 3 turns, 1 first questions, 2 follow-ups (ellipsis 1, pronoun 1)" in out
+    )
+    assert "a: 2/3 turns' answers found" in out and "all turns: 2/3" in out
+    assert "not found: a-c1 turn 3" in out
+    assert "b-c1: 1 turns" in out and "b-c2: turn 2: no standalone" in out
+    assert "b-c2: turn 2: leans 'vibes'" in out and "b-c3: documents not described" in out
+    assert bad == 1 + 4
+    for conversation in conversations:
+        for said in conversation["turns"]:
+            assert said["q"] not in out and said["answer"] not in out
+            assert said.get("standalone", "Secret") not in out
+
+
+def test_a_document_both_files_describe_must_be_the_same_file(
+    held: ModuleType, tmp_path: Path
+) -> None:
+    entry = {"file": "a.pdf", "source": "apt:a=1:/a.pdf", "sha256": "11", "kind": "manual"}
+    specs: dict[Path, dict[str, Any]] = {
+        tmp_path / "heldout.json": {"documents": {"a": entry}},
+        tmp_path / "heldout_conversations.json": {
+            "documents": {"a": {**entry, "lang": "en"}, "b": {**entry, "file": "b.html"}}
+        },
+    }
+    merged = held.held_out_documents(specs)
+    assert merged["a"] == {**entry, "lang": "en"} and merged["b"]["file"] == "b.html"
+    specs[tmp_path / "heldout_conversations.json"]["documents"]["a"]["sha256"] = "22"
+    with pytest.raises(SystemExit, match=r"a: heldout_conversations\.json gives another sha256"):
+        held.held_out_documents(specs)

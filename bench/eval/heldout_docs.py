@@ -4,7 +4,8 @@
     python bench/eval/heldout_docs.py --check     # + every answer is in the parsed text (counts)
     python bench/eval/heldout_docs.py --list      # what is in the cache
 
-Documents are read from `bench/eval/heldout.json` (`documents`) and land in
+Documents are read from `bench/eval/heldout.json` and `bench/eval/heldout_conversations.json`
+(`documents`; a document both describe must be the same file) and land in
 `~/.cache/enrich-proxy-eval/documents/<id>/` (or `$ENRICH_EVAL_CACHE`, or `--cache`), never in
 the repository, with the `.sha256.json` record bench/eval/documents.py reads: run this first,
 and the runner (`bench/retrieval_eval.py --set heldout`) finds every held-out document checked.
@@ -21,10 +22,15 @@ byte-reproducible (fixed timestamps and properties), so `sha256` is the converte
 
 `--check` parses every document with this checkout's own `DocumentParser` and reports, per
 document, how many answers are found in the extracted text (NFKC, soft hyphens removed,
-whitespace collapsed). It prints counts only, never questions or answers (`--missing` adds
-the ids of questions whose answer is not found): this is the held-out half, and the people
-tuning the product must not read it. `--dump DIR` writes the extracted texts to DIR (keep it
-outside the repository).
+whitespace collapsed), then the same for the questions of the slice matched to the tuning
+half's difficulty (`"slice": "matched"`), then for the conversations: per document, how many
+turns have their answer in the text, how the follow-ups lean on their history, and whether
+every conversation has the shape a runner needs (2-4 turns, described documents, a reply for
+every turn, a hand-written standalone rewrite and a known `leans` for every follow-up). It
+prints counts only, never questions, rewrites or answers (`--missing` adds the ids of questions
+and turns whose answer is not found, and what is wrong with an unusable conversation): this is
+the held-out half, and the people tuning the product must not read it. `--dump DIR` writes
+the extracted texts to DIR (keep it outside the repository).
 """
 
 from __future__ import annotations
@@ -50,6 +56,16 @@ from typing import Any
 EVAL = Path(__file__).resolve().parent
 ROOT = EVAL.parent.parent
 SPEC = EVAL / "heldout.json"
+CONVERSATIONS = EVAL / "heldout_conversations.json"
+LEANS = {
+    "pronoun",
+    "ellipsis",
+    "other-one",
+    "place",
+    "previous-answer",
+    "topic-shift",
+    "self-contained",
+}
 FIXED = datetime(2023, 1, 1)  # the properties of a converted file: no clock in its bytes
 ZIP_TIME = (1980, 1, 1, 0, 0, 0)
 _FIXED_STAMP = FIXED.isoformat().encode() + b"Z"
@@ -432,8 +448,8 @@ def main() -> None:
     args = parser.parse_args()
 
     cache = cache_dir(args.cache)
-    spec = json.loads(SPEC.read_text())
-    documents: dict[str, Any] = spec["documents"]
+    specs = {path: json.loads(path.read_text()) for path in (SPEC, CONVERSATIONS) if path.exists()}
+    documents = held_out_documents(specs)
     files: dict[str, Path] = {}
     bad = 0
     for doc, entry in documents.items():
@@ -456,7 +472,9 @@ def main() -> None:
         digest = sha256(data)
         source_sha = hashes.get("source", hashes["package"])  # the package for a converted one
         if args.update:
-            entry["sha256"], entry["source_sha256"] = digest, source_sha
+            for spec in specs.values():  # every file that describes the document
+                if doc in spec.get("documents", {}):
+                    spec["documents"][doc].update(sha256=digest, source_sha256=source_sha)
         elif digest != entry.get("sha256") or source_sha != entry.get("source_sha256"):
             bad += 1
             print(f"{doc}: sha256 differs from the recorded one", file=sys.stderr)
@@ -465,7 +483,8 @@ def main() -> None:
     if args.list:
         return
     if args.update:
-        SPEC.write_text(json.dumps(spec, ensure_ascii=False, indent=1) + "\n")
+        for path, spec in specs.items():
+            path.write_text(json.dumps(spec, ensure_ascii=False, indent=1) + "\n")
     if args.check or args.dump:
         texts = asyncio.run(extract(files))
         if args.dump:
@@ -473,11 +492,36 @@ def main() -> None:
             for doc, text in texts.items():
                 (args.dump / f"{doc}.txt").write_text(text)
         if args.check:
-            bad += check(spec["questions"], {doc: normalise(t) for doc, t in texts.items()}, args)
+            normalised = {doc: normalise(text) for doc, text in texts.items()}
+            questions = specs[SPEC]["questions"]
+            bad += check(questions, normalised, args)
+            matched = [question for question in questions if question.get("slice") == "matched"]
+            if matched:
+                print("slice matched:", end=" ")
+                bad += check(matched, normalised, args, per_document=False)
+            if CONVERSATIONS in specs:
+                conversations = specs[CONVERSATIONS]["conversations"]
+                bad += check_conversations(conversations, normalised, args)
     raise SystemExit(1 if bad else 0)
 
 
-def check(questions: list[dict[str, Any]], texts: dict[str, str], args: Any) -> int:
+def held_out_documents(specs: dict[Path, dict[str, Any]]) -> dict[str, dict[str, Any]]:
+    """The documents of heldout.json and heldout_conversations.json; a document both describe
+    must be the same file from the same source."""
+    merged: dict[str, dict[str, Any]] = {}
+    for path, spec in specs.items():
+        for doc, entry in spec.get("documents", {}).items():
+            known = merged.get(doc, {})
+            for key in ("file", "source", "sha256"):
+                if key in known and key in entry and known[key] != entry[key]:
+                    raise SystemExit(f"{doc}: {path.name} gives another {key} than {SPEC.name}")
+            merged[doc] = {**known, **entry}
+    return merged
+
+
+def check(
+    questions: list[dict[str, Any]], texts: dict[str, str], args: Any, per_document: bool = True
+) -> int:
     """Counts of answers found per document; the ids of the others with --missing."""
     found: Counter[str] = Counter()
     total: Counter[str] = Counter()
@@ -490,12 +534,78 @@ def check(questions: list[dict[str, Any]], texts: dict[str, str], args: Any) -> 
             found[doc] += 1
         else:
             missing.append(question["id"])
-    for doc in total:
-        print(f"{doc}: {found[doc]}/{total[doc]} answers found in the parsed text")
+    if per_document:
+        for doc in total:
+            print(f"{doc}: {found[doc]}/{total[doc]} answers found in the parsed text")
     print(f"all: {sum(found.values())}/{sum(total.values())}")
     if args.missing and missing:
         print("not found: " + ", ".join(missing))
     return len(missing)
+
+
+def conversation_problems(conversation: dict[str, Any], documents: set[str]) -> list[str]:
+    """What makes a conversation unusable by a runner: its shape, never its text."""
+    problems = []
+    turns = conversation.get("turns") or []
+    if not 2 <= len(turns) <= 4:
+        problems.append(f"{len(turns)} turns")
+    if not conversation.get("docs") or not set(conversation["docs"]) <= documents:
+        problems.append("documents not described")
+    if not conversation.get("lang"):
+        problems.append("no lang")
+    for number, turn in enumerate(turns, 1):
+        needed = ["q", "answer", "reply"] + (["standalone", "leans"] if number > 1 else [])
+        problems += [f"turn {number}: no {key}" for key in needed if not turn.get(key)]
+        if number > 1 and turn.get("leans") and turn["leans"] not in LEANS:
+            problems.append(f"turn {number}: leans {turn['leans']!r}")
+    return problems
+
+
+def check_conversations(
+    conversations: list[dict[str, Any]], texts: dict[str, str], args: Any
+) -> int:
+    """Per document, how many turns have their answer in the parsed text; the conversations'
+    shape and how their follow-ups lean on the history (counts and ids, never texts)."""
+    found: Counter[str] = Counter()
+    total: Counter[str] = Counter()
+    leans: Counter[str] = Counter()
+    missing: list[str] = []
+    broken: list[str] = []
+    ids = Counter(conversation.get("id") for conversation in conversations)
+    broken += [f"{conversation_id}: id used twice" for conversation_id, n in ids.items() if n > 1]
+    for conversation in conversations:
+        problems = conversation_problems(conversation, set(texts))
+        broken += [f"{conversation.get('id')}: {problem}" for problem in problems]
+        if problems:
+            continue
+        doc_text = " ".join(texts[doc] for doc in conversation["docs"])
+        doc = "+".join(conversation["docs"])
+        for number, turn in enumerate(conversation["turns"], 1):
+            total[doc] += 1
+            if number > 1:
+                leans[turn["leans"]] += 1
+            answers = turn.get("answers") or [turn["answer"]]
+            if any(normalise(answer) in doc_text for answer in answers):
+                found[doc] += 1
+            else:
+                missing.append(f"{conversation['id']} turn {number}")
+    turns = sum(total.values())
+    print(
+        f"conversations: {len(conversations)}, {turns} turns, {turns - sum(leans.values())}"
+        f" first questions, {sum(leans.values())} follow-ups ("
+        + ", ".join(f"{lean} {n}" for lean, n in sorted(leans.items()))
+        + ")"
+    )
+    for doc in total:
+        print(f"{doc}: {found[doc]}/{total[doc]} turns' answers found in the parsed text")
+    print(f"all turns: {sum(found.values())}/{turns}")
+    if broken:
+        print(f"conversations not usable: {len(broken)} problems")
+        if args.missing:
+            print("problems: " + "; ".join(broken))
+    if args.missing and missing:
+        print("not found: " + ", ".join(missing))
+    return len(missing) + len(broken)
 
 
 if __name__ == "__main__":

@@ -62,7 +62,7 @@ def find_tessdata(languages: Sequence[str], search: Sequence[str] = _SEARCH) -> 
         if len(missing) < len(best_missing):
             best_missing = missing
     if not folders:
-        return "", "Tesseract language data not found"
+        return "", f"Tesseract language data not found (none for {', '.join(languages)})"
     return "", f"no Tesseract language data for {', '.join(best_missing)} in {', '.join(folders)}"
 
 

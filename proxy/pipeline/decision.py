@@ -114,6 +114,16 @@ class UpstreamRecord:
     num_ctx: int | None = None  # the window asked of Ollama on its native API
     upstream_prompt_tokens: int | None = None  # the server's own count, from its answer
     note: str = ""
+    # Is the model instruction-tuned, does the server parse its tool calls (None: unknown),
+    # and where each was learnt (proxy.upstream.abilities).
+    instruct: bool | None = None
+    instruct_source: str = ""
+    tools: bool | None = None
+    tools_source: str = ""
+    asked_num_ctx: int | None = None  # Ollama: the caller's options.num_ctx, before bounding
+    dropped_options: dict[str, str] = field(default_factory=dict)
+    """Ollama: what the caller sent that would reload or unload the model for every caller, not
+    sent (`keep_alive`, `options.num_gpu`, ...), each with why."""
     kind_known: bool = True  # False: the probes failed or went unanswered (kind_source says why)
 
 

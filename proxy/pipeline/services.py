@@ -22,10 +22,12 @@ if TYPE_CHECKING:
     from proxy.files.protocol import FileStore
     from proxy.formats import FormatRegistry
     from proxy.guard.texts import GuardedTexts
+    from proxy.model_files import ModelFiles
     from proxy.responses.owners import Owners
     from proxy.retrieval.retriever import Retriever
     from proxy.retrieval.translation import QueryTranslator
     from proxy.stores.service import VectorStores
+    from proxy.upstream.abilities import AbilityIntrospection
     from proxy.upstream.introspection import ModelIntrospection
     from proxy.upstream.spawn import LlamaServer
     from proxy.upstream.tokens import TokenCache
@@ -47,6 +49,7 @@ class Services:
     formats: FormatRegistry
     vision: VisionIntrospection  # does the model see images, and what does one cost it
     page_images: PageImages  # drawn pages surveyed and rendered in the parse workers
+    abilities: AbilityIntrospection  # is the model instruction-tuned; does it call tools
     decisions: DecisionLog = field(default_factory=DecisionLog)
     in_flight: BytesInFlight = field(default_factory=BytesInFlight)  # document bytes per key
     retriever_factory: Callable[[], Retriever] | None = field(repr=False, default=None)
@@ -55,6 +58,8 @@ class Services:
     # upstream.responses: native: who created each response and conversation id.
     owners: Owners | None = field(default=None, repr=False)
     translator: QueryTranslator | None = field(default=None, repr=False)
+    # The model files the configuration needs (/healthz), and MiniLM's fetch at start-up.
+    model_files: ModelFiles | None = field(default=None, repr=False)
     _opening: asyncio.Task[Retriever] | None = field(default=None, repr=False)
 
     @functools.cached_property
@@ -93,3 +98,5 @@ class Services:
                 await retriever.close()
         if self.local_upstream is not None:
             await self.local_upstream.stop()
+        if self.model_files is not None:
+            await self.model_files.aclose()

@@ -157,6 +157,13 @@ class Retriever:
         """Whether the embedder reads text in `language` (an unknown one: assumed so)."""
         return self.languages is None or language is None or language in self.languages
 
+    def primary_ready(self) -> bool:
+        """Whether the embedder can embed now: an in-process model whose files are missing
+        (not fetched: proxy.retrieval.minilm_files) cannot, and documents are then ranked by
+        the multilingual model or their words rather than the request failing."""
+        unavailable = getattr(self.embedder, "unavailable", None)
+        return unavailable is None or unavailable() is None
+
     def space_for(self, language: str | None) -> Space | None:
         """Whose vectors rank a document in `language`: the multilingual embedder's for the
         languages the embedder does not keep, else the embedder's where it reads the language,
@@ -169,15 +176,24 @@ class Retriever:
 
     def vectors_space(self, document: ParsedDocument) -> Space:
         """The space a document's passages are embedded in, told from its text's language
-        before any passage is made (what an index of it will hold)."""
+        before any passage is made (what an index of it will hold): as `_space_of` chooses,
+        the embedder's own while its model is missing and nothing stands in for it."""
         language = detect_language([page.text for page in document.pages])
-        return self.space_for(language) or self.primary
+        space = self.space_for(language) or self.primary
+        if space is self.primary and not self.primary_ready() and self.second is not None:
+            return self.second
+        return space
 
-    async def _space_of(self, document: ParsedDocument) -> tuple[Space, DocumentPassages]:
+    async def _space_of(self, document: ParsedDocument) -> tuple[Space | None, DocumentPassages]:
         passages = await self.store.open(document)
         # A document ranked by its words alone is indexed by the embedder all the same (it
         # always was; a later setting may read its language).
-        return self.space_for(passages.lexical.language) or self.primary, passages
+        space: Space | None = self.space_for(passages.lexical.language) or self.primary
+        if space is self.primary and not self.primary_ready():
+            # The model is not on disk yet: the multilingual one's index, else none for now
+            # (a search indexes it once the model is there).
+            space = self.second
+        return space, passages
 
     def counter(self, language: str) -> Callable[[str], int]:
         """Passages are sized in the embedder's tokens where it reads the language; elsewhere
@@ -197,7 +213,7 @@ class Retriever:
     async def ensure_indexed(self, document: ParsedDocument) -> bool:
         """Index the whole document now (tools and tests); False if it already was."""
         space, passages = await self._space_of(document)
-        if await space.index.is_indexed(document.sha256, space.settings):
+        if space is None or await space.index.is_indexed(document.sha256, space.settings):
             return False
         await space.indexer.complete_now(document, passages)
         return True
@@ -206,7 +222,7 @@ class Retriever:
         """Index the whole document at the background's pace, waiting for it: True once it is
         indexed, False while another proxy holds its lease (ask again later)."""
         space, passages = await self._space_of(document)
-        if await space.index.is_indexed(document.sha256, space.settings):
+        if space is None or await space.index.is_indexed(document.sha256, space.settings):
             return True
         return await space.indexer.complete(document, passages)
 
@@ -262,6 +278,10 @@ class Retriever:
             words = [text for text, _ in queries]
             read = [text for text, lang in queries if self.reads(lang)]
             space = self.space_for(language)
+            if space is self.primary and not self.primary_ready():
+                # Its model is not on disk (yet): the multilingual model (shipped in its
+                # wheel) ranks it meanwhile, else its words alone.
+                space = self.second
             if space is not None:
                 # Only the queries in a language the embedder reads are embedded (all of them
                 # if none is, as before translations); the multilingual one reads them all.
@@ -301,7 +321,9 @@ class Retriever:
         if self.router is None:
             return False
         read = [text for text, language in queries if self.reads(language)]
-        if await self.router.routes(read, lambda text: self.primary.embedded(text, embeddings)):
+        if not self.primary_ready():
+            read = []  # the embedder cannot tell it now; the multilingual one may
+        elif await self.router.routes(read, lambda text: self.primary.embedded(text, embeddings)):
             return True
         second, router = self.second, self.second_router
         if read or second is None or router is None:

@@ -18,6 +18,9 @@ PER_PASSAGE = 4_200
 """Bytes on disk per passage, whatever its text: metadata rows, their indexes, graph links."""
 PER_DIMENSION = 9
 """Bytes on disk per dimension of a passage's vector (float32 in the graph and in the log)."""
+ASSUMED_DIMENSIONS = 1_536
+"""The vectors' size when the embedder cannot say yet (its model not on disk): OpenAI's
+text-embedding-3-small's, more than most local models make."""
 
 
 def index_footprint(texts: Sequence[str], dimensions: int) -> int:

@@ -25,7 +25,7 @@ from proxy.errors import DocumentError, PayloadTooLarge, ProxyError
 from proxy.files.protocol import FileNotFound, QuotaExceeded
 from proxy.stores.chunking import Variants, keyed
 from proxy.stores.errors import TooManyChunkings
-from proxy.stores.footprint import index_footprint
+from proxy.stores.footprint import ASSUMED_DIMENSIONS, index_footprint
 from proxy.stores.records import ErrorCode, FileRecord, LastError
 from proxy.stores.registry import StoreRegistry
 from proxy.stores.usage import IndexUsage
@@ -222,6 +222,9 @@ class IndexingJobs:
         model is known only by what it answers)."""
         found = self._dimensions.get(embedder.name)
         if found is None:
+            unavailable = getattr(embedder, "unavailable", None)
+            if unavailable is not None and unavailable() is not None:
+                return ASSUMED_DIMENSIONS  # its model is not on disk yet: asked again next time
             found = self._dimensions[embedder.name] = len(await embedder.embed_query("size"))
         return found
 

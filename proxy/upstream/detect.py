@@ -218,12 +218,15 @@ async def detect_kind(
         ), asked + 1
     except ProxyError as error:
         log.warning("upstream probe failed", error=error.message)
-        return Detection(
+        unreached = error.code in ("upstream_unreachable", "upstream_timeout")
+        detection = Detection(
             "other",
             f"probe failed: {error.message}",
-            certain=False,
+            False,
+            failure=error if unreached else None,
             timed_out=isinstance(error, UpstreamTimeout),
-        ), asked
+        )
+        return detection, asked
     refused = refused or status in (401, 403)
     kind = listing_kind(listing) if status == 200 else None
     if kind is not None:

@@ -8,6 +8,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
+from proxy.upstream.facts import Fact
 from proxy.upstream.server_args import xllamacpp_assignments
 
 Backend = Literal["xllamacpp", "binary"]
@@ -79,6 +80,9 @@ class ServerLaunch:
     """Tokens an answer gets when its request sets no max_tokens (-1: no cap)."""
     stop: tuple[str, ...] = ()
     """Where an answer stops when its request sets no `stop`."""
+    instruct: Fact[bool | None] | None = None
+    """Is the model instruction-tuned, as its GGUF's metadata says (not an option: a fact the
+    proxy reports); None when not read."""
     extra_args: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:

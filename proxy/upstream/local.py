@@ -11,6 +11,7 @@ import structlog
 
 from proxy.config import Settings
 from proxy.upstream.chat_template import TemplateChoice, choose_chat_template
+from proxy.upstream.facts import Fact
 from proxy.upstream.gguf_meta import SAMPLING, GGUFError, Value, read_gguf_metadata
 from proxy.upstream.launch import Backend, ServerLaunch, find_binary, find_model
 from proxy.upstream.spawn import LlamaServer
@@ -82,6 +83,24 @@ def is_base_model(metadata: dict[str, Value]) -> bool:
     return not metadata.get("tokenizer.chat_template") and not metadata.get("general.finetune")
 
 
+def trained_for_chat(metadata: dict[str, Value]) -> Fact[bool | None]:
+    """Is the GGUF instruction-tuned: a chat template or a fine-tune in its metadata, else a
+    pre-trained model (`is_base_model`); unknown when its header could not be read."""
+    if "general.architecture" not in metadata:
+        return Fact(None, False, "the spawned GGUF's header could not be read")
+    if metadata.get("tokenizer.chat_template"):
+        return Fact(True, True, "the spawned GGUF has a tokenizer.chat_template")
+    finetune = metadata.get("general.finetune")
+    if finetune:
+        return Fact(True, True, f"the spawned GGUF names a fine-tune (general.finetune {finetune})")
+    return Fact(
+        False,
+        True,
+        "the spawned GGUF has no tokenizer.chat_template and names no fine-tune: "
+        "a pre-trained model",
+    )
+
+
 def answer_stop(settings: Settings, metadata: dict[str, Value]) -> tuple[str, ...]:
     """`upstream.spawn.stop`, else the first blank line for a base model, else none."""
     stop = settings.upstream.spawn.stop
@@ -142,6 +161,7 @@ async def make_local_server(
         alias=model_alias(settings, model),
         n_predict=spawn.n_predict,
         stop=stop,
+        instruct=trained_for_chat(metadata),
         extra_args=tuple(extra),
     )
     log.info(

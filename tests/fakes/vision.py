@@ -95,7 +95,6 @@ class VisionUpstream(FakeUpstream):
     seen: list[list[SeenImage]] = field(default_factory=list)  # per chat request
     prompt_tokens: list[int] = field(default_factory=list)
     render_calls: int = 0
-    render_endpoint: bool = True  # vLLM builds before /v1/chat/completions/render answer 404
 
     def __post_init__(self) -> None:
         self.chat_template = TEMPLATES[self.projector]
@@ -145,11 +144,6 @@ class VisionUpstream(FakeUpstream):
         )
         return tokens, seen
 
-    async def echo(self, request: web.Request) -> web.Response:
-        if request.method == "POST" and request.path == "/v1/chat/completions/render":
-            return await self.render(request)
-        return await super().echo(request)
-
     async def chat(self, request: web.Request) -> web.StreamResponse:
         body = request[RECORDED].json
         counted = self.count(body.get("messages") or [])
@@ -196,8 +190,11 @@ class VisionUpstream(FakeUpstream):
         placeholder expanded by the model's processor (here: the Qwen2-VL rule)."""
         if self.kind != "vllm" or not self.render_endpoint:
             raise web.HTTPNotFound()
-        self.render_calls += 1
         body = request[RECORDED].json
+        refusal = self.refused(body)
+        if refusal is not None:
+            return refusal
+        self.render_calls += 1
         counted = self.count(body.get("messages") or [])
         if isinstance(counted, web.Response):
             return counted

@@ -27,6 +27,7 @@ from proxy.retrieval.windows import WindowShape
 from proxy.stores.chunking import reference
 from proxy.stores.records import FileRecord
 from proxy.stores.search import by_file
+from proxy.upstream.ollama.api import full_name
 
 FILL_DEPTH = 16
 """Candidates per file offered to the budget when it may be filled: a 4,096-token window's
@@ -170,8 +171,13 @@ class QuestionTranslations:
             mode = "completions" if kind in COMPLETION_KINDS else "chat"
         # llama.cpp's prompt cache makes two identical greedy requests differ: the same
         # question must give the same translation, whatever was asked before.
-        extra = {"cache_prompt": False} if kind == "llamacpp" else {}
+        extra: dict[str, Any] = {"cache_prompt": False} if kind == "llamacpp" else {}
         endpoint: Endpoint = "completions" if mode == "completions" else "chat"
+        window = await self.ollama_window() if kind == "ollama" and mode == "chat" else None
+        if window is not None:
+            # Ollama's OpenAI endpoint sets no window: asked there, a model the proxy runs with
+            # a larger one is reloaded with the default, and again for the question itself.
+            endpoint, extra = "native", {"options": {"num_ctx": window}}
         found = await translator.translate(
             query,
             source,
@@ -184,6 +190,16 @@ class QuestionTranslations:
         )
         self.done[target] = found
         return found
+
+    async def ollama_window(self) -> int | None:
+        """The window Ollama runs the request's model with, as far as the proxy knows: the one
+        it asked for last, else the one /api/ps said (None: the default, as the OpenAI endpoint
+        asks for)."""
+        introspection = self.services.introspection
+        raised = introspection.raised_num_ctx.get(full_name(self.exchange.model or ""))
+        if raised is not None:
+            return raised
+        return (await introspection.context_window(self.exchange.model)).running
 
 
 COMPLETION_KINDS = frozenset({"llamacpp", "vllm"})
