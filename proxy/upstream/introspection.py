@@ -287,12 +287,14 @@ class ModelIntrospection:
         return await asyncio.shield(pending)
 
     async def _learn_window(self, model: str | None) -> ContextWindow:
-        # Asked even when the probes went unanswered: a gateway may hold unknown paths and
-        # still route /v1/models, and the lookup is bounded and remembered like the probes.
         found = await self.detection()
         key = model or ""
+        # Asked even when the probes went unanswered, a fifth as long: a gateway may hold the
+        # paths it does not route and still answer /v1/models at once, and the request has
+        # waited for the probes already. Bounded and remembered like them either way.
+        bound = self.probe_timeout_s / 5 if found.timed_out else self.probe_timeout_s
         try:
-            async with asyncio.timeout(self.probe_timeout_s):
+            async with asyncio.timeout(bound):
                 window = await learn_window(
                     self.upstream, model, self.settings, found, self.ollama_default
                 )
@@ -300,7 +302,7 @@ class ModelIntrospection:
             pause = self._unanswered_windows.pause(key)
             window = ContextWindow(
                 None,
-                f"unknown (not answered in {self.probe_timeout_s:g} s, upstream.probe_timeout_s;"
+                f"unknown (not answered in {bound:g} s, upstream.probe_timeout_s;"
                 f" asked again after {pause:g} s)",
                 keep=False,
             )

@@ -251,7 +251,8 @@ async def test_the_window_of_an_upstream_that_left_the_probes_unanswered() -> No
     silent = Silent({})
     found = introspection(silent)
     window = await found.context_window("m")
-    assert window.tokens is None and window.source.startswith("unknown (not answered in 0.2 s")
+    # A fifth of the probes' time: the request waited for them already.
+    assert window.tokens is None and window.source.startswith("unknown (not answered in 0.04 s")
     assert await found.context_window("m") == window  # remembered: not asked again meanwhile
     assert silent.asked == ["/props", "/v1/models"]
 

@@ -57,6 +57,6 @@ def test_requests_wait_for_one_bounded_detection_and_then_not_at_all(
     )
     assert upstream["window"] is None
     assert upstream["window_source"] == (
-        "unknown (not answered in 0.5 s, upstream.probe_timeout_s; asked again after 30 s)"
+        "unknown (not answered in 0.1 s, upstream.probe_timeout_s; asked again after 30 s)"
     )
     assert silent.held() == ["/props", "/v1/models"]
