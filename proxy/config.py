@@ -269,6 +269,12 @@ class UpstreamSettings(Section):
     health_timeout_s: float = Field(3, gt=0)
     tokenizer: TokenizerSetting = "auto"
     context_ttl_s: float = Field(300, ge=0)
+    # The probes that find the upstream's kind, all together, and one lookup of a model's window
+    # (docs/upstreams.md): past it the kind or window is unknown, the request goes on with an
+    # OpenAI-compatible server's defaults, and it is asked again after probe_retry_s, then after
+    # twice as long each time it is still unanswered (up to 32 times as long).
+    probe_timeout_s: float = Field(10, gt=0, le=300)
+    probe_retry_s: float = Field(30, gt=0)
     # Estimated counts (tiktoken) are raised by this factor on servers that cut a prompt over
     # their window without an error (Ollama, LM Studio), so plans err on the short side.
     estimate_margin: float = Field(1.25, ge=1.0, le=4.0)
@@ -539,6 +545,10 @@ class RetrievalSettings(Section):
     # vLLM (base models too), chat elsewhere; off = never.
     translate: Literal["auto", "chat", "completions", "off"] = "auto"
     translate_timeout_s: float = Field(10.0, gt=0, le=120)
+    # Calls one request makes to translate its question (one per document language at most,
+    # in the documents' order; remembered translations cost none): the rest are searched with
+    # the question as it is.
+    max_translations: int = Field(3, ge=1, le=12)
     new_document_candidates: int = Field(16, ge=1, le=1000)
     rerank: RerankSettings | None = None
     # A question about a document as a whole ("what does it conclude?") gets its opening and
@@ -633,6 +643,9 @@ class VectorStoresSettings(Section):
     # Files waiting to be indexed in this process: per key, and all together (429 past them).
     max_queued_per_key: int = Field(2000, ge=1)
     max_queued: int = Field(10_000, ge=1)
+    # Chunking strategies one upload may be indexed with (each is a whole index of it, counted
+    # against the key's quota at what it takes on disk): another one fails the file.
+    max_chunkings_per_file: int = Field(4, ge=1, le=64)
 
 
 class Settings(Section):

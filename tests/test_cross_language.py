@@ -195,3 +195,71 @@ def test_a_reranker_keeps_a_language_the_embedder_does_not_read_free_of_the_thre
     assert reranker.requests
     assert 'Citation 1: "' in cited(record)
     assert record["decision"]["retrieval"]["candidates"][0]["outcome"] == "kept"
+
+
+# The same sentence in the eleven other languages the proxy tells apart by their stopwords.
+CONTRACTS = {
+    "german": "Der Vertrag gilt für drei Jahre und wird von den Parteien unterschrieben, wenn sie"
+    " es wollen und nicht mehr warten.",
+    "french": "Le contrat est valable pour trois ans et il est signé par les parties dans les"
+    " jours qui suivent la date.",
+    "spanish": "El contrato es válido por tres años y lo firman las partes en los días que siguen"
+    " a la fecha.",
+    "italian": "Il contratto è valido per tre anni ed è firmato dalle parti nei giorni che"
+    " seguono la data della stipula.",
+    "portuguese": "O contrato é válido por três anos e é assinado pelas partes nos dias que se"
+    " seguem à data.",
+    "dutch": "Het contract is geldig voor drie jaar en wordt door de partijen ondertekend in de"
+    " dagen na de datum.",
+    "russian": CONTRACT,
+    "swedish": "Avtalet gäller i tre år och det undertecknas av parterna under de dagar som"
+    " följer efter datumet.",
+    "danish": "Kontrakten gælder i tre år, og den bliver underskrevet af parterne i de dage, der"
+    " følger efter datoen.",
+    "norwegian": "Kontrakten gjelder i tre år, og den blir signert av partene i de dagene som"
+    " følger etter datoen.",
+    "turkish": "Sözleşme üç yıl için geçerlidir ve bu tarihten sonraki günlerde taraflar"
+    " tarafından imzalanır ve çok daha.",
+}
+
+
+def translation_calls(upstream: FakeUpstream) -> list[str]:
+    """The languages the upstream was asked to translate the question into, call by call."""
+    return [
+        call.json["prompt"].rsplit("\n", 1)[-1].rstrip(":")
+        for call in upstream.to("/v1/completions")
+    ]
+
+
+def test_one_request_asks_for_a_bounded_number_of_translations_one_per_language(
+    make_proxy: Callable[..., str], upstream: FakeUpstream
+) -> None:
+    # Eleven documents in eleven languages, and the German one twice: an English question
+    # once meant eleven calls to the model, one after another.
+    upstream.translations = {QUESTION: IN_RUSSIAN}
+    parts = [text_part(f"contract-{lang}.txt", text) for lang, text in CONTRACTS.items()]
+    parts.append(text_part("vertrag-2.txt", CONTRACTS["german"] + " Noch ein Satz dazu."))
+    base = make_proxy(retrieval={**SMALL, "max_translations": 3})
+    record = preview(base, ask(parts, QUESTION, enrich=FIND))
+    assert translation_calls(upstream) == ["German", "French", "Spanish"]
+    translations = record["decision"]["retrieval"]["translations"]
+    asked = [t["to"] for t in translations if "not asked" not in (t.get("error") or "")]
+    skipped = [t for t in translations if "not asked" in (t.get("error") or "")]
+    assert asked == ["german", "french", "spanish"]
+    assert [t["to"] for t in skipped] == [lang for lang in CONTRACTS if lang not in asked]
+    assert all("retrieval.max_translations (3)" in t["error"] for t in skipped)
+    # The next request: the three known ones come from the cache and cost no call; three more
+    # languages are asked, never one twice.
+    preview(base, ask(parts, QUESTION, enrich=FIND))
+    calls = translation_calls(upstream)
+    assert calls[3:] == ["Italian", "Portuguese", "Dutch"]
+    assert len(calls) == len(set(calls))
+
+
+def test_the_default_bound_on_translations(
+    make_proxy: Callable[..., str], upstream: FakeUpstream
+) -> None:
+    parts = [text_part(f"contract-{lang}.txt", text) for lang, text in CONTRACTS.items()]
+    base = make_proxy(retrieval=SMALL)
+    preview(base, ask(parts, QUESTION, enrich=FIND))
+    assert len(translation_calls(upstream)) == 3

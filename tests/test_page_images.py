@@ -406,3 +406,95 @@ def test_a_page_too_big_to_encode_is_left_out_and_the_text_still_goes(
     assert images["left_out"] == [
         {"file": "photo.pdf", "page": 1, "reason": "image", "why": "not rendered"}
     ]
+
+
+def figures_pdf(markers: list[str]) -> bytes:
+    """One page per marker: a figure (four black discs) and the marker as its text."""
+    document = pymupdf.open()
+    for marker in markers:
+        page = document.new_page()
+        page.insert_text((72, 72), f"{marker}. The discs below show the four stations.")
+        for offset in range(4):
+            page.draw_circle((150 + offset * 100, 300), 45, fill=(0, 0, 0))
+    return document.tobytes()
+
+
+@pytest.fixture
+def hooked_workers(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Parse workers where a page saying SURVEY-SLOW takes half a second to survey."""
+    from functools import partial
+
+    from proxy import wiring
+    from proxy.documents import DocumentParser
+    from tests.documents.test_workers import HOOK_WORKER
+
+    monkeypatch.setattr(wiring, "DocumentParser", partial(DocumentParser, worker_argv=HOOK_WORKER))
+
+
+@pytest.mark.usefixtures("hooked_workers")
+def test_another_keys_pages_are_surveyed_while_a_keys_slow_ones_run(
+    make_proxy: Callable[..., str], serve_fake: Callable[[FakeUpstream], str]
+) -> None:
+    # Surveys once all ran under one key (""): a 1-page PDF waited 117 s behind another key's
+    # drawing-heavy ones. Now each waits in its caller's turn: team-a holds one of the two
+    # parse workers, and team-b's document takes the other.
+    import threading
+
+    from tests.callers import KEY_A, KEY_B, KEYS
+
+    fake = VisionUpstream(projector="gemma3", n_ctx=8192)
+    base = make_proxy(
+        upstream={"base_url": serve_fake(fake)},
+        server={"api_keys": KEYS},
+        documents={"parse_workers": 2},
+    )
+    finished: list[str] = []
+
+    def ask(key: str, name: str, data: bytes) -> None:
+        response = httpx.post(
+            base + "/v1/chat/completions",
+            json=chat("What do the figures show?", pdf_part(data, name)),
+            headers={"Authorization": f"Bearer {key}"},
+            timeout=120,
+        )
+        assert response.status_code == 200, response.text
+        finished.append(name)
+
+    theirs = [
+        threading.Thread(
+            target=ask,
+            args=(KEY_A, f"big-{n}.pdf", figures_pdf([f"SURVEY-SLOW {n}-{p}" for p in range(12)])),
+        )
+        for n in (1, 2)
+    ]
+    for thread in theirs:
+        thread.start()
+    time.sleep(1.0)  # both of team-a's documents parsed and their surveys asked for
+    ask(KEY_B, "note.pdf", figures_pdf(["One figure"]))
+    assert finished == ["note.pdf"]  # neither of team-a's surveys had to end first
+    for thread in theirs:
+        thread.join()
+    assert sorted(finished) == ["big-1.pdf", "big-2.pdf", "note.pdf"]
+
+
+@pytest.mark.usefixtures("hooked_workers")
+def test_a_survey_out_of_time_sends_what_it_found_and_says_so(
+    make_proxy: Callable[..., str], serve_fake: Callable[[FakeUpstream], str]
+) -> None:
+    fake = VisionUpstream(projector="gemma3", n_ctx=8192)
+    base = make_proxy(upstream={"base_url": serve_fake(fake)}, documents={"parse_timeout_s": 3})
+    data = figures_pdf([f"SURVEY-SLOW {p}" for p in range(12)])
+    body = chat("What do the figures show?", pdf_part(data, "drawings.pdf"))
+    first = preview(base, body)["decision"]["images"]
+    note = first["note"]
+    assert note.startswith("drawings.pdf: its pages were surveyed through page ")
+    through = int(note.split("through page ")[1].split(" ")[0])
+    assert note.endswith(
+        f"through page {through} of 12 (its time ran out (3 s, documents.parse_timeout_s));"
+        " the later pages go as text only, and it is not surveyed again"
+    )
+    assert 1 <= through < 12
+    assert first["pages"] and all(page["page"] <= through for page in first["pages"])
+    # The next turn meets the same survey, remembered: the same pages, the same note.
+    again = preview(base, body)["decision"]["images"]
+    assert again["note"] == first["note"] and again["pages"] == first["pages"]

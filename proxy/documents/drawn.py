@@ -4,6 +4,7 @@ scans), and those pages rendered as PNG or JPEG images, bounded in pixels, bytes
 from __future__ import annotations
 
 import base64
+import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
@@ -126,16 +127,42 @@ def look(page: Any, kind: str, scanned: bool) -> DrawnPage | None:
 
 def survey(data: bytes, kind: str, scanned: set[int]) -> Iterator[DrawnPage]:
     """The drawn pages of a document, in order; `scanned`: pages without a text layer."""
+    for _, _, found in looked(data, kind, scanned):
+        if found is not None:
+            yield found
+
+
+def looked(
+    data: bytes, kind: str, scanned: set[int]
+) -> Iterator[tuple[int, int, DrawnPage | None]]:
+    """Each page as it is looked at: its number, the page count, what is drawn on it (None:
+    nothing)."""
     document = _open(data, kind)
     with document:
-        for index in range(document.page_count):
+        count = document.page_count
+        for index in range(count):
             try:
                 page = document.load_page(index)
                 found = look(page, kind, index + 1 in scanned)
             except Exception:
-                continue  # an unreadable page was skipped by the parse too
-            if found is not None:
-                yield found
+                found = None  # an unreadable page was skipped by the parse too
+            yield index + 1, count, found
+
+
+def survey_within(
+    data: bytes, kind: str, scanned: set[int], budget_s: float | None
+) -> tuple[list[DrawnPage], int | None]:
+    """The drawn pages found within `budget_s` seconds, and the last page looked at when the
+    time ran out before the end (None: every page was looked at). Stopping here, between two
+    pages, keeps what was found; the parent's own time limit only catches a page that hangs."""
+    started = time.monotonic()
+    found: list[DrawnPage] = []
+    for number, count, drawn in looked(data, kind, scanned):
+        if drawn is not None:
+            found.append(drawn)
+        if number < count and budget_s is not None and time.monotonic() - started > budget_s:
+            return found, number
+    return found, None
 
 
 def render(
@@ -193,8 +220,14 @@ def run(spec: dict[str, Any], data: bytes, send: Send) -> None:
     kind = str(spec["kind"])
     if spec["task"] == "survey":
         scanned = {int(n) for n in spec.get("scanned", ())}
-        pages = [page.frame() for page in survey(data, kind, scanned)]
-        send({"t": "drawn", "pages": pages})
+        budget = spec.get("budget_s")
+        found, through = survey_within(
+            data, kind, scanned, None if budget is None else float(budget)
+        )
+        message: dict[str, Any] = {"t": "drawn", "pages": [page.frame() for page in found]}
+        if through is not None:
+            message["through"] = through  # cut short: the pages after it were not looked at
+        send(message)
     else:
         for message in render(data, kind, list(spec["pages"]), int(spec["max_bytes"])):
             send(message)

@@ -128,6 +128,7 @@ class UpstreamRecord:
     dropped_options: dict[str, str] = field(default_factory=dict)
     """Ollama: what the caller sent that would reload or unload the model for every caller, not
     sent (`keep_alive`, `options.num_gpu`, ...), each with why."""
+    kind_known: bool = True  # False: the probes failed or went unanswered (kind_source says why)
 
 
 @dataclass

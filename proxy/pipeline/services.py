@@ -86,7 +86,8 @@ class Services:
 
     async def aclose(self) -> None:
         """Stop the stores' indexing jobs and the parser workers, close the index (waiting for
-        one being opened), stop a spawned llama-server."""
+        one being opened), stop a spawned llama-server and a detection of its kind."""
+        await self.introspection.aclose()
         if self.vector_stores is not None:
             await self.vector_stores.close()
         await self.parser.close()

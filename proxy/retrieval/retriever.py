@@ -175,6 +175,16 @@ class Retriever:
                 return self.second
         return self.primary if self.reads(language) else None
 
+    def vectors_space(self, document: ParsedDocument) -> Space:
+        """The space a document's passages are embedded in, told from its text's language
+        before any passage is made (what an index of it will hold): as `_space_of` chooses,
+        the embedder's own while its model is missing and nothing stands in for it."""
+        language = detect_language([page.text for page in document.pages])
+        space = self.space_for(language) or self.primary
+        if space is self.primary and not self.primary_ready() and self.second is not None:
+            return self.second
+        return space
+
     async def _space_of(self, document: ParsedDocument) -> tuple[Space | None, DocumentPassages]:
         passages = await self.store.open(document)
         # A document ranked by its words alone is indexed by the embedder all the same (it

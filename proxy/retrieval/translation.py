@@ -160,9 +160,11 @@ class QueryTranslator:
         endpoint: Endpoint,
         scope: str,
         extra: dict[str, Any] | None = None,
+        may_ask: Callable[[], str | None] | None = None,
     ) -> Translation:
         """`query` in `target`. `scope` keeps one caller's translations from answering (and
-        timing) another's."""
+        timing) another's. `may_ask` is asked right before the model would be: a reason to
+        refuse (the request's calls used up) means no call and no translation."""
         started = time.perf_counter()
         key = (scope, model or "", endpoint, source, target, query)
         if key in self._cache:
@@ -170,6 +172,8 @@ class QueryTranslator:
             return Translation(source, target, text, 0.0, endpoint, refused, cached=True)
         if len(query.split()) > MAX_QUERY_WORDS:
             return Translation(source, target, None, 0.0, endpoint, "question too long")
+        if may_ask is not None and (reason := may_ask()) is not None:
+            return Translation(source, target, None, 0.0, endpoint, reason)
         error: str | None = None
         translated: str | None = None
         try:

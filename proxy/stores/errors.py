@@ -50,3 +50,17 @@ class StoreExpired(ProxyError):
             param="vector_store_id",
             code="vector_store_expired",
         )
+
+
+class TooManyChunkings(ProxyError):
+    """An upload indexed with as many chunking strategies as it may have: another one would be
+    another whole index of it (vector_stores.max_chunkings_per_file)."""
+
+    def __init__(self, limit: int) -> None:
+        super().__init__(
+            f"this upload is indexed with {limit} chunking strategies already, as many as"
+            f" vector_stores.max_chunkings_per_file ({limit}) allows: attach it with one of"
+            " those, or delete it and upload it again",
+            param="chunking_strategy",
+            code="too_many_chunking_strategies",
+        )

@@ -24,13 +24,18 @@ import structlog
 from proxy.errors import DocumentError, PayloadTooLarge, ProxyError
 from proxy.files.protocol import FileNotFound, QuotaExceeded
 from proxy.stores.chunking import Variants, keyed
+from proxy.stores.errors import TooManyChunkings
+from proxy.stores.footprint import ASSUMED_DIMENSIONS, index_footprint
 from proxy.stores.records import ErrorCode, FileRecord, LastError
 from proxy.stores.registry import StoreRegistry
 from proxy.stores.usage import IndexUsage
 
 if TYPE_CHECKING:
+    from proxy.documents.model import ParsedDocument
     from proxy.documents.parser import DocumentParser
     from proxy.files.protocol import FileStore
+    from proxy.retrieval.embeddings import Embedder
+    from proxy.retrieval.retriever import Retriever
 
 log = structlog.get_logger(__name__)
 
@@ -71,6 +76,7 @@ class IndexingJobs:
         quota_bytes: int | None = None,
         max_queued_per_key: int = 2000,
         max_queued: int = 10_000,
+        max_chunkings_per_file: int | None = None,
     ) -> None:
         self.registry = registry
         self.files = files
@@ -83,6 +89,9 @@ class IndexingJobs:
         self.quota_bytes = quota_bytes
         self.max_queued_per_key = max_queued_per_key
         self.max_queued = max_queued
+        self.max_chunkings_per_file = max_chunkings_per_file
+        # Each embedder's vector size, once it has made one: what an index is charged for.
+        self._dimensions: dict[str, int] = {}
         self._slots = asyncio.Semaphore(concurrency)
         self._tasks: dict[tuple[str, str], asyncio.Task[None]] = {}
         self._owners: dict[tuple[str, str], str] = {}  # who asked for each job
@@ -177,6 +186,48 @@ class IndexingJobs:
                 log.warning("vector store sweep failed", error=repr(error)[:300])
             await asyncio.sleep(self.lease_s)
 
+    async def _charge(
+        self,
+        owner: str,
+        file_id: str,
+        index_key: str,
+        retriever: Retriever,
+        document: ParsedDocument,
+    ) -> None:
+        """The upload's owner pays for each index built from it, before it is built (nothing of
+        it is written when it does not fit): what it will take on disk, known from its passages
+        cut here (and only kept once it is paid for), within the quota, and for at most
+        max_chunkings_per_file indexes of one upload."""
+        assert self.usage is not None
+        if await asyncio.to_thread(self.usage.counted, owner, file_id, index_key):
+            return
+        space = retriever.vectors_space(document)
+        chunks = await asyncio.to_thread(retriever.chunks_of, document)
+        size = index_footprint(
+            [chunk.text for chunk in chunks], await self._vector_size(space.embedder)
+        )
+        await asyncio.to_thread(
+            self.usage.charge,
+            owner,
+            file_id,
+            index_key,
+            size,
+            quota=self.quota_bytes,
+            uploads=self.files.usage,
+            max_indexes=self.max_chunkings_per_file,
+        )
+
+    async def _vector_size(self, embedder: Embedder) -> int:
+        """How many dimensions the embedder's vectors have: asked once per process (a server's
+        model is known only by what it answers)."""
+        found = self._dimensions.get(embedder.name)
+        if found is None:
+            unavailable = getattr(embedder, "unavailable", None)
+            if unavailable is not None and unavailable() is not None:
+                return ASSUMED_DIMENSIONS  # its model is not on disk yet: asked again next time
+            found = self._dimensions[embedder.name] = len(await embedder.embed_query("size"))
+        return found
+
     # -- one file -------------------------------------------------------------------------------
 
     def _claim(self, record: FileRecord, job: str) -> FileRecord | None:
@@ -262,7 +313,7 @@ class IndexingJobs:
         except DocumentError as error:
             code: ErrorCode = "unsupported_file" if error.code in UNSUPPORTED else "invalid_file"
             return failed(code, error.message)
-        except (PayloadTooLarge, QuotaExceeded) as error:
+        except (PayloadTooLarge, QuotaExceeded, TooManyChunkings) as error:
             return failed("invalid_file", error.message)
         except ProxyError as error:  # the embedder, the vector store, the parser pool
             return failed("server_error", error.message)
@@ -277,21 +328,13 @@ class IndexingJobs:
         retriever = variants.for_chunking(record.chunking)
         index_key = variants.key(document.sha256, record.chunking)
         indexed = keyed(document, index_key)
-        # The passages are cut (no embedding yet), so their size is known before the index
-        # grows: the upload's owner pays for each index built from it, within the quota.
-        passages = await retriever.passages(indexed)
-        usage = sum(len(chunk.text.encode()) for chunk in passages.chunks)
         if self.usage is not None:
-            await asyncio.to_thread(
-                self.usage.charge,
-                stored.owner,
-                stored.id,
-                index_key,
-                usage,
-                quota=self.quota_bytes,
-                uploads=self.files.usage,
-            )
+            await self._charge(stored.owner, stored.id, index_key, retriever, indexed)
         # Another proxy sharing the Chroma server may be indexing the same content.
         while not await retriever.index_document(indexed):
             await asyncio.sleep(min(5.0, self.lease_s / 6))
+        space = retriever.vectors_space(indexed)
+        passages = await retriever.passages(indexed)
+        texts = [chunk.text for chunk in passages.chunks]
+        usage = index_footprint(texts, await self._vector_size(space.embedder))
         return Outcome("completed", usage, document.sha256, document.kind)

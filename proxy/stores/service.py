@@ -84,6 +84,7 @@ class VectorStores:
             quota_bytes=self.quota_bytes,
             max_queued_per_key=config.max_queued_per_key,
             max_queued=config.max_queued,
+            max_chunkings_per_file=config.max_chunkings_per_file,
         )
         self.files = StoreFiles(self)
         self.batches = FileBatches(self, self.files)

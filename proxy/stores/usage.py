@@ -7,7 +7,9 @@ An upload's passages are an index of their own for each chunking asked of it (se
 proxy.stores.chunking), and each stays in the index once built: attaching the same upload with
 other chunk sizes builds another. So every index built from an upload counts, once, for as
 long as the upload exists: detaching it or deleting a store frees nothing, deleting the upload
-frees all of it.
+frees all of it. An index counts what it takes on disk (proxy.stores.footprint), not the bytes
+of its passages' text (about 15 times less), and an upload has at most
+`vector_stores.max_chunkings_per_file` of them.
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ from collections.abc import Callable
 
 from proxy.files.protocol import QuotaExceeded
 from proxy.stores.backend import RecordBackend
+from proxy.stores.errors import TooManyChunkings
 
 
 def _folder(owner: str) -> str:
@@ -48,6 +51,10 @@ class IndexUsage:
             for name in self.backend.names(folder)
         )
 
+    def counted(self, owner: str, file_id: str, index_key: str) -> bool:
+        """Whether the index `index_key` built from `file_id` is counted already."""
+        return index_key in _decode(self.backend.get(f"{_folder(owner)}{file_id}.json"))
+
     def charge(
         self,
         owner: str,
@@ -57,12 +64,17 @@ class IndexUsage:
         *,
         quota: int | None,
         uploads: Callable[[str], int],
+        max_indexes: int | None = None,
     ) -> None:
         """Count `size` bytes of the index `index_key` built from `file_id` against `owner`,
-        unless counted already; QuotaExceeded (nothing counted) when it does not fit."""
+        unless counted already; QuotaExceeded (nothing counted) when it does not fit,
+        TooManyChunkings when the upload has `max_indexes` other indexes already."""
         key = f"{_folder(owner)}{file_id}.json"
-        if index_key in _decode(self.backend.get(key)):
+        held = _decode(self.backend.get(key))
+        if index_key in held:
             return
+        if max_indexes is not None and len(held) >= max_indexes:
+            raise TooManyChunkings(max_indexes)
         if quota is not None and uploads(owner) + self.total(owner) + size > quota:
             raise QuotaExceeded(quota)
 

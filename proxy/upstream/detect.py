@@ -9,6 +9,7 @@ llama.cpp-shaped `/props`, SGLang an Ollama-shaped `/api/*`, vLLM and SGLang the
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -16,7 +17,7 @@ from typing import Any
 import structlog
 
 from proxy.config import UpstreamKind
-from proxy.errors import ProxyError
+from proxy.errors import ProxyError, UpstreamTimeout
 from proxy.upstream.client import UpstreamClient
 from proxy.upstream.facts import Detection
 
@@ -186,31 +187,50 @@ async def _ask(upstream: UpstreamClient, probe: Probe) -> tuple[int, Body]:
 
 
 async def detect_kind(
-    upstream: UpstreamClient, probes: Sequence[Probe] = PROBES
+    upstream: UpstreamClient, probes: Sequence[Probe] = PROBES, timeout_s: float | None = None
 ) -> tuple[Detection, int]:
     """The upstream's kind and how many requests finding it took. Never raises: a failed
-    probe gives `other`, uncertain, so that the next request asks again."""
+    probe gives `other`, uncertain, so that the next request asks again. `timeout_s` bounds
+    all the probes together: an upstream that holds them open without an answer gives `other`,
+    uncertain and `timed_out`."""
     asked = 0
     refused = False
+    asking = ""
     try:
-        for probe in probes:
-            status, body = await _ask(upstream, probe)
+        async with asyncio.timeout(timeout_s):
+            for probe in probes:
+                asking = probe.name
+                status, body = await _ask(upstream, probe)
+                asked += 1
+                refused = refused or status in (401, 403)
+                if status == 200 and probe.matches(body):
+                    return Detection(probe.kind, probe.name, True, probe.version(body)), asked
+            asking = "GET /v1/models"
+            status, listing = await upstream.get_json("/v1/models")
             asked += 1
-            refused = refused or status in (401, 403)
-            if status == 200 and probe.matches(body):
-                return Detection(probe.kind, probe.name, True, probe.version(body)), asked
-        status, listing = await upstream.get_json("/v1/models")
-        asked += 1
-        refused = refused or status in (401, 403)
-        kind = listing_kind(listing) if status == 200 else None
-        if kind is not None:
-            return Detection(kind, "GET /v1/models (context lengths in the list)"), asked
+    except TimeoutError:
+        log.warning("upstream probes unanswered", waiting_for=asking, seconds=timeout_s)
+        return Detection(
+            "other",
+            f"unknown: {asking} was not answered in {timeout_s:g} s (upstream.probe_timeout_s)",
+            certain=False,
+            timed_out=True,
+        ), asked + 1
     except ProxyError as error:
         log.warning("upstream probe failed", error=error.message)
         unreached = error.code in ("upstream_unreachable", "upstream_timeout")
-        failure = error if unreached else None
-        detection = Detection("other", f"probe failed: {error.message}", False, failure=failure)
+        detection = Detection(
+            "other",
+            f"probe failed: {error.message}",
+            False,
+            failure=error if unreached else None,
+            timed_out=isinstance(error, UpstreamTimeout),
+        )
         return detection, asked
+    refused = refused or status in (401, 403)
+    kind = listing_kind(listing) if status == 200 else None
+    if kind is not None:
+        return Detection(kind, "GET /v1/models (context lengths in the list)"), asked
     if refused:
         return Detection("other", "probes refused for want of a key", certain=False), asked
     return Detection("other", "no probe matched"), asked

@@ -29,13 +29,15 @@ class Fact(Generic[T]):
 
 @dataclass(frozen=True)
 class Detection:
-    """The upstream's kind and how it was found. `certain` is False when the answer must not be
-    kept (a probe failed or was refused for want of a key): the next request asks again."""
+    """The upstream's kind and how it was found. `certain` is False when the kind is not known
+    (a probe failed or was refused for want of a key: the next request asks again); `timed_out`
+    when the probes were not answered in time (asked again after a pause)."""
 
     kind: UpstreamKind
     source: str
     certain: bool = True
     version: str | None = None
+    timed_out: bool = False
     failure: ProxyError | None = field(default=None, compare=False)
     """The error a probe met when the upstream could not be reached at all (refused, no
     answer, not resolved): what a request that needs the upstream fails with first."""
@@ -44,6 +46,8 @@ class Detection:
         record: dict[str, Any] = {"value": self.kind, "source": self.source}
         if self.version:
             record["version"] = self.version
+        if not self.certain:
+            record["known"] = False
         return record
 
 

@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import re
 import time
+from dataclasses import replace
 from typing import Any
 
 import structlog
@@ -12,6 +14,7 @@ from cachetools import LRUCache, TTLCache
 
 from proxy.config import Settings
 from proxy.errors import ProxyError
+from proxy.upstream.backoff import Backoff
 from proxy.upstream.client import UpstreamClient
 from proxy.upstream.detect import detect_kind
 from proxy.upstream.facts import ContextWindow, Detection, Fact, ModelFacts
@@ -70,7 +73,19 @@ class ModelIntrospection:
         self.settings = settings
         self.upstream = upstream
         self._detection: Detection | None = None
-        self._probe_lock = asyncio.Lock()
+        # One detection at a time, which every request arriving meanwhile waits for (a task:
+        # it finishes for the others when the request that started it goes away).
+        self._probing: asyncio.Task[Detection] | None = None
+        upstream_settings = settings.upstream
+        self.probe_timeout_s = upstream_settings.probe_timeout_s
+        # Kinds and windows the upstream did not answer in time: kept for a pause that doubles
+        # while they stay unanswered, instead of a wait on every request.
+        self._unanswered: Backoff[Detection] = Backoff(
+            upstream_settings.probe_retry_s, upstream_settings.probe_retry_s * 32
+        )
+        self._unanswered_windows: Backoff[ContextWindow] = Backoff(
+            upstream_settings.probe_retry_s, upstream_settings.probe_retry_s * 32
+        )
         self.probe_requests = 0  # requests the kind's detection took (bench, /healthz)
         # A model's window is asked again after `context_ttl_s` (a server may be restarted with
         # another -c); at most 256 models are remembered.
@@ -96,35 +111,68 @@ class ModelIntrospection:
         return (await self.detection()).kind
 
     async def detection(self) -> Detection:
-        """The upstream's kind: configured, or asked of the upstream once and remembered."""
+        """The upstream's kind: configured, or asked of the upstream once and remembered.
+
+        The probes take `upstream.probe_timeout_s` at most, all together; requests arriving
+        while they run wait for the same ones. Probes not answered in time leave the kind
+        unknown (`other`: an OpenAI-compatible server's defaults), and that answer stands for
+        `upstream.probe_retry_s`, twice as long after each new try left unanswered."""
         configured = self.settings.upstream.kind
         if configured != "auto":
             return Detection(configured, "upstream.kind in the config")
         if self._detection is not None:
             return self._detection
-        async with self._probe_lock:
-            if self._detection is not None:
-                return self._detection
-            found, asked = await detect_kind(self.upstream)
-            self.probe_requests += asked
-            log.info(
-                "upstream probed",
-                kind=found.kind,
-                found_by=found.source,
-                version=found.version,
-                requests=asked,
-                url=self.upstream.base_url,
+        standing = self._unanswered.standing("")
+        if standing is not None:
+            return standing
+        if self._probing is None:
+            self._probing = asyncio.ensure_future(self._probe())
+            self._probing.add_done_callback(self._probed)
+        return await asyncio.shield(self._probing)
+
+    async def _probe(self) -> Detection:
+        found, asked = await detect_kind(self.upstream, timeout_s=self.probe_timeout_s)
+        self.probe_requests += asked
+        if found.certain:
+            self._detection = found
+            self._unanswered.forget("")
+        elif found.timed_out:
+            pause = self._unanswered.pause("")
+            found = replace(
+                found,
+                source=f"{found.source}; taken as an OpenAI-compatible server, asked again"
+                f" after {pause:g} s",
             )
-            if found.certain:
-                self._detection = found
-            return found
+            self._unanswered.remember("", found, pause)
+        log.info(
+            "upstream probed",
+            kind=found.kind,
+            found_by=found.source,
+            version=found.version,
+            requests=asked,
+            url=self.upstream.base_url,
+        )
+        return found
+
+    def _probed(self, task: asyncio.Task[Detection]) -> None:
+        self._probing = None
+        if not task.cancelled():
+            task.exception()  # retrieved: every waiter may have gone
+
+    async def aclose(self) -> None:
+        """Stop a detection still waiting for the upstream (shutdown)."""
+        if self._probing is not None:
+            self._probing.cancel()
+            with contextlib.suppress(BaseException):
+                await self._probing
 
     def known_detection(self) -> Detection | None:
-        """The kind if it was found already (no request made): for /healthz."""
+        """The kind if it was found already (no request made): for /healthz; the unknown one
+        while it stands."""
         configured = self.settings.upstream.kind
         if configured != "auto":
             return Detection(configured, "upstream.kind in the config")
-        return self._detection
+        return self._detection or self._unanswered.standing("")
 
     async def declared_tokens(self) -> tuple[str, ...]:
         """Control tokens the upstream model declares (llama.cpp `/props`), for the guard.
@@ -219,7 +267,7 @@ class ModelIntrospection:
         if configured:
             return ContextWindow(configured, "config")
         key = model or ""
-        cached = self._windows.get(key)
+        cached = self._windows.get(key) or self._unanswered_windows.standing(key)
         if cached is not None:
             return cached
         # One lookup per model at a time: when the entry expires under load, the requests in
@@ -240,14 +288,33 @@ class ModelIntrospection:
 
     async def _learn_window(self, model: str | None) -> ContextWindow:
         found = await self.detection()
+        key = model or ""
+        # Asked even when the probes went unanswered, a fifth as long: a gateway may hold the
+        # paths it does not route and still answer /v1/models at once, and the request has
+        # waited for the probes already. Bounded and remembered like them either way.
+        bound = self.probe_timeout_s / 5 if found.timed_out else self.probe_timeout_s
         try:
-            return await learn_window(
-                self.upstream, model, self.settings, found, self.ollama_default
+            async with asyncio.timeout(bound):
+                window = await learn_window(
+                    self.upstream, model, self.settings, found, self.ollama_default
+                )
+        except TimeoutError:
+            pause = self._unanswered_windows.pause(key)
+            window = ContextWindow(
+                None,
+                f"unknown (not answered in {bound:g} s, upstream.probe_timeout_s;"
+                f" asked again after {pause:g} s)",
+                keep=False,
             )
+            log.warning("the context window was not answered in time", model=model)
+            self._unanswered_windows.remember(key, window, pause)
+            return window
         except ProxyError as error:
             # The chat request itself will say what is wrong with the upstream.
             log.warning("could not learn the context window", model=model, error=error.message)
             return ContextWindow(None, f"unknown ({error.message})", keep=False)
+        self._unanswered_windows.forget(key)
+        return window
 
     async def facts(self, model: str | None) -> ModelFacts:
         """The kind, window and tokenizer the proxy uses for `model`."""

@@ -1,6 +1,7 @@
 """Test parse worker: `%PDF-HANG` hangs, `%PDF-CRASH` segfaults, `%PDF-GREEDY` overallocates,
 `%PDF-BLOAT` keeps 300 MB after its job, `%PDF-SLOW` takes 4 s (a big document), `%PDF-LOG`
-logs an info and a warning line."""
+logs an info and a warning line. A page saying `SURVEY-SLOW` takes half a second to survey,
+one saying `SURVEY-HANG` hangs its survey."""
 
 from __future__ import annotations
 
@@ -10,15 +11,17 @@ import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
 import structlog
 
-from proxy.documents import worker
+from proxy.documents import drawn, worker
 from proxy.documents.job import Job, Unit
 
 _real_extract = worker.extract
+_real_look = drawn.look
 _kept: list[bytearray] = []
 
 
@@ -43,6 +46,16 @@ def _extract(kind: str, data: bytes, job: Job) -> Iterator[Unit]:
     return _real_extract(kind, data, job)
 
 
+def _look(page: Any, kind: str, scanned: bool) -> drawn.DrawnPage | None:
+    text = page.get_text()
+    if "SURVEY-HANG" in text:
+        time.sleep(3600)
+    if "SURVEY-SLOW" in text:
+        time.sleep(0.5)
+    return _real_look(page, kind, scanned)
+
+
 if __name__ == "__main__":
     worker.extract = _extract
+    drawn.look = _look
     worker.main()

@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import asyncio
 from typing import Any
 
 import pytest
 
+from proxy.config import load_settings
 from proxy.errors import UpstreamError
 from proxy.upstream.detect import (
     PROBES,
@@ -23,6 +25,8 @@ from proxy.upstream.detect import (
     tgi_info,
     vllm_tokenize,
 )
+from proxy.upstream.facts import Detection
+from proxy.upstream.introspection import ModelIntrospection
 
 LLAMACPP_PROPS = {
     "default_generation_settings": {"n_ctx": 4096, "params": {"temperature": 0.8}},
@@ -172,3 +176,104 @@ async def test_servers_no_probe_knows(answers: dict[str, tuple[int, Any]], kind:
     found, asked = await detect_kind(upstream)  # type: ignore[arg-type]
     assert found.kind == kind and found.certain
     assert asked == len(PROBES) + 1 and upstream.asked[-1] == "/v1/models"
+
+
+class Silent(Scripted):
+    """An upstream that holds every probe open, without an answer."""
+
+    base_url = "http://silent"
+
+    async def _answer(self, path: str) -> tuple[int, Any]:
+        self.asked.append(path)
+        await asyncio.sleep(3600)
+        raise AssertionError("never answered")
+
+
+async def test_probes_held_open_are_bounded_all_together() -> None:
+    found, asked = await detect_kind(Silent({}), timeout_s=0.2)  # type: ignore[arg-type]
+    assert found.kind == "other" and not found.certain and found.timed_out
+    assert (
+        found.source == "unknown: GET /props was not answered in 0.2 s (upstream.probe_timeout_s)"
+    )
+    assert asked == 1
+    assert found.to_json()["known"] is False
+
+
+def introspection(upstream: Scripted, **settings: Any) -> ModelIntrospection:
+    config = load_settings(
+        None,
+        environ={},
+        overrides={"upstream": {"base_url": "http://silent", "probe_timeout_s": 0.2, **settings}},
+    )
+    return ModelIntrospection(config, upstream)  # type: ignore[arg-type]
+
+
+async def test_requests_meanwhile_wait_for_one_detection_and_the_unknown_stands_a_while() -> None:
+    upstream = Silent({})
+    found = introspection(upstream, probe_retry_s=30)
+    now = [1000.0]
+    found._unanswered.clock = lambda: now[0]
+    # Four requests at once: one set of probes (one held request), all four wait for it once.
+    four = await asyncio.gather(*(found.detection() for _ in range(4)))
+    assert upstream.asked == ["/props"]
+    assert len({d.source for d in four}) == 1
+    kind = four[0]
+    assert kind.kind == "other" and not kind.certain
+    assert kind.source.endswith("; taken as an OpenAI-compatible server, asked again after 30 s")
+    # Until the pause is over, requests go on with it and nothing is asked.
+    now[0] += 29
+    assert await found.detection() == kind and upstream.asked == ["/props"]
+    assert found.known_detection() == kind
+    # Then the upstream is asked again; unanswered again, the pause doubles (up to 32 times).
+    now[0] += 2
+    again = await found.detection()
+    assert upstream.asked == ["/props"] * 2
+    assert again.source.endswith("asked again after 60 s")
+    for _ in range(8):
+        now[0] += 10_000
+        await found.detection()
+    assert (await found.detection()).source.endswith("asked again after 960 s")
+
+
+async def test_the_window_of_an_upstream_that_left_the_probes_unanswered() -> None:
+    class Gateway(Silent):
+        """Holds every path open but /v1/models, which it routes (a window in the list)."""
+
+        async def _answer(self, path: str) -> tuple[int, Any]:
+            if path == "/v1/models":
+                self.asked.append(path)
+                return 200, {"data": [{"id": "m", "max_model_len": 8192}]}
+            return await super()._answer(path)
+
+    gateway = Gateway({})
+    window = await introspection(gateway).context_window("m")
+    assert window.tokens == 8192 and gateway.asked == ["/props", "/v1/models"]
+    silent = Silent({})
+    found = introspection(silent)
+    window = await found.context_window("m")
+    # A fifth of the probes' time: the request waited for them already.
+    assert window.tokens is None and window.source.startswith("unknown (not answered in 0.04 s")
+    assert await found.context_window("m") == window  # remembered: not asked again meanwhile
+    assert silent.asked == ["/props", "/v1/models"]
+
+
+async def test_an_unanswered_window_lookup_is_bounded_and_stands_a_while() -> None:
+    class Quiet(Scripted):
+        base_url = "http://quiet"
+
+        async def _answer(self, path: str) -> tuple[int, Any]:
+            self.asked.append(path)
+            if path == "/v1/models":
+                await asyncio.sleep(3600)
+            return (404, None)
+
+    upstream = Quiet({})
+    found = introspection(upstream, kind="vllm")
+    window = await found.context_window("m")
+    assert window.tokens is None
+    assert window.source == (
+        "unknown (not answered in 0.2 s, upstream.probe_timeout_s; asked again after 30 s)"
+    )
+    assert await found.context_window("m") == window
+    assert upstream.asked == ["/v1/models"]
+    assert await found.detection() == Detection("vllm", "upstream.kind in the config")

@@ -82,6 +82,7 @@ def _record(facts: ModelFacts, abilities: Abilities) -> UpstreamRecord:
     return UpstreamRecord(
         kind=facts.kind.kind,
         kind_source=facts.kind.source,
+        kind_known=facts.kind.certain,
         window=window.value,
         window_exact=window.exact,
         window_source=window.source,

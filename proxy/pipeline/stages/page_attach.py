@@ -42,7 +42,9 @@ async def render_and_attach(
         ]
         exchange.status(f"Rendering {len(wanted)} pages of {document.name} as images...")
         try:
-            images = await services.page_images.render(document, state.data[sha256], wanted)
+            images = await services.page_images.render(
+                document, state.data[sha256], wanted, owner=exchange.caller.name
+            )
         except PagesFailed as error:
             note(exchange, f"{document.name}: its pages could not be rendered ({error})")
             continue

@@ -103,16 +103,35 @@ async def _remember(
 async def _surveys(
     exchange: Exchange, services: Services, state: PagesState, documents: Sequence[ParsedDocument]
 ) -> dict[str, tuple[DrawnPage, ...]]:
+    """Each document's drawn pages, surveyed in the caller's turn for the parse workers. A
+    survey that failed or ran out of time is remembered as it came out (the same document is
+    not surveyed again): what it found may go as images, the rest goes as text only, and the
+    decision record's images note says so on every request that meets it."""
     surveys: dict[str, tuple[DrawnPage, ...]] = {}
     for document in documents:
         if document.sha256 not in state.data or document.sha256 in surveys:
             continue
         try:
-            surveys[document.sha256] = await services.page_images.survey(
-                document, state.data[document.sha256]
+            found = await services.page_images.surveyed(
+                document, state.data[document.sha256], owner=exchange.caller.name
             )
         except PagesFailed as error:
             note(exchange, f"{document.name}: its pages could not be surveyed ({error})")
+            continue
+        surveys[document.sha256] = found.pages
+        if found.failed:
+            note(
+                exchange,
+                f"{document.name}: its pages could not be surveyed ({found.cut}); its text goes"
+                " alone, and it is not surveyed again",
+            )
+        elif found.cut:
+            note(
+                exchange,
+                f"{document.name}: its pages were surveyed through page {found.through} of"
+                f" {len(document.pages)} ({found.cut}); the later pages go as text only, and it"
+                " is not surveyed again",
+            )
     return surveys
 
 

@@ -160,13 +160,24 @@ def searched_header(searched: list[SearchText]) -> str:
 
 class QuestionTranslations:
     """The request's question in each of its documents' languages that differs from its own:
-    asked of the upstream once per language (docs/retrieval.md)."""
+    asked of the upstream once per language, at most `retrieval.max_translations` calls for the
+    request, in the documents' order (docs/retrieval.md)."""
 
     def __init__(self, exchange: Exchange, services: Services) -> None:
         self.exchange = exchange
         self.services = services
         self.language = query_language(exchange.query) if exchange.query.strip() else None
         self.done: dict[str, Translation | None] = {}
+        self.calls = 0
+
+    def _may_ask(self, target: str) -> str | None:
+        """None (and the status line) when one more call fits the request's bound; else why not."""
+        bound = self.services.settings.retrieval.max_translations
+        if self.calls >= bound:
+            return f"not asked: retrieval.max_translations ({bound}) calls made for this request"
+        self.calls += 1
+        self.exchange.status(f"Translating the question into {LANGUAGE_NAMES[target]}...")
+        return None
 
     async def into(self, target: str) -> Translation | None:
         if target in self.done:
@@ -190,7 +201,6 @@ class QuestionTranslations:
             # Ollama's OpenAI endpoint sets no window: asked there, a model the proxy runs with
             # a larger one is reloaded with the default, and again for the question itself.
             endpoint, extra = "native", {"options": {"num_ctx": window}}
-        self.exchange.status(f"Translating the question into {LANGUAGE_NAMES[target]}...")
         found = await translator.translate(
             query,
             source,
@@ -199,6 +209,7 @@ class QuestionTranslations:
             endpoint=endpoint,
             scope=self.exchange.caller.name,
             extra=extra,
+            may_ask=lambda: self._may_ask(target),
         )
         self.done[target] = found
         return found
