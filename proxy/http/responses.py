@@ -15,8 +15,6 @@ from proxy.errors import ProxyError, UpstreamError
 from proxy.http.body import parse_body, serialise
 from proxy.http.chat import (
     converted_error,
-    end_with_error,
-    event_stream,
     forward_exchange,
     prepare_or_fail,
     read_request_body,
@@ -24,7 +22,9 @@ from proxy.http.chat import (
 from proxy.http.decorate import Transform, chat_events, citation_fields, is_done
 from proxy.http.keys import ROUTE, SERVICES
 from proxy.http.recording import recorded
+from proxy.http.search_loop import loop_responses
 from proxy.http.status import StatusChannel
+from proxy.http.streams import end_with_error, event_stream
 from proxy.pipeline.exchange import Exchange
 from proxy.responses.answer import Cited, Ids, file_search_item, response_from_chat
 from proxy.responses.events import ResponseStream, sse
@@ -79,6 +79,8 @@ async def create_response(request: web.Request) -> web.StreamResponse:
     if exchange is None:
         assert started is not None
         return started
+    if exchange.model_search is not None:  # the model writes the searches: a tool loop
+        return await loop_responses(request, services, exchange, status, started, asked, stream)
 
     async def answer(response: aiohttp.ClientResponse) -> web.StreamResponse:
         extra = {**exchange.response_headers, "X-Request-ID": exchange.request_id}
