@@ -229,7 +229,9 @@ async def run_search(
     results = []
     for passage in passages:
         meta = dict(passage.meta)
-        search.given.add(passage.text)
+        # Given, as found: a passage shortened to fit is the same passage next time.
+        found_as = next(p for p in fresh[passage.source] if p.rank == passage.rank)
+        search.given.add(found_as.text)
         exchange.citations.append(citation_of(meta))
         exchange.search_results.append(search_result(meta, passage.text))
         key = (str(meta.get("vector_store_id") or ""), str(meta.get("file_id") or ""))

@@ -77,6 +77,8 @@ def read_queries(arguments: str, max_queries: int) -> Queries:
     if not isinstance(parsed, dict):
         raise CallError(f"the arguments must be a JSON object such as {EXAMPLE}")
     value = parsed.get("queries", parsed.get("query"))
+    if value is None:
+        raise CallError(f"no query was given; call {SEARCH_FUNCTION} with {EXAMPLE}")
     if isinstance(value, str):
         value = [value]
     if not isinstance(value, list) or not all(isinstance(item, str) for item in value):
