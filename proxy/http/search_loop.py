@@ -331,27 +331,26 @@ async def _response_events(
     stream: ResponseStream,
     include: bool,
 ) -> AsyncIterator[bytes]:
-    """The loop as Responses events: each search an item of its own where it happened."""
-    for event in stream.start():
-        yield sse(event)
+    """The loop as Responses events: each search an item of its own where it happened. The
+    response starts with the loop's first event: a first turn that fails is an error answer."""
     searches: list[dict[str, Any]] = []
     joined = Joined()
     async for item in loop.events():
-        out: list[dict[str, Any]] = []
+        out: list[dict[str, Any]] = [] if stream.started else stream.start()
         if isinstance(item, Text):
             content, _ = joined.take(item)
             if content:
-                out = stream.feed(_text_chunk(content))
+                out += stream.feed(_text_chunk(content))
         elif isinstance(item, Searching):
-            out = stream.search_begun(stream.ids.search(item.number))
+            out += stream.search_begun(stream.ids.search(item.number))
         elif isinstance(item, Searched):
             found = _search_item(stream.ids, item, include)
             searches.append(found)
-            out = stream.search_done(found)
+            out += stream.search_done(found)
         elif isinstance(item, Answer):
             await finish_sources(exchange, services)
             stream.cited = _cited(exchange, searches)
-            out = stream.feed(_end_chunk(item))
+            out += stream.feed(_end_chunk(item))
             out += stream.finish()
         for event in out:
             yield sse(event)

@@ -168,7 +168,7 @@ class SearchLoop:
                 raise ProxyError(
                     f"the upstream answered {response.status} to turn {number} of the search "
                     f"loop: {message}",
-                    status=response.status if response.status < 500 else 502,
+                    status=response.status,
                     type="upstream_error",
                     code="upstream_error",
                 )

@@ -88,6 +88,7 @@ class ToolModel:
     dialect: str = "llamacpp"  # llamacpp | vllm
     die_in_turn: int | None = None  # that turn's stream breaks off after its first chunks
     hang_in_turn: int | None = None  # that turn's stream stalls until the proxy hangs up
+    fail_in_turn: int | None = None  # that turn is answered with llama.cpp's error (500)
     turns: int = 0
     cancelled: threading.Event = field(default_factory=threading.Event)
 
@@ -203,6 +204,9 @@ class ToolModel:
     async def answer(self, request: web.Request, body: dict[str, Any]) -> web.StreamResponse:
         self.turns += 1
         turn = self.turns
+        if turn == self.fail_in_turn:
+            error = {"code": 500, "message": "slot unavailable", "type": "server_error"}
+            return web.json_response({"error": error}, status=500)
         reply = self.script(body)
         if not body.get("stream"):
             return web.json_response(self.completion(body, reply))

@@ -359,3 +359,40 @@ def test_the_search_header_asks_for_the_loop(base: str, upstream: FakeUpstream) 
         headers={"X-Enrich-Search": "sometimes"},
     )
     assert bad.status_code == 400 and bad.json()["error"]["param"] == "X-Enrich-Search"
+
+
+@pytest.mark.parametrize("stream", [False, True])
+def test_a_first_turn_that_fails_is_the_upstreams_error_answer(
+    base: str, upstream: FakeUpstream, stream: bool
+) -> None:
+    tool_model = model(upstream, search_then_answer(KEEPER), fail_in_turn=1)
+    client, store_id, _ = ready(base)
+    with pytest.raises(openai.InternalServerError) as caught:
+        answer = client.chat.completions.create(
+            model="m",
+            messages=[{"role": "user", "content": CATS}],
+            stream=stream,
+            extra_body=ask(store_id),
+        )
+        list(answer) if stream else None  # type: ignore[call-overload]
+    assert caught.value.status_code == 500 and "slot unavailable" in str(caught.value)
+    tool_model.fail_in_turn = tool_model.turns + 1
+    with pytest.raises(openai.InternalServerError):
+        client.responses.create(
+            model="m",
+            input=CATS,
+            tools=[{"type": "file_search", "vector_store_ids": [store_id]}],
+            stream=stream,
+        )
+    # Later, once the answer has begun, it ends as a failed stream ends.
+    tool_model.fail_in_turn = tool_model.turns + 2
+    events = list(
+        client.responses.create(
+            model="m",
+            input=CATS,
+            tools=[{"type": "file_search", "vector_store_ids": [store_id]}],
+            stream=True,
+        )
+    )
+    assert [e.type for e in events][-2:] == ["error", "response.failed"]
+    assert "turn 2 of the search loop: slot unavailable" in events[-2].message  # type: ignore[union-attr]
