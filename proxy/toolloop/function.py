@@ -98,8 +98,9 @@ def unknown_function(name: str) -> str:
 
 
 def object_arguments(arguments: str) -> str:
-    """Arguments as the conversation keeps them: a JSON object's text, else `{}` — chat
-    templates that read them as an object would fail on what the model wrote."""
+    """Arguments as the conversation keeps them: a JSON object's text, else `{}`. llama.cpp
+    parses them for a template that takes an object and fails the whole request on text that is
+    not JSON ("Failed to parse tool call arguments as JSON", seen with xllamacpp 2026.10)."""
     try:
         return arguments if isinstance(json.loads(arguments), dict) else "{}"
     except ValueError:

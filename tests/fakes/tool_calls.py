@@ -201,9 +201,29 @@ class ToolModel:
             "usage": self._usage(body, reply),
         }
 
+    def refused(self, body: dict[str, Any]) -> web.Response | None:
+        """llama.cpp parses the arguments of the calls in the conversation for a template that
+        takes them as an object, and fails the request on one that is not JSON (seen with
+        xllamacpp 2026.10: "Failed to parse tool call arguments as JSON: ...")."""
+        if self.dialect != "llamacpp":
+            return None
+        for message in body.get("messages") or []:
+            for call in (message.get("tool_calls") or []) if isinstance(message, dict) else []:
+                arguments = (call.get("function") or {}).get("arguments", "")
+                try:
+                    json.loads(arguments)
+                except ValueError as error:
+                    message_text = f"Failed to parse tool call arguments as JSON: {error}"
+                    payload = {"code": 500, "message": message_text, "type": "server_error"}
+                    return web.json_response({"error": payload}, status=500)
+        return None
+
     async def answer(self, request: web.Request, body: dict[str, Any]) -> web.StreamResponse:
         self.turns += 1
         turn = self.turns
+        refusal = self.refused(body)
+        if refusal is not None:
+            return refusal
         if turn == self.fail_in_turn:
             error = {"code": 500, "message": "slot unavailable", "type": "server_error"}
             return web.json_response({"error": error}, status=500)

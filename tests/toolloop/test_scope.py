@@ -143,3 +143,25 @@ def test_queries_past_the_limit_are_not_run_and_the_model_is_told(
         ]
         == 3
     )
+
+
+def test_a_request_that_asks_nothing_of_searches_is_not_recorded_as_one(
+    make_proxy: Proxy, upstream: FakeUpstream
+) -> None:
+    model(upstream, lambda body: Say("At six."))
+    base = make_proxy()
+    body = attached("When?")
+    del body["extra_body"]
+    raw = sdk(base).chat.completions.with_raw_response.create(**body)
+    assert "X-Enrich-Search" not in raw.headers
+    assert "searches" not in last_decision(base)["decision"]
+
+
+def test_enrich_strategy_none_searches_nothing(make_proxy: Proxy, upstream: FakeUpstream) -> None:
+    model(upstream, lambda body: Say("Unsearched."))
+    base = make_proxy()
+    sdk(base).chat.completions.create(**attached("When?", strategy="none"))
+    [turn] = chat_turns(upstream)
+    assert "tools" not in turn
+    record = last_decision(base)["decision"]["searches"]
+    assert record["mode"] == "off" and "enrich.strategy none" in record["reason"]

@@ -12,7 +12,7 @@ from proxy.pipeline.search_space import open_space
 from proxy.pipeline.services import Services
 from proxy.pipeline.stages.guard_report import note_guard
 from proxy.pipeline.stages.retrieve import retrieve
-from proxy.pipeline.strategy import INJECT, RETRIEVAL
+from proxy.pipeline.strategy import INJECT, NONE, RETRIEVAL
 
 
 async def inject(exchange: Exchange, services: Services) -> None:
@@ -27,13 +27,19 @@ async def inject(exchange: Exchange, services: Services) -> None:
 async def offer_search(exchange: Exchange, services: Services) -> None:
     """The model writes the searches: documents that fit go in whole as ever, the rest and the
     vector stores are what its search function covers; the question stays as it was asked."""
+    search = exchange.model_search
+    assert search is not None
     if exchange.strategy == INJECT:
         await inject_full_content(exchange, services)
-    await open_space(exchange, services, documents=exchange.strategy == RETRIEVAL)
-    search = exchange.model_search
-    if search is not None and not search.armed:
+    if exchange.strategy != NONE:
+        await open_space(exchange, services, documents=exchange.strategy == RETRIEVAL)
+    if not search.armed:
         search.record.mode = "off"
-        search.record.reason = "nothing left to search: the documents were given whole"
+        search.record.reason = (
+            "enrich.strategy none: nothing is searched"
+            if exchange.strategy == NONE
+            else "nothing left to search: the documents were given whole"
+        )
         exchange.response_headers["X-Enrich-Search"] = "off"
         exchange.model_search = None
 

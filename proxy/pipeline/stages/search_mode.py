@@ -93,10 +93,10 @@ def _refuse_clashes(body: dict[str, Any]) -> None:
 
 async def choose_search(exchange: Exchange, services: Services) -> None:
     asked = exchange.options.search
-    something = bool(exchange.new_refs or exchange.old_refs or exchange.store_search is not None)
-    if not something and asked != "tool":
-        return
     tool_asked = exchange.file_search is not None
+    if asked == "auto" and not tool_asked:
+        return  # a request that asked nothing of searches is searched as ever, unrecorded
+    something = bool(exchange.new_refs or exchange.old_refs or exchange.store_search is not None)
     tools: Fact[bool | None] = Fact(None, False, "")
     no_tools_here = None
     wanted = asked == "tool" or (asked == "auto" and tool_asked)
