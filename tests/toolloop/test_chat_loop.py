@@ -65,7 +65,8 @@ def test_chat_answer_with_citations_and_the_searches_in_headers(
     assert raw.headers["X-Enrich-Sources"] == "lighthouse.txt#line=1"
     assert answer.usage is not None
     turns = chat_turns(upstream)
-    assert answer.usage.completion_tokens > 0 and len(turns) == 2
+    # The search turn's tokens are counted too: the answer alone is four words.
+    assert answer.usage.completion_tokens > 4 and len(turns) == 2
     # Both turns' tokens are counted: the answer cost both.
     assert answer.usage.prompt_tokens > sum(len(m["content"].split()) for m in turns[0]["messages"])
 
@@ -396,3 +397,25 @@ def test_a_first_turn_that_fails_is_the_upstreams_error_answer(
     )
     assert [e.type for e in events][-2:] == ["error", "response.failed"]
     assert "turn 2 of the search loop: slot unavailable" in events[-2].message  # type: ignore[union-attr]
+
+
+def test_a_passage_is_given_once_however_often_it_is_found(
+    base: str, upstream: FakeUpstream
+) -> None:
+    def script(body: dict[str, Any]) -> Reply:
+        if len(tool_results(body)) < 2:
+            return Calls.of(search(KEEPER))  # the same search twice
+        return Say("Sardines.")
+
+    model(upstream, script)
+    client, store_id, _ = ready(base)
+    client.chat.completions.create(
+        model="m", messages=[{"role": "user", "content": CATS}], extra_body=ask(store_id)
+    )
+    first, second = [
+        m["content"] for m in chat_turns(upstream)[-1]["messages"] if m["role"] == "tool"
+    ]
+    assert "sardines" in first
+    assert second == f'The passages found for "{KEEPER}" were all given above already.'
+    calls = last_decision(base)["decision"]["searches"]["calls"]
+    assert [(c["found"], c["given"], c["left_out"]) for c in calls] == [(1, 1, 0), (1, 0, 1)]
