@@ -112,6 +112,40 @@ def client_names(body: dict[str, Any]) -> set[str]:
     return names
 
 
+def turn_body(
+    base: dict[str, Any],
+    messages: list[dict[str, Any]],
+    client_tools: list[Any],
+    function: dict[str, Any],
+    choice: Any,
+    offer: bool,
+) -> dict[str, Any]:
+    """One turn's body: the request's own fields, the conversation so far, streamed with its
+    usage; the search function beside the client's when the turn may call it."""
+    body = {**base, "messages": messages, "stream": True}
+    body["stream_options"] = {"include_usage": True}
+    if offer:
+        body["tools"] = [function, *client_tools]
+        body["tool_choice"] = choice
+    return body
+
+
+def first_turn(exchange: Exchange, settings: ToolSearchSettings) -> dict[str, Any]:
+    """The body the loop's first turn sends (what the preview shows)."""
+    search = exchange.model_search
+    assert search is not None
+    body = exchange.body
+    forced = exchange.file_search is not None and exchange.file_search.forced
+    return turn_body(
+        {k: v for k, v in body.items() if k not in PER_TURN},
+        exchange.messages,
+        list(body.get("tools") or []),
+        search_function(search.scope(exchange.control_tokens), settings.queries_per_call),
+        first_choice(body.get("tool_choice"), forced),
+        offer=True,
+    )
+
+
 class SearchLoop:
     """Runs one request's loop; `events()` yields what the client is to see, in order."""
 
@@ -143,11 +177,10 @@ class SearchLoop:
         self.first: Turn | None = None  # the first turn: its id, model and time name the answer
 
     def _body(self, offer: bool) -> dict[str, Any]:
-        body = {**self.base, "messages": self.messages, "stream": True}
-        body["stream_options"] = {"include_usage": True}
+        body = turn_body(
+            self.base, self.messages, self.client_tools, self.function, self.choice, offer
+        )
         if offer:
-            body["tools"] = [self.function, *self.client_tools]
-            body["tool_choice"] = self.choice
             self.choice = "auto"  # a forced or required first turn only
         return body
 

@@ -419,3 +419,19 @@ def test_a_passage_is_given_once_however_often_it_is_found(
     assert second == f'The passages found for "{KEEPER}" were all given above already.'
     calls = last_decision(base)["decision"]["searches"]["calls"]
     assert [(c["found"], c["given"], c["left_out"]) for c in calls] == [(1, 1, 0), (1, 0, 1)]
+
+
+def test_the_preview_shows_the_first_turn_of_the_loop(base: str, upstream: FakeUpstream) -> None:
+    model(upstream, search_then_answer(KEEPER))
+    _, store_id, _ = ready(base)
+    preview = httpx.post(
+        base + "/v1/enrich/preview",
+        json={"model": "m", "messages": [{"role": "user", "content": CATS}], **ask(store_id)},
+        timeout=60,
+    ).json()
+    body = preview["upstream"]["body"]
+    assert [tool["function"]["name"] for tool in body["tools"]] == ["file_search"]
+    assert body["tool_choice"] == "auto" and body["stream"] is True
+    assert body["messages"] == [{"role": "user", "content": CATS}]
+    assert preview["decision"]["searches"]["mode"] == "tool"
+    assert chat_turns(upstream) == []  # nothing generated
