@@ -34,6 +34,9 @@ from proxy.upstream.relay import error_message, translate_client_error
 from proxy.upstream.sse import event_json, sse_events
 
 ROUTE = "/v1/chat/completions"
+CALLS_PER_TURN = 8
+"""Calls run from one turn; a model that makes more is told to put its queries in one call (a
+turn of a thousand calls would otherwise be a thousand searches)."""
 # Left out of every turn's body and set per turn.
 PER_TURN = ("messages", "tools", "tool_choice", "stream", "stream_options")
 
@@ -289,7 +292,15 @@ class SearchLoop:
                 yield event
 
     async def _run_calls(self, calls: list[Call], number: int) -> AsyncIterator[Event]:
-        for call in calls:
+        for position, call in enumerate(calls):
+            if position >= CALLS_PER_TURN:
+                told = (
+                    f"error: not run: at most {CALLS_PER_TURN} calls are run from one turn; "
+                    f"give several queries in one {SEARCH_FUNCTION} call instead"
+                )
+                self._reply(call, told)
+                self.record.calls.append(SearchCall(round=number, queries=[], error=told[7:]))
+                continue
             if call.name != SEARCH_FUNCTION:
                 self._reply(call, unknown_function(call.name))
                 self.record.calls.append(

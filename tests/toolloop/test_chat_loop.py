@@ -435,3 +435,21 @@ def test_the_preview_shows_the_first_turn_of_the_loop(base: str, upstream: FakeU
     assert body["messages"] == [{"role": "user", "content": CATS}]
     assert preview["decision"]["searches"]["mode"] == "tool"
     assert chat_turns(upstream) == []  # nothing generated
+
+
+def test_a_turn_of_many_calls_runs_only_the_first_few(base: str, upstream: FakeUpstream) -> None:
+    def script(body: dict[str, Any]) -> Reply:
+        if not tool_results(body):
+            return Calls.of(*[search(f"{KEEPER} {n}") for n in range(12)])
+        return Say("Sardines.")
+
+    model(upstream, script)
+    client, store_id, _ = ready(base)
+    client.chat.completions.create(
+        model="m", messages=[{"role": "user", "content": CATS}], extra_body=ask(store_id)
+    )
+    told = [m["content"] for m in chat_turns(upstream)[-1]["messages"] if m["role"] == "tool"]
+    assert len(told) == 12  # every call answered, as chat templates expect
+    assert all(t.startswith("error: not run: at most 8 calls") for t in told[8:])
+    calls = last_decision(base)["decision"]["searches"]["calls"]
+    assert sum(1 for c in calls if c["queries"]) == 8
