@@ -24,7 +24,6 @@ from proxy.pipeline.services import Services
 from proxy.pipeline.stages.cite import cite_sources
 from proxy.responses.answer import Cited, Ids, file_search_item, response_from_chat
 from proxy.responses.events import ResponseStream, sse
-from proxy.responses.replay import events_from_response
 from proxy.responses.request import Asked
 from proxy.toolloop.loop import ROUTE, Answer, Searched, Searching, SearchLoop, Send, Text
 from proxy.toolloop.turn import Call
@@ -46,10 +45,11 @@ def _sender(request: web.Request, services: Services, headers: CIMultiDict[str])
     async def send(body: dict[str, Any]) -> aiohttp.ClientResponse:
         upstream = services.upstream
         started = time.perf_counter()
+        data = await serialise(body)
+        url = upstream.url(ROUTE)
         response = await upstream.send(
-            "POST", upstream.url(ROUTE), data=await serialise(body), headers=headers,
-            allow_redirects=False,
-        )  # fmt: skip
+            "POST", url, data=data, headers=headers, allow_redirects=False
+        )
         request.setdefault(UPSTREAM_SECONDS, time.perf_counter() - started)  # the first turn's
         return response
 
@@ -140,34 +140,27 @@ async def loop_chat(
     loop = search_loop(request, services, exchange)
     if exchange.stream:
         return await _chat_stream(request, exchange, services, loop, status, started)
+    # Not streamed: statuses start no stream, and a failure is an ordinary error answer.
     joined = Joined()
     answer: Answer | None = None
-    try:
-        async for event in loop.events():
-            if isinstance(event, Text):
-                joined.take(event)
-            elif isinstance(event, Answer):
-                answer = event
-    except ProxyError as error:
-        if started is None:
-            raise
-        return await end_with_error(request, started, error)
+    async for event in loop.events():
+        if isinstance(event, Text):
+            joined.take(event)
+        elif isinstance(event, Answer):
+            answer = event
     assert answer is not None
     await finish_sources(exchange, services)
     payload = with_sources(_completion(exchange, answer, joined), exchange.sources_block)
     payload.update(citation_fields(exchange))
     headers = {**exchange.response_headers, "X-Request-ID": exchange.request_id}
-    if started is not None:  # statuses started a stream: the answer is its one event
-        await started.write(status.pending() + data_event(payload) + b"data: [DONE]\n\n")
-        await started.write_eof()
-        return started
     return web.Response(
         body=await serialise(payload), headers={**headers, "Content-Type": "application/json"}
     )
 
 
-def _chunk(exchange: Exchange, loop: SearchLoop, delta: dict[str, Any], finish: str | None
-           ) -> dict[str, Any]:  # fmt: skip
+def _chunk(
+    exchange: Exchange, loop: SearchLoop, delta: dict[str, Any], finish: str | None
+) -> dict[str, Any]:
     first = loop.first
     return {
         "id": (first.id if first else None) or f"chatcmpl-{exchange.request_id}",
@@ -227,10 +220,8 @@ async def _chat_stream(
     status: StatusChannel,
     started: web.StreamResponse | None,
 ) -> web.StreamResponse:
-    return await _stream_out(
-        request, exchange, _chat_events(exchange, services, loop), status, started,
-        sse_error_event,
-    )  # fmt: skip
+    events = _chat_events(exchange, services, loop)
+    return await _stream_out(request, exchange, events, status, started, sse_error_event)
 
 
 async def _stream_out(
@@ -269,8 +260,8 @@ def _search_item(ids: Ids, event: Searched, include: bool) -> dict[str, Any]:
 
 
 def _cited(exchange: Exchange, searches: list[dict[str, Any]]) -> Cited:
-    return Cited(exchange.sources, exchange.sources_block, citation_fields(exchange), None,
-                 searches)  # fmt: skip
+    fields = citation_fields(exchange)
+    return Cited(exchange.sources, exchange.sources_block, fields, None, searches)
 
 
 async def loop_responses(
@@ -289,21 +280,17 @@ async def loop_responses(
     if asked.stream:
         events = _response_events(exchange, services, loop, stream, include)
         return await _stream_out(request, exchange, events, status, started, stream.ending)
+    # Not streamed: statuses start no stream, and a failure is an ordinary error answer.
     joined = Joined()
     searches: list[dict[str, Any]] = []
     answer: Answer | None = None
-    try:
-        async for event in loop.events():
-            if isinstance(event, Text):
-                joined.take(event)
-            elif isinstance(event, Searched):
-                searches.append(_search_item(ids, event, include))
-            elif isinstance(event, Answer):
-                answer = event
-    except ProxyError as error:
-        if started is None:
-            raise
-        return await end_with_error(request, started, error, stream.ending)
+    async for event in loop.events():
+        if isinstance(event, Text):
+            joined.take(event)
+        elif isinstance(event, Searched):
+            searches.append(_search_item(ids, event, include))
+        elif isinstance(event, Answer):
+            answer = event
     assert answer is not None
     await finish_sources(exchange, services)
     completion = _completion(exchange, answer, joined)
@@ -311,17 +298,9 @@ async def loop_responses(
         completion, asked, ids, _cited(exchange, searches), created_at=stream.created_at
     )
     headers = {**exchange.response_headers, "X-Request-ID": exchange.request_id}
-    if started is not None:
-        await started.write(status.pending() + b"".join(sse(e) for e in _replayed(result)))
-        await started.write_eof()
-        return started
     return web.Response(
         body=await serialise(result), headers={**headers, "Content-Type": "application/json"}
     )
-
-
-def _replayed(result: dict[str, Any]) -> list[dict[str, Any]]:
-    return list(events_from_response(result))
 
 
 async def _response_events(
