@@ -40,8 +40,8 @@ RUN pip install --root-user-action=ignore ".${EXTRAS:+[$EXTRAS]}" \
 COPY config.example.yaml /etc/enrich-proxy/config.yaml
 
 # Not `proxy`: Debian's base system has a user of that name already (uid 13, for web proxies).
-# HOME is the volume, so what the proxy fetches on first use (Chroma's embedding model,
-# tiktoken's file) is fetched once, not at every start.
+# HOME is the volume, so what the proxy fetches at its first start (Chroma's embedding model;
+# tiktoken's files ship in the package) is fetched once, not at every start.
 ENV HOME=/data
 USER enrich
 VOLUME ["/data"]

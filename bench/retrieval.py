@@ -32,15 +32,14 @@ import numpy as np
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
-os.environ.setdefault("TIKTOKEN_CACHE_DIR", str(Path.home() / ".cache" / "tiktoken"))
 
 import pymupdf  # noqa: E402
-import tiktoken  # noqa: E402
 
 from proxy.documents.model import Page, ParsedDocument  # noqa: E402
 from proxy.retrieval.chunking import Chunk, chunk_document  # noqa: E402
 from proxy.retrieval.embeddings import DefaultEmbedder  # noqa: E402
 from proxy.retrieval.index import VectorIndex  # noqa: E402
+from proxy.upstream.encodings import load_encoding  # noqa: E402
 
 CORPUS = ROOT.parent / "shared" / "corpus"
 CHUNKS_PER_DOC = 500
@@ -76,7 +75,7 @@ def pdf_document(path: Path, sha256: str | None = None) -> ParsedDocument:
 
 
 def counter() -> Callable[[str], int]:
-    encoding = tiktoken.get_encoding("cl100k_base")
+    encoding = load_encoding("cl100k_base")  # the file shipped with the proxy
     return lambda text: len(encoding.encode_ordinary(text))
 
 

@@ -61,6 +61,7 @@ EVAL = BENCH / "eval"
 sys.path.insert(0, str(EVAL))
 
 from documents import Document, DocumentError, default_cache, ensure, load_documents  # noqa: E402
+from reporting import log_heldout_run, merge_single_documents, word_overlap  # noqa: E402
 
 HALVES = ("tuning", "heldout")
 WINDOW = 4096
@@ -195,6 +196,7 @@ class Question:
     kind: str
     half: str
     origin: str = ""  # `from`: what the question was written from (toc, legacy...)
+    slice: str = ""  # `slice`: a named part of a half, reported apart too (e.g. "matched")
 
 
 def answers_of(item: dict[str, Any]) -> tuple[str, ...]:
@@ -219,6 +221,7 @@ def load_questions(halves: Iterable[str]) -> tuple[list[Question], dict[str, Doc
                     item.get("kind", ""),
                     half,
                     item.get("from", ""),
+                    item.get("slice", ""),
                 )
             )
     documents = {document.id: document for document in load_documents(EVAL, halves)}
@@ -647,6 +650,9 @@ def breakdown(
     groups: dict[str, list[Row]] = {}
     for row in run.rows:
         groups.setdefault(key(row), []).append(row)
+    if half == "heldout":
+        # A group of one document's questions would be that document's figure.
+        groups = merge_single_documents(groups, lambda row: [row.question.doc])
     return [
         f"| {half} | {run.mode} | {run.method} | {label}: {name} | {score(rows)}"
         for name, rows in sorted(groups.items())
@@ -680,6 +686,9 @@ def details(
     def routed(row: Row) -> str:
         return "yes" if row.overview else "no"
 
+    def slice_of(row: Row) -> str:
+        return row.question.slice or "(none)"
+
     def origin(row: Row) -> str:
         # the earlier eval's questions apart from those written by this evaluation's rule
         if row.question.origin == "legacy":
@@ -695,6 +704,8 @@ def details(
         lines += breakdown(half, part, documents, "kind", kind)
         lines += breakdown(half, part, documents, "questions", origin)
         lines += breakdown(half, part, documents, "routed as about the whole document", routed)
+        if any(row.question.slice for row in rows):
+            lines += breakdown(half, part, documents, "slice", slice_of)
     for run in runs:
         mine = {doc: s for doc, s in run.index_seconds.items() if documents[doc].half == half}
         if mine and half == "tuning":
@@ -713,6 +724,46 @@ def details(
                 where = f" [{row.error}]" if row.error else ""
                 lines.append(f"  {row.question.id} ({row.question.lang}): {row.question.q}{where}")
     return lines
+
+
+def overlap(half: str, questions: list[Question], documents: dict[str, Document]) -> list[str]:
+    """The mean share of a question's words that its answer holds (`reporting.word_overlap`):
+    how much the half's questions give away of where their answers are. Means only."""
+    mine = [question for question in questions if question.half == half]
+    groups: dict[str, list[Question]] = {
+        "all": mine,
+        "English questions on English documents": [q for q in mine if is_english(q, documents)],
+        "the others": [q for q in mine if not is_english(q, documents)],
+    }
+    slices: dict[str, list[Question]] = {}
+    for question in mine:
+        if question.slice:
+            slices.setdefault(f"slice {question.slice}", []).append(question)
+    if half == "heldout":
+        slices = merge_single_documents(slices, lambda question: [question.doc])
+    lines = []
+    for label, group in {**groups, **slices}.items():
+        if group:
+            mean = statistics.fmean(word_overlap(q.q, q.answers) for q in group)
+            lines.append(f"| {half} | {label} | {len(group)} | {mean:.2f} |")
+    return lines
+
+
+def heldout_figures(run: Run, documents: dict[str, Document]) -> str:
+    """A held-out run's aggregates on one line, for bench/results/heldout-runs.tsv."""
+    rows = [row for row in run.rows if row.question.half == "heldout"]
+    english = [row for row in rows if is_english(row.question, documents)]
+    other = [row for row in rows if not is_english(row.question, documents)]
+    hits = lambda part: f"{sum(r.hit for r in part)}/{len(part)}"  # noqa: E731
+    mrr = statistics.fmean(row.rr for row in rows) if rows else 0.0
+    line = f"hits {hits(rows)}; MRR {mrr:.2f}; English {hits(english)}; other {hits(other)}"
+    slices: dict[str, list[Row]] = {}
+    for row in rows:
+        if row.question.slice:
+            slices.setdefault(row.question.slice, []).append(row)
+    for name, part in merge_single_documents(slices, lambda row: [row.question.doc]).items():
+        line += f"; slice {name} {hits(part)}"
+    return line
 
 
 def result_json(half: str, runs: list[Run], documents: dict[str, Document]) -> dict[str, Any]:
@@ -887,6 +938,11 @@ def main() -> None:
             )
             runs.append(run)
             progress(f"{mode} / {name}: {run.seconds:.0f} s")
+            if "heldout" in halves:
+                log_heldout_run(
+                    "retrieval_eval", "heldout", name, mode, args.upstream,
+                    heldout_figures(run, documents), args.proxy_root.resolve(),
+                )  # fmt: skip
 
     print(
         f"{len(questions)} questions over {len(needed)} documents; window {WINDOW:,}; "
@@ -898,10 +954,15 @@ def main() -> None:
     print("\n| half | mode | method | split | hit rate | MRR |\n|---|---|---|---|---|---|")
     for half in halves:
         print("\n".join(details(half, runs, documents, args.show_misses)))
+    print("\n| half | question–answer word overlap | questions | mean |\n|---|---|---|---|")
+    for half in halves:
+        print("\n".join(overlap(half, questions, documents)))
     for run in runs:
         print("\n".join(calibration_table(run)))
     if args.show_misses and "heldout" in halves:
         print("\n(--show-misses lists the tuning half only: the held-out half stays unseen)")
+    if "heldout" in halves:
+        print("\n(held-out runs are logged in bench/results/heldout-runs.tsv)")
     if args.json:
         payload = {half: result_json(half, runs, documents) for half in halves}
         args.json.write_text(json.dumps(payload, indent=1, ensure_ascii=False))

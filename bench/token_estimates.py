@@ -18,7 +18,9 @@ from pathlib import Path
 
 import httpx
 import pymupdf
-import tiktoken
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+from proxy.upstream.encodings import load_encoding
 
 CORPUS = Path(__file__).resolve().parent.parent.parent / "shared" / "corpus"
 DOCUMENTS = [
@@ -60,7 +62,7 @@ def count(client: httpx.Client, api: str, text: str) -> int:
 def main(upstream: str, api: str, limit: int) -> None:
     if not CORPUS.is_dir():
         sys.exit(f"no corpus at {CORPUS}")
-    encoding = tiktoken.get_encoding("cl100k_base")
+    encoding = load_encoding("cl100k_base")
     print(f"{'document':<34}{'chars':>9}{'cl100k':>9}{'model':>9}{'model/cl100k':>14}")
     worst = 0.0
     with httpx.Client(base_url=upstream, timeout=120) as client:

@@ -133,6 +133,21 @@ class ServerSettings(Section):
     max_messages: int = Field(4096, ge=1)
     # Values (strings, numbers, arrays, objects) a JSON body may hold, bounded before parsing.
     max_json_values: int = Field(250_000, ge=1000)
+    # Memory request bodies hold at once (their bytes, parsed objects, what goes upstream), per
+    # key and per process (docs/security.md): 429 and 503 past them. None: no budget.
+    max_inflight_body_mb_per_key: float | None = Field(256, gt=0)
+    max_inflight_body_mb: float | None = Field(1024, gt=0)
+
+    @model_validator(mode="after")
+    def _bodies_fit_their_budget(self) -> ServerSettings:
+        for name in ("max_inflight_body_mb_per_key", "max_inflight_body_mb"):
+            budget = getattr(self, name)
+            if budget is not None and budget < self.max_body_mb:
+                raise ValueError(
+                    f"{name} ({budget:g}) is below max_body_mb ({self.max_body_mb:g}): a body"
+                    " of the size the proxy accepts could never be read; raise it (or set null)"
+                )
+        return self
 
     @field_validator("allowed_hosts")
     @classmethod
@@ -250,6 +265,8 @@ class UpstreamSettings(Section):
     responses: Literal["chat", "native"] = "chat"
     connect_timeout_s: float = Field(10, gt=0)
     read_timeout_s: float = Field(600, gt=0)
+    # /healthz's question to the upstream, whole: under the Docker image's 4 s HEALTHCHECK.
+    health_timeout_s: float = Field(3, gt=0)
     tokenizer: TokenizerSetting = "auto"
     context_ttl_s: float = Field(300, ge=0)
     # Estimated counts (tiktoken) are raised by this factor on servers that cut a prompt over
@@ -498,6 +515,18 @@ class RerankSettings(Section):
     timeout_s: float = Field(60, gt=0)
 
 
+class HistorySettings(Section):
+    """A follow-up question searched with its conversation (docs/retrieval.md, Conversations):
+    the question with each of the `turns` latest earlier questions (the latest at `weight`
+    beside the question's own ranking, each further back `decay` times less) and with the last
+    answer (`reply`; 0: not searched)."""
+
+    turns: int = Field(2, ge=0, le=8)
+    weight: float = Field(1.0, ge=0.0, le=4.0)
+    decay: float = Field(0.5, ge=0.0, le=1.0)
+    reply: float = Field(0.0, ge=0.0, le=4.0)
+
+
 class RetrievalSettings(Section):
     limit: int = Field(3, ge=1, le=10)
     affinity_threshold: float | None = Field(None, ge=0.0, le=1.0)
@@ -524,6 +553,8 @@ class RetrievalSettings(Section):
     # (default backend 0.55; none for `openai`, where routing is off until one is set).
     overview: bool = True
     overview_affinity: float | None = Field(None, ge=0.0, le=1.0)
+    # A follow-up ("and the other one?") is searched with its conversation too.
+    history: HistorySettings = Field(default_factory=HistorySettings)
 
     @model_validator(mode="after")
     def _overlap_below_size(self) -> RetrievalSettings:

@@ -66,6 +66,15 @@ class UpstreamError(ProxyError):
     type = "upstream_error"
 
 
+def bad_upstream(what: str) -> UpstreamError:
+    """The upstream answered something an OpenAI-compatible server does not send."""
+    return UpstreamError(
+        f"the upstream's {what} is not a JSON object; check that upstream.base_url is the root of"
+        " an OpenAI-compatible server",
+        code="bad_upstream",
+    )
+
+
 class UpstreamTimeout(ProxyError):
     """An upstream did not answer in time (504)."""
 

@@ -1,55 +1,35 @@
-"""Model files fetched on first use (tiktoken's, Chroma's): which file is missing, and where
-it goes on a machine that cannot fetch it — said only when fetching it is what failed."""
+"""Model files that are not where they should be (tiktoken's, Chroma's): which file, where it was
+looked for, and what to do, in one line."""
 
 from __future__ import annotations
 
-import hashlib
-import os
-import tempfile
+from collections.abc import Sequence
 from pathlib import Path
 
 from proxy.errors import ProxyError
 
-# tiktoken's own download addresses (tiktoken_ext/openai_public.py).
-TIKTOKEN_URLS = {
-    name: f"https://openaipublic.blob.core.windows.net/encodings/{name}.tiktoken"
-    for name in ("cl100k_base", "o200k_base", "p50k_base", "r50k_base")
-}
 
-
-def tiktoken_cache_dir() -> Path:
-    """Where tiktoken keeps its files (tiktoken/load.py: read_file_cached)."""
-    for variable in ("TIKTOKEN_CACHE_DIR", "DATA_GYM_CACHE_DIR"):
-        if variable in os.environ:
-            return Path(os.environ[variable])
-    return Path(tempfile.gettempdir()) / "data-gym-cache"
-
-
-def tiktoken_missing(name: str, error: BaseException) -> ProxyError:
-    """tiktoken could not load `name`: the file it needs and where to put it."""
-    url = TIKTOKEN_URLS.get(name)
-    if url is None:
-        where = f"its file in {tiktoken_cache_dir()} (TIKTOKEN_CACHE_DIR)"
-    else:
-        # tiktoken names the cached file after the SHA-1 of its address.
-        key = hashlib.sha1(url.encode()).hexdigest()
-        where = f"{url} at {tiktoken_cache_dir() / key} (the directory is TIKTOKEN_CACHE_DIR)"
+def tiktoken_missing(name: str, url: str, looked: Sequence[Path]) -> ProxyError:
+    """No place holds tiktoken's `name` file with the right sha256 (it ships with the proxy)."""
+    shipped, *caches = looked
+    elsewhere = ", ".join(str(path) for path in caches)
     return ProxyError(
-        f"tiktoken's {name} file is not cached and could not be downloaded "
-        f"({error.__class__.__name__}); on a machine without internet access, put " + where,
+        f"tiktoken's {name} file is missing: it ships with enrich-proxy at {shipped}, and "
+        f"{elsewhere} hold no copy either; reinstall enrich-proxy (pip install --force-reinstall "
+        f"enrich-proxy), or copy {url} to {caches[0]}",
         status=503,
         type="server_error",
         code="tokenizer_unavailable",
     )
 
 
-def embedding_model_missing(folder: Path, url: str, error: BaseException) -> ProxyError:
-    """Chroma's embedding model is not on disk and could not be downloaded."""
+def embedding_model_missing(folder: Path, url: str, reason: str) -> ProxyError:
+    """Chroma's embedding model is not on disk (it is fetched at start-up, never on a request)."""
     return ProxyError(
-        f"the embedding model all-MiniLM-L6-v2 is not in {folder} and could not be downloaded "
-        f"({error.__class__.__name__}); on a machine without internet access, unpack "
-        f"{url} into {folder.parent} (it holds onnx/model.onnx and the tokenizer's files), or "
-        "use an embedding server (embeddings.backend: openai)",
+        f"the embedding model all-MiniLM-L6-v2 is not in {folder} ({reason}); on a machine "
+        f"without internet access, unpack {url} into {folder.parent} (it holds onnx/model.onnx "
+        "and the tokenizer's files) and ask again, or use an embedding server "
+        "(embeddings.backend: openai)",
         status=503,
         type="server_error",
         code="embedding_model_unavailable",

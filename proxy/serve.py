@@ -116,8 +116,7 @@ async def watch_upstream(upstream: UpstreamClient, every: float = UPSTREAM_RECHE
     log.warning(
         "upstream not answering",
         detail=(
-            f"{health.problem}; start it, or point --upstream (upstream.base_url) at a running "
-            "server; /healthz answers 503 until it answers, and requests fail with 502"
+            f"{health.problem}; /healthz answers 503 until it answers, and requests fail with 502"
         ),
     )
     while not (await check_upstream(upstream)).healthy:

@@ -23,15 +23,17 @@ from proxy.files.store import DiskFileStore
 from proxy.formats import FormatRegistry
 from proxy.guard.texts import GuardedTexts
 from proxy.metrics import Metrics
+from proxy.model_files import ModelFiles
 from proxy.pipeline.decision_log import DecisionLog
 from proxy.pipeline.services import Services
 from proxy.retrieval.translation import QueryTranslator
 from proxy.upstream.abilities import AbilityIntrospection
 from proxy.upstream.client import UpstreamClient
+from proxy.upstream.encodings import load_encoding
 from proxy.upstream.introspection import ModelIntrospection
 from proxy.upstream.local import make_local_server
 from proxy.upstream.spawn import LlamaServer
-from proxy.upstream.tokens import TokenCache, load_encoding
+from proxy.upstream.tokens import TokenCache
 from proxy.upstream.vision import VisionIntrospection
 
 if TYPE_CHECKING:
@@ -393,4 +395,6 @@ async def build_services(
     services.owners = make_owners(settings, objects)
     if settings.retrieval.translate != "off":
         services.translator = QueryTranslator(upstream, settings.retrieval.translate_timeout_s)
+    services.model_files = ModelFiles(settings)
+    await services.model_files.start()
     return services

@@ -18,10 +18,6 @@ from tests.fakes.embeddings import FakeEmbeddings
 from tests.fakes.servers import ServerThread
 from tests.fakes.upstream import FakeUpstream
 
-# Offline machines: tiktoken reads cl100k_base from here (put there by
-# ../shared/models/install-offline-caches.sh, or downloaded on first use elsewhere).
-os.environ.setdefault("TIKTOKEN_CACHE_DIR", str(Path.home() / ".cache" / "tiktoken"))
-
 # CI runs the same examples every time (a gate must not turn red by chance); developers' runs
 # keep exploring new ones.
 hypothesis_settings.register_profile("ci", derandomize=True, deadline=None, print_blob=True)
@@ -34,12 +30,10 @@ CORPUS = ROOT.parent / "shared" / "corpus"
 
 @pytest.fixture(scope="session")
 def cl100k() -> Any:
-    """tiktoken's cl100k_base; tests using it skip when its file is neither cached nor reachable."""
-    tiktoken = pytest.importorskip("tiktoken")
-    try:
-        return tiktoken.get_encoding("cl100k_base")
-    except Exception as error:  # no cached file and no network
-        pytest.skip(f"cl100k_base unavailable: {error}")
+    """tiktoken's cl100k_base, from the file shipped with the proxy (never downloaded)."""
+    from proxy.upstream.encodings import load_encoding
+
+    return load_encoding("cl100k_base")
 
 
 @pytest.fixture

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import socket
 from collections.abc import Callable
 from typing import Any
 
@@ -13,6 +14,7 @@ import pytest
 from aiohttp import web
 
 from proxy.config import ConfigError, load_settings
+from proxy.pipeline.stages.options import OPTION_HEADERS
 from tests.fakes.browser import Browser
 from tests.fakes.servers import ServerThread
 from tests.fakes.upstream import FakeUpstream
@@ -135,6 +137,36 @@ def test_a_host_that_is_not_a_name_of_the_proxy_is_refused(
     assert upstream.to("/v1/models") == []  # the refused ones never went upstream
 
 
+def test_a_rebinding_page_cannot_read_the_open_pages(
+    make_proxy: Callable[..., str], upstream: FakeUpstream
+) -> None:
+    # A page of rebind.example, its name rebound to 127.0.0.1, fetching "its own" /healthz and
+    # /metrics: same-origin for the browser, its own name in Host.
+    base = make_proxy(server={"allowed_hosts": ["proxy.lan"]})
+    for path in ("/healthz", "/metrics", "/ui"):
+        for host in ("rebind.example", "rebind.example:8000", "127.0.0.1.nip.io:8000"):
+            answer = httpx.get(base + path, headers={"Host": host})
+            assert answer.status_code == 403, (path, host)
+            assert answer.json()["error"]["code"] == "host_not_allowed"
+        # Names of the proxy, and names only the local network resolves (no page of the
+        # Internet is served under them), still read them: a compose service, the machine,
+        # `.local`, `.internal`, `.home.arpa`.
+        for host in (
+            "127.0.0.1:8000",
+            "localhost",
+            "proxy.lan",
+            "enrich-proxy:8000",
+            socket.gethostname(),
+            "box.local",
+            "gpu.internal:8000",
+            "nas.home.arpa",
+        ):
+            assert httpx.get(base + path, headers={"Host": host}).status_code == 200, (path, host)
+    # With keys the checks step aside: a health check may use any name.
+    keyed = make_proxy(server={"api_keys": [KEY]})
+    assert httpx.get(keyed + "/healthz", headers={"Host": "rebind.example"}).status_code == 200
+
+
 def test_keys_stop_pages_themselves(make_proxy: Callable[..., str], upstream: FakeUpstream) -> None:
     # A page cannot know a key: with keys, the browser checks step aside (a scripted client
     # that has the key may send what it likes).
@@ -203,6 +235,24 @@ def test_a_preflight_from_an_allowed_origin_is_answered_and_never_forwarded(
     )
     assert other.status_code == 403 and "Access-Control-Allow-Origin" not in other.headers
     assert [r.method for r in upstream.requests] == []
+
+
+def test_the_preflight_allows_every_option_header(
+    make_proxy: Callable[..., str], upstream: FakeUpstream
+) -> None:
+    base = make_proxy(server={"cors_origins": [PAGE]})
+    answer = httpx.options(
+        base + "/v1/chat/completions",
+        headers={
+            "Origin": PAGE,
+            "Access-Control-Request-Method": "POST",
+            "Access-Control-Request-Headers": ",".join(OPTION_HEADERS),
+        },
+    )
+    assert answer.status_code == 204
+    allowed = {h.strip().lower() for h in answer.headers["Access-Control-Allow-Headers"].split(",")}
+    assert set(OPTION_HEADERS) <= allowed, set(OPTION_HEADERS) - allowed
+    assert "x-enrich-images" in allowed
 
 
 def test_answers_to_an_allowed_origin_carry_cors_and_no_upstream_cors_passes(

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import base64
 import os
 import shutil
@@ -335,64 +336,30 @@ def test_the_type_of_a_data_url_is_read_from_its_head_only() -> None:
 # -- a missing offline file: which, and where ----------------------------------------------------
 
 
-def test_a_tiktoken_file_that_cannot_be_fetched_is_named_with_its_place(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    import hashlib
-
-    import tiktoken.load
-    import tiktoken.registry
-
-    from proxy.errors import ProxyError
-    from proxy.upstream.tokens import load_encoding
-
-    def offline(blobpath: str) -> bytes:
-        raise ConnectionError(f"cannot reach {blobpath}")
-
-    monkeypatch.setenv("TIKTOKEN_CACHE_DIR", str(tmp_path))
-    monkeypatch.setattr(tiktoken.load, "read_file", offline)
-    monkeypatch.setattr(tiktoken.registry, "ENCODINGS", {})
-    with pytest.raises(ProxyError) as raised:
-        load_encoding("cl100k_base")
-    url = "https://openaipublic.blob.core.windows.net/encodings/cl100k_base.tiktoken"
-    place = tmp_path / hashlib.sha1(url.encode()).hexdigest()
-    assert raised.value.status == 503 and raised.value.code == "tokenizer_unavailable"
-    assert raised.value.message == (
-        "tiktoken's cl100k_base file is not cached and could not be downloaded (ConnectionError); "
-        f"on a machine without internet access, put {url} at {place} "
-        "(the directory is TIKTOKEN_CACHE_DIR)"
-    )
-    # That is where tiktoken looks: the file put there is read without any download.
-    cached = Path.home() / ".cache" / "tiktoken" / place.name
-    if not cached.exists():
-        pytest.skip("no cached cl100k_base file to put in place")
-    place.write_bytes(cached.read_bytes())
-    assert load_encoding("cl100k_base").encode("hello") == [15339]
-
-
-def test_an_embedding_model_that_cannot_be_fetched_is_named_with_its_place(
+def test_a_missing_embedding_model_is_named_with_its_place_and_never_fetched_on_a_request(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     from chromadb.utils.embedding_functions import ONNXMiniLM_L6_V2
 
     from proxy.errors import ProxyError
-    from proxy.retrieval.embeddings import _minilm_tokenizer
+    from proxy.retrieval.embeddings import DefaultEmbedder
 
-    def offline(self: object, url: str, fname: str, chunk_size: int = 1024) -> None:
-        raise ConnectionError(f"cannot reach {url}")
+    def no_download(self: object, url: str, fname: str, chunk_size: int = 1024) -> None:
+        raise AssertionError(f"a request tried to download {url}")
 
     monkeypatch.setattr(ONNXMiniLM_L6_V2, "DOWNLOAD_PATH", tmp_path / "all-MiniLM-L6-v2")
-    monkeypatch.setattr(ONNXMiniLM_L6_V2, "_download", offline)
+    monkeypatch.setattr(ONNXMiniLM_L6_V2, "_download", no_download)
+    embedder = DefaultEmbedder(precision="fp32")
     with pytest.raises(ProxyError) as raised:
-        _minilm_tokenizer()
+        asyncio.run(embedder.embed_query("hello"))
     url = ONNXMiniLM_L6_V2.MODEL_DOWNLOAD_URL
     folder = tmp_path / "all-MiniLM-L6-v2" / "onnx"
     assert raised.value.status == 503 and raised.value.code == "embedding_model_unavailable"
     assert raised.value.message == (
-        f"the embedding model all-MiniLM-L6-v2 is not in {folder} and could not be downloaded "
-        "(ConnectionError); on a machine without internet access, unpack "
-        f"{url} into {folder.parent} (it holds onnx/model.onnx and the tokenizer's files), or use "
-        "an embedding server (embeddings.backend: openai)"
+        f"the embedding model all-MiniLM-L6-v2 is not in {folder} (config.json is missing; it "
+        "was not fetched at start-up); on a machine without internet access, unpack "
+        f"{url} into {folder.parent} (it holds onnx/model.onnx and the tokenizer's files) and "
+        "ask again, or use an embedding server (embeddings.backend: openai)"
     )
     # That is where Chroma looks: the files put there are read without any download.
     shipped = ROOT.parent / "shared" / "models" / "chroma" / "all-MiniLM-L6-v2" / "onnx"
@@ -401,4 +368,5 @@ def test_an_embedding_model_that_cannot_be_fetched_is_named_with_its_place(
     folder.mkdir(parents=True)
     for item in shipped.iterdir():
         (folder / item.name).write_bytes(item.read_bytes())
-    assert _minilm_tokenizer().encode("hello").ids
+    assert embedder.unavailable() is None
+    assert len(asyncio.run(embedder.embed_query("hello"))) == 384

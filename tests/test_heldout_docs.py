@@ -267,3 +267,57 @@ def test_a_document_both_files_describe_must_be_the_same_file(
     specs[tmp_path / "heldout_conversations.json"]["documents"]["a"]["sha256"] = "22"
     with pytest.raises(SystemExit, match=r"a: heldout_conversations\.json gives another sha256"):
         held.held_out_documents(specs)
+
+
+def test_each_slice_is_counted_on_its_own_and_prints_no_text(
+    held: ModuleType, capsys: pytest.CaptureFixture[str]
+) -> None:
+    questions: list[dict[str, Any]] = [
+        {"id": "a-01", "doc": "a", "q": "Secret plain?", "answer": "spoken words"},
+        {"id": "a-m1", "doc": "a", "q": "Secret matched?", "answer": "spoken words",
+         "slice": "matched"},
+        {"id": "a-p1", "doc": "a", "q": "Secret place one?", "answer": "fine print",
+         "kind": "place", "slice": "places"},
+        {"id": "a-p2", "doc": "a", "q": "Secret place two?", "answer": "Secret absent",
+         "kind": "place", "slice": "places"},
+    ]  # fmt: skip
+    texts = {"a": held.normalise("They were spoken words, and the fine print here.")}
+    missing = held.check_slices(questions, texts, type("Args", (), {"missing": True})())
+    out = capsys.readouterr().out
+    assert missing == 1
+    assert "slice matched: all: 1/1" in out and "slice places: all: 1/2" in out
+    assert "not found: a-p2" in out
+    for question in questions:
+        assert question["q"] not in out and question["answer"] not in out
+
+
+def test_cold_first_questions_are_counted_and_must_follow_each_other_asking_no_place(
+    held: ModuleType, capsys: pytest.CaptureFixture[str]
+) -> None:
+    first = {"cold_first": True, "kind": "fact"}
+    questions: list[dict[str, Any]] = [
+        {"id": "a-01", "doc": "a", "q": "Secret one?", "answer": "spoken words", **first},
+        {"id": "a-02", "doc": "a", "q": "Secret two?", "answer": "fine print", **first},
+        {"id": "b-01", "doc": "b", "q": "Secret three?", "answer": "Nothing", **first},
+        {"id": "b-02", "doc": "b", "q": "Secret four?", "answer": "Nothing"},
+        {"id": "b-03", "doc": "b", "q": "Secret five?", "answer": "Secret gone", **first},
+        {"id": "b-04", "doc": "b", "q": "Secret six?", "answer": "answers",
+         **{**first, "kind": "place"}},
+    ]  # fmt: skip
+    texts = {
+        "a": held.normalise("They were spoken words, and the fine print here."),
+        "b": held.normalise("Nothing that answers."),
+    }
+    args = type("Args", (), {"missing": True})()
+    bad = held.check_cold_first(questions, texts, args)
+    out = capsys.readouterr().out
+    assert "cold first: a 2 questions, b 3 questions" in out and "all: 4/5" in out
+    assert "not found: b-03" in out and "cold first not usable: 2 problems" in out
+    assert "b-04: a place question marked cold_first" in out
+    assert "b: cold_first questions not one after another" in out
+    assert bad == 1 + 2
+    for question in questions:
+        assert question["q"] not in out and question["answer"] not in out
+    # a document's first questions in one run, none a place: nothing to report
+    assert held.cold_first_problems(questions[:3]) == []
+    assert held.check_cold_first(questions[3:4], texts, args) == 0

@@ -3,6 +3,7 @@ proxy does not know are refused, known or not never forwarded."""
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable
 
 import httpx
@@ -94,6 +95,32 @@ def test_an_unknown_option_header_is_a_400_naming_it_and_the_known_ones(
         message = answer.json()["error"]["message"]
         assert "X-Enrich-Strategy" in message and "X-Enrich-Citations" in message
     assert upstream.requests == []
+
+
+def test_an_option_header_sent_twice_is_a_400_naming_it(
+    make_proxy: Callable[..., str], upstream: FakeUpstream
+) -> None:
+    base = make_proxy()
+    body = {"model": "m", "messages": [{"role": "user", "content": "hi"}]}
+    for path, payload in (
+        ("/v1/chat/completions", body),
+        ("/v1/enrich/preview", body),
+        ("/v1/responses", {"model": "m", "input": "hi"}),
+        ("/v1/completions", {"prompt": "x"}),
+    ):
+        for first, second in (
+            ("X-Enrich-Strategy", "X-Enrich-Strategy"),
+            ("X-Enrich-Citations", "x-enrich-citations"),  # one name, in another case
+        ):
+            headers = [(first, "none"), (second, "inline"), ("Content-Type", "application/json")]
+            answer = httpx.post(base + path, content=json.dumps(payload), headers=headers)
+            assert answer.status_code == 400, (path, answer.text)
+            error = answer.json()["error"]
+            assert error["code"] == "duplicate_option_header"
+            assert error["param"] == first and "more than once" in error["message"]
+    assert upstream.requests == []
+    once = [("X-Enrich-Strategy", "none"), ("X-Enrich-Citations", "inline")]
+    assert httpx.post(base + "/v1/chat/completions", json=body, headers=once).status_code == 200
 
 
 @pytest.mark.parametrize("path", ["/v1/completions", "/v1/models", "/tokenize"])

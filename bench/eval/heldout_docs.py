@@ -22,8 +22,11 @@ byte-reproducible (fixed timestamps and properties), so `sha256` is the converte
 
 `--check` parses every document with this checkout's own `DocumentParser` and reports, per
 document, how many answers are found in the extracted text (NFKC, soft hyphens removed,
-whitespace collapsed), then the same for the questions of the slice matched to the tuning
-half's difficulty (`"slice": "matched"`), then for the conversations: per document, how many
+whitespace collapsed), then the same for each slice: the questions matched to the tuning
+half's difficulty (`"slice": "matched"`) and those that name a place in their document
+(`"slice": "places"`: a chapter, a table, the end...), then for the questions a cold run asks
+first (`"cold_first": true`: per document, how many, found, and whether they follow each other
+in the file and ask for no place), then for the conversations: per document, how many
 turns have their answer in the text, how the follow-ups lean on their history, and whether
 every conversation has the shape a runner needs (2-4 turns, described documents, a reply for
 every turn, a hand-written standalone rewrite and a known `leans` for every follow-up). It
@@ -66,6 +69,9 @@ LEANS = {
     "topic-shift",
     "self-contained",
 }
+# the slices counted on their own after the whole: matched to the tuning half's difficulty
+# (issue 41), questions that name a place in their document (issue 42)
+SLICES = ("matched", "places")
 FIXED = datetime(2023, 1, 1)  # the properties of a converted file: no clock in its bytes
 ZIP_TIME = (1980, 1, 1, 0, 0, 0)
 _FIXED_STAMP = FIXED.isoformat().encode() + b"Z"
@@ -495,10 +501,8 @@ def main() -> None:
             normalised = {doc: normalise(text) for doc, text in texts.items()}
             questions = specs[SPEC]["questions"]
             bad += check(questions, normalised, args)
-            matched = [question for question in questions if question.get("slice") == "matched"]
-            if matched:
-                print("slice matched:", end=" ")
-                bad += check(matched, normalised, args, per_document=False)
+            bad += check_slices(questions, normalised, args)
+            bad += check_cold_first(questions, normalised, args)
             if CONVERSATIONS in specs:
                 conversations = specs[CONVERSATIONS]["conversations"]
                 bad += check_conversations(conversations, normalised, args)
@@ -541,6 +545,57 @@ def check(
     if args.missing and missing:
         print("not found: " + ", ".join(missing))
     return len(missing)
+
+
+def check_slices(questions: list[dict[str, Any]], texts: dict[str, str], args: Any) -> int:
+    """Each slice's count of answers found, as a whole (the slices of SLICES it has)."""
+    missing = 0
+    for name in SLICES:
+        part = [question for question in questions if question.get("slice") == name]
+        if part:
+            print(f"slice {name}:", end=" ")
+            missing += check(part, texts, args, per_document=False)
+    return missing
+
+
+def cold_first_problems(questions: list[dict[str, Any]]) -> list[str]:
+    """What keeps a document's `cold_first` questions from being asked, in the file's order,
+    right after it is attached: they must follow each other and ask for no place."""
+    problems = []
+    runs: Counter[str] = Counter()
+    previous: tuple[str, bool] | None = None
+    for question in questions:
+        first = bool(question.get("cold_first"))
+        if first and (question["doc"], True) != previous:
+            runs[question["doc"]] += 1
+        if first and question.get("kind") == "place":
+            problems.append(f"{question['id']}: a place question marked cold_first")
+        previous = (question["doc"], first)
+    split = [doc for doc, n in runs.items() if n > 1]
+    problems += [f"{doc}: cold_first questions not one after another" for doc in split]
+    return problems
+
+
+def check_cold_first(questions: list[dict[str, Any]], texts: dict[str, str], args: Any) -> int:
+    """Counts of the `cold_first` questions (per document and found), as the slices are
+    counted, and their ids or shape problems with --missing; never a text."""
+    first = [question for question in questions if question.get("cold_first")]
+    if not first:
+        return 0
+    per_document = Counter(question["doc"] for question in first)
+    print(
+        "cold first: "
+        + ", ".join(f"{doc} {n} questions" for doc, n in per_document.items())
+        + " (asked in the file's order right after the document is attached)"
+    )
+    print("cold first:", end=" ")
+    missing = check(first, texts, args, per_document=False)
+    problems = cold_first_problems(questions)
+    if problems:
+        print(f"cold first not usable: {len(problems)} problems")
+        if args.missing:
+            print("problems: " + "; ".join(problems))
+    return missing + len(problems)
 
 
 def conversation_problems(conversation: dict[str, Any], documents: set[str]) -> list[str]:

@@ -44,6 +44,17 @@ def _quiet(_: str) -> None:
     pass
 
 
+def parser_unavailable() -> ProxyError:
+    """No parser worker could be started (a broken installation, not a bad document)."""
+    return ProxyError(
+        "the document parser is unavailable: its worker process could not start; ask again, and"
+        " if this repeats, the proxy's log says why",
+        status=503,
+        type="server_error",
+        code="parser_unavailable",
+    )
+
+
 class DocumentParser:
     """Turns document bytes into pages of text; one instance per event loop."""
 
@@ -342,9 +353,7 @@ class DocumentParser:
             raise self._timeout(name) from None
         except WorkerUnavailable as exc:
             log.error("document parser unavailable", file=name, error=str(exc))
-            raise ProxyError(
-                "the document parser is unavailable", status=503, type="server_error"
-            ) from None
+            raise parser_unavailable() from None
         except WorkerCrashed as exc:
             raise DocumentError(
                 name,

@@ -13,6 +13,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
+from proxy import jsonio
 from proxy.errors import BadRequest
 
 ToolConvention = Literal["json", "llama3", "mistral", "chatml", "command-r"]
@@ -55,7 +56,7 @@ def parse_tool_calls(raw: Any, index: int) -> list[ToolCall]:
         if isinstance(arguments, str):
             # Not JSON: kept as text, rendered as a JSON string.
             with contextlib.suppress(ValueError):
-                arguments = json.loads(arguments) if arguments.strip() else {}
+                arguments = jsonio.loads(arguments) if arguments.strip() else {}
         call_id = call.get("id")
         calls.append(ToolCall(call_id if isinstance(call_id, str) else "", name, arguments))
     return calls

@@ -13,10 +13,11 @@ from aiohttp.typedefs import Handler
 from proxy.config import Settings
 from proxy.http import files, ui, vector_stores
 from proxy.http.body import max_body_bytes
+from proxy.http.body_budget import BodyBudget
 from proxy.http.browsers import BrowserPolicy
 from proxy.http.chat import chat_completions
 from proxy.http.decisions import decisions_route
-from proxy.http.keys import BROWSERS, SERVICES
+from proxy.http.keys import BODY_BUDGET, BROWSERS, SERVICES
 from proxy.http.middleware import cors_headers, proxy_middleware
 from proxy.http.models import list_models
 from proxy.http.native_responses import (
@@ -58,6 +59,7 @@ def make_app(settings: Settings) -> web.Application:
     )
     metrics = Metrics()
     app[BROWSERS] = BrowserPolicy.of(settings.server)
+    app[BODY_BUDGET] = BodyBudget.of(settings.server)
     app.on_response_prepare.append(cors_headers)
 
     async def edges(app: web.Application) -> AsyncIterator[None]:

@@ -12,11 +12,13 @@ let in the way the Fetch standard expects: preflights answered, the origin echoe
 from __future__ import annotations
 
 import ipaddress
+import socket
 from collections.abc import Mapping
 from dataclasses import dataclass
 
 from proxy.config import ServerSettings, origin_of
 from proxy.errors import ProxyError
+from proxy.pipeline.stages.options import HEADER_NAMES
 
 # Request headers a page may send (the Fetch standard wants Authorization named, a wildcard
 # does not cover it): ours, OpenAI's, and what the openai JS SDK adds (`x-stainless-*`, taken
@@ -27,11 +29,7 @@ ALLOWED_HEADERS = (
     "Accept",
     "X-Api-Key",
     "X-Request-ID",
-    "X-Enrich-Strategy",
-    "X-Enrich-Retrieval-Limit",
-    "X-Enrich-Affinity-Threshold",
-    "X-Enrich-Citations",
-    "X-Enrich-Vector-Stores",
+    *HEADER_NAMES.values(),  # every option header, from the list the options stage reads
     "OpenAI-Organization",
     "OpenAI-Project",
     "OpenAI-Beta",
@@ -50,6 +48,7 @@ EXPOSED_HEADERS = ", ".join(
         "X-Enrich-Guard-Changes",
         "X-Enrich-Dropped-Messages",
         "X-Enrich-Warnings",
+        "X-Enrich-Searched",
         "openai-poll-after-ms",
         "Retry-After",
         "retry-after-ms",
@@ -61,6 +60,7 @@ PREFLIGHT_MAX_AGE_S = 600
 MULTIPART_ROUTES = frozenset({"/v1/files", "/v1/audio/transcriptions", "/v1/audio/translations"})
 BODY_METHODS = frozenset({"POST", "PUT", "PATCH", "DELETE"})
 CROSS_SITE = frozenset({"cross-site", "same-site"})
+LOCAL_SUFFIXES = (".local", ".internal", ".home.arpa")
 
 
 def host_name(host: str) -> str:
@@ -87,6 +87,7 @@ class BrowserPolicy:
     names: frozenset[str]  # host names besides loopback names and IP addresses
     suffixes: tuple[str, ...]  # `*.example.com` entries, as `.example.com`
     cors_origins: frozenset[str]
+    machine: str = ""  # this machine's host name, lower case
 
     @classmethod
     def of(cls, server: ServerSettings) -> BrowserPolicy:
@@ -100,6 +101,7 @@ class BrowserPolicy:
             names=frozenset(names),
             suffixes=suffixes,
             cors_origins=frozenset(server.cors_origins),
+            machine=socket.gethostname().lower().rstrip("."),
         )
 
     def host_allowed(self, host: str | None) -> bool:
@@ -117,22 +119,31 @@ class BrowserPolicy:
         origin = headers.get("Origin")
         return origin if origin is not None and origin in self.cors_origins else None
 
+    def local_name(self, host: str | None) -> bool:
+        """A name of the proxy, or one only the local network resolves — no page of the
+        Internet can be served under it to rebind it: one label (a compose service, a short
+        host name), the machine's own name, or a name under a suffix no registry delegates
+        (as Ollama's allowed hosts: `.local`, `.internal`; and RFC 8375's `.home.arpa`)."""
+        if self.host_allowed(host):
+            return True
+        assert host
+        name = host_name(host).rstrip(".")
+        return "." not in name or name == self.machine or name.endswith(LOCAL_SUFFIXES)
+
     def refusal(
         self, method: str, path: str, headers: Mapping[str, str], *, has_body: bool, open_path: bool
     ) -> ProxyError | None:
         """Why the request must not be served (only without keys), or None."""
-        if not self.guarded or open_path:
-            # The open pages (health, metrics, /ui's files) may be linked or scraped by any name.
+        if not self.guarded:
             return None
         host = headers.get("Host")
+        if open_path:
+            # The open pages (health, metrics, /ui's files) may be linked from any page (a
+            # navigation reads nothing) and scraped by a name of the local network; a page whose
+            # Internet name was rebound to this address may not read them.
+            return None if self.local_name(host) else host_not_allowed(host)
         if not self.host_allowed(host):
-            return ProxyError(
-                f"Host {host!r} is not a name of this proxy; an operator adds the names it is"
-                " reached by to server.allowed_hosts (this refusal stops DNS rebinding)",
-                status=403,
-                type="permission_error",
-                code="host_not_allowed",
-            )
+            return host_not_allowed(host)
         if self.allowed_origin(headers) is not None:
             return None
         origin = headers.get("Origin")
@@ -204,6 +215,16 @@ def json_body(path: str, headers: Mapping[str, str]) -> bool:
     if kind == "application/json" or (kind.startswith("application/") and kind.endswith("+json")):
         return True
     return kind == "multipart/form-data" and path in MULTIPART_ROUTES
+
+
+def host_not_allowed(host: str | None) -> ProxyError:
+    return ProxyError(
+        f"Host {host!r} is not a name of this proxy; an operator adds the names it is"
+        " reached by to server.allowed_hosts (this refusal stops DNS rebinding)",
+        status=403,
+        type="permission_error",
+        code="host_not_allowed",
+    )
 
 
 def cross_site(who: str) -> ProxyError:

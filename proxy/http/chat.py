@@ -2,17 +2,25 @@
 
 from __future__ import annotations
 
-import json
 import time
 from typing import Any
 
 import aiohttp
 from aiohttp import web
 
-from proxy.errors import ProxyError, UpstreamError
-from proxy.http.body import parse_body, read_body, serialise
+from proxy import jsonio
+from proxy.errors import ProxyError, bad_upstream
+from proxy.http.body import read_json_body, serialise
 from proxy.http.decorate import as_chunk, decorate_json, decorate_stream
-from proxy.http.keys import CALLER, EXCHANGE, REQUEST_ID, ROUTE, SERVICES, UPSTREAM_SECONDS
+from proxy.http.keys import (
+    CALLER,
+    EXCHANGE,
+    HELD_BODY,
+    REQUEST_ID,
+    ROUTE,
+    SERVICES,
+    UPSTREAM_SECONDS,
+)
 from proxy.http.recording import recorded
 from proxy.http.search_loop import loop_chat
 from proxy.http.status import StatusChannel
@@ -31,10 +39,6 @@ from proxy.upstream.relay import (
     sse_error_event,
 )
 from proxy.upstream.sse import data_event
-
-
-async def read_request_body(request: web.Request, services: Services) -> bytes:
-    return await read_body(request, services.settings.server)
 
 
 def status_channel(request: web.Request, services: Services) -> StatusChannel:
@@ -60,14 +64,7 @@ async def prepare_exchange(
     `fixed_route`: the body goes to a route of the caller's (native Responses)."""
     exchange = Exchange(
         request_id=request[REQUEST_ID],
-        body=(
-            await parse_body(
-                await read_request_body(request, services),
-                services.settings.server.max_json_values,
-            )
-            if body is None
-            else body
-        ),
+        body=(await read_json_body(request, services.settings.server) if body is None else body),
         caller=request[CALLER],
         option_headers={
             name: value
@@ -143,9 +140,11 @@ async def forward_exchange(
     services.metrics.strategies.labels(exchange.strategy).inc()
     upstream = services.upstream
     headers = outgoing_headers(request, services, exchange)
-    outgoing = Outgoing(
-        "POST", upstream.url(exchange.upstream_path), headers, await serialise(exchange.body)
-    )
+    data = await serialise(exchange.body)
+    held = request.get(HELD_BODY)
+    if held is not None:
+        held.sending(len(data))
+    outgoing = Outgoing("POST", upstream.url(exchange.upstream_path), headers, data)
 
     def timed(seconds: float) -> None:
         request[UPSTREAM_SECONDS] = seconds
@@ -213,13 +212,16 @@ async def converted_error(
     message and code. None: relay it as it came (it is OpenAI's already, or nothing readable)."""
     raw = await response.read()  # kept by aiohttp: a relay after this reads it again
     try:
-        payload = json.loads(raw)
+        payload = jsonio.loads(raw)
     except ValueError:
         return None
     converter = exchange.response_converter
     body = converter.convert_error(response.status, payload) if converter is not None else None
     if body is None:
         body = openai_error_body(response.status, payload)
+        overflow = body is not None and body["error"]["code"] == "context_length_exceeded"
+        if body is not None and overflow and exchange.window_hint:
+            body["error"]["message"] += f"; {exchange.window_hint}"
     if body is None:
         return None
     if started is not None:
@@ -247,13 +249,11 @@ async def _stream_whole_answer(
     stream, so it gets one — the decorated answer as a single chunk, then [DONE]."""
     raw = await response.read()
     try:
-        payload = json.loads(decorate_json(raw, exchange))
+        payload = jsonio.loads(decorate_json(raw, exchange))
     except (ValueError, UnicodeDecodeError):
         payload = None
     if not isinstance(payload, dict):
-        error = UpstreamError(
-            "the upstream's chat answer is not a JSON object", code="bad_upstream"
-        )
+        error = bad_upstream("chat answer")
         if started is None:
             raise error
         return await end_with_error(request, started, error)

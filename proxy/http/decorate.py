@@ -6,8 +6,10 @@ import json
 from collections.abc import AsyncIterator, Callable
 from typing import Any
 
+from proxy import jsonio
 from proxy.pipeline.citing import StreamSources, with_sources
 from proxy.pipeline.exchange import Exchange, ResponseConverter
+from proxy.upstream.relay import error_frame
 from proxy.upstream.sse import data_event, event_data, event_json, sse_events
 
 Transform = Callable[[AsyncIterator[bytes]], AsyncIterator[bytes]]
@@ -41,7 +43,7 @@ def decorate_json(answer: bytes, exchange: Exchange) -> bytes:
     if not extra and converter is None and not exchange.sources_block:
         return answer
     try:
-        payload = json.loads(answer)
+        payload = jsonio.loads(answer)
     except ValueError:
         return answer
     if not isinstance(payload, dict):
@@ -81,19 +83,26 @@ def decorate_stream(exchange: Exchange, preface: bytes) -> Transform | None:
     extra = citation_fields(exchange)
     converter = exchange.response_converter
     block = exchange.sources_block
-    if not preface and not extra and converter is None and not block:
+    frames = exchange.error_frames
+    if not preface and not extra and converter is None and not block and not frames:
         return None
 
     async def transform(chunks: AsyncIterator[bytes]) -> AsyncIterator[bytes]:
         if preface:
             yield preface
-        if converter is None and not extra and not block:
+        if converter is None and not extra and not block and not frames:
             async for chunk in chunks:
                 yield chunk
             return
         pending = dict(extra)
         inline = StreamSources(block)
         async for event in sse_events(chunks):
+            failure = error_frame(event) if frames else None
+            if failure is not None:
+                if exchange.window_hint and failure["error"]["code"] == "context_length_exceeded":
+                    failure["error"]["message"] += f"; {exchange.window_hint}"
+                yield data_event(failure) + b"data: [DONE]\n\n"
+                return  # the upstream's stream ends there
             for out in chat_events(converter, event):
                 if isinstance(out, bytes):
                     if is_done(out):

@@ -35,14 +35,16 @@ def storage_error(exc: OSError) -> ProxyError:
     """A failed write to the store as the client should see it (no paths: they are ours)."""
     if exc.errno in (errno.ENOSPC, errno.EDQUOT):
         return ProxyError(
-            "the proxy's file store is out of space; the upload was not saved",
+            "the proxy's file store is out of space; the upload was not saved: delete files you"
+            " no longer need, or ask the operator to free space in server.data_dir",
             status=507,
             type="server_error",
             code="insufficient_storage",
         )
     return ProxyError(
         f"the proxy could not store the upload ({exc.strerror or type(exc).__name__});"
-        " it was not saved",
+        " it was not saved: upload it again, and if this repeats, check that server.data_dir"
+        " is writable",
         status=500,
         type="server_error",
         code="storage_error",

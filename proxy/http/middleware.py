@@ -18,10 +18,18 @@ from proxy import logs
 from proxy.config import ApiKey
 from proxy.errors import BadRequest, PayloadTooLarge, ProxyError
 from proxy.http.browsers import BrowserPolicy, is_preflight
-from proxy.http.keys import BROWSERS, CALLER, REQUEST_ID, ROUTE, SERVICES, UPSTREAM_SECONDS
+from proxy.http.keys import (
+    BROWSERS,
+    CALLER,
+    HELD_BODY,
+    REQUEST_ID,
+    ROUTE,
+    SERVICES,
+    UPSTREAM_SECONDS,
+)
 from proxy.http.ui import PAGE_PATHS
 from proxy.pipeline.exchange import ANONYMOUS, Caller
-from proxy.pipeline.stages.options import unknown_option_header
+from proxy.pipeline.stages.options import repeated_option_header, unknown_option_header
 from proxy.upstream.relay import UpstreamCut
 
 log = structlog.get_logger("proxy.access")
@@ -71,6 +79,17 @@ def _http_exception_error(exc: web.HTTPException) -> ProxyError:
             code="method_not_allowed",
         )
     return ProxyError(exc.reason, status=exc.status, type=kind)
+
+
+def internal_error(request_id: str) -> ProxyError:
+    """A bug of the proxy's: its traceback is in the log under the request's id."""
+    return ProxyError(
+        f"internal proxy error; the proxy's log has its traceback under request id {request_id}:"
+        " report it with that line, and ask again",
+        status=500,
+        type="server_error",
+        code="internal_error",
+    )
 
 
 def preflight_response(
@@ -172,7 +191,10 @@ async def proxy_middleware(request: web.Request, handler: Handler) -> web.Stream
                 ),
                 request_id,
             )
-        elif (unknown := unknown_option_header(request.headers)) is not None:
+        elif (
+            unknown := unknown_option_header(request.headers)
+            or repeated_option_header(name for name, _ in request.headers.items())
+        ) is not None:
             response = error_response(unknown, request_id)
         else:
             try:
@@ -209,21 +231,20 @@ async def proxy_middleware(request: web.Request, handler: Handler) -> web.Stream
         if not client_gone(request):
             log.exception("unhandled error", request_id=request_id, path=request.path)
             status = 500
-            return error_response(
-                ProxyError("internal proxy error", status=500, type="server_error"), request_id
-            )
+            return error_response(internal_error(request_id), request_id)
         # The client hung up while its answer was being written, before the handler could be
         # cancelled: nobody is left to answer, and nothing went wrong here.
         status = 499
         return web.Response(status=499)
     except Exception:
         log.exception("unhandled error", request_id=request_id, path=request.path)
-        response = error_response(
-            ProxyError("internal proxy error", status=500, type="server_error"), request_id
-        )
+        response = error_response(internal_error(request_id), request_id)
         status = 500
         return response
     finally:
+        held = request.get(HELD_BODY)
+        if held is not None:
+            held.release()
         metrics.in_flight.dec()
         duration = time.perf_counter() - started
         route = request.get(ROUTE, "passthrough")

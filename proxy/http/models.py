@@ -9,6 +9,7 @@ import aiohttp
 import yarl
 from aiohttp import web
 
+from proxy import jsonio
 from proxy.config import Settings
 from proxy.http.keys import REQUEST_ID, SERVICES, UPSTREAM_SECONDS
 from proxy.http.passthrough import passthrough
@@ -63,7 +64,7 @@ async def list_models(request: web.Request) -> web.StreamResponse:
             return await relay_response(request, response, extra_headers=extra)
         body = await response.read()
         try:
-            listing = json.loads(body)
+            listing = jsonio.loads(body)
         except ValueError:
             listing = None
         out = client_response_headers(response.headers)

@@ -11,16 +11,22 @@ the proxy's own credential. That goes for `GET`/`DELETE /v1/responses/{id}`, its
 from __future__ import annotations
 
 import asyncio
-import json
 from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any
 
 import aiohttp
 from aiohttp import web
 
-from proxy.errors import BadRequest, ProxyError, UpstreamError
-from proxy.http.body import OFF_LOOP_BYTES, parse_body, read_body, serialise
-from proxy.http.chat import forward_exchange, prepare_or_fail, read_request_body
+from proxy import jsonio
+from proxy.errors import BadRequest, ProxyError, bad_upstream
+from proxy.http.body import (
+    held_body,
+    parse_body,
+    read_body,
+    read_json_body,
+    serialise,
+)
+from proxy.http.chat import forward_exchange, prepare_or_fail
 from proxy.http.decorate import Transform
 from proxy.http.keys import CALLER, REQUEST_ID, ROUTE, SERVICES
 from proxy.http.passthrough import relay_to_upstream
@@ -46,6 +52,17 @@ BODY_ROUTES = frozenset({"input_tokens", "compact"})
 def _owners(services: Services) -> Owners:
     assert services.owners is not None  # made by build_services in native mode
     return services.owners
+
+
+def responses_need_chat() -> ProxyError:
+    """The native Responses API was asked of a model configured for text completions."""
+    return ProxyError(
+        "upstream.responses is native, but this model is set to a text adapter; set "
+        "upstream.responses: proxy, or models.<name>.adapter: chat",
+        status=500,
+        type="server_error",
+        code="responses_need_chat",
+    )
 
 
 async def check_owned(
@@ -136,9 +153,7 @@ def native_events(stream: NativeStream | None, preface: bytes, watch: Watched) -
 
 async def _json_of(raw: bytes) -> Any:
     try:
-        if len(raw) > OFF_LOOP_BYTES:
-            return await asyncio.to_thread(json.loads, raw)
-        return json.loads(raw)
+        return await jsonio.loads_soon(raw)
     except ValueError:
         return None
 
@@ -150,7 +165,7 @@ async def create_native_response(request: web.Request) -> web.StreamResponse:
     services = request.app[SERVICES]
     caller = request[CALLER]
     server = services.settings.server
-    body = await parse_body(await read_request_body(request, services), server.max_json_values)
+    body = await read_json_body(request, server)
     if "input" not in body:
         raise BadRequest("input: is required", param="input", code="missing_required_parameter")
     await check_references(services, caller, body)
@@ -176,11 +191,7 @@ async def create_native_response(request: web.Request) -> web.StreamResponse:
         assert started is not None
         return started
     if exchange.upstream_path != "/v1/chat/completions":
-        raise ProxyError(
-            "upstream.responses is native, but this model is set to a text adapter",
-            status=500,
-            type="server_error",
-        )
+        raise responses_need_chat()
     items = body["input"]
     if isinstance(items, str):
         items = [{"role": "user", "content": items}]
@@ -231,7 +242,7 @@ async def _answer_as_events(
 ) -> web.StreamResponse:
     """A whole response (the upstream ignored `stream`) as the events of one."""
     if not isinstance(result, dict):
-        error = UpstreamError("the upstream's answer is not a JSON object", code="bad_upstream")
+        error = bad_upstream("answer")
         await started.write(watch.ending(error))
     else:
         for event in events_from_response(cite_response(result, sources) if sources else result):
@@ -250,7 +261,8 @@ async def stored_native_response(request: web.Request) -> web.StreamResponse:
     if ident in BODY_ROUTES and not rest and request.method == "POST":
         server = services.settings.server
         raw = await read_body(request, server)
-        await check_references(services, caller, await parse_body(raw, server.max_json_values))
+        body = await parse_body(raw, server.max_json_values, held_body(request))
+        await check_references(services, caller, body)
         return await relay_to_upstream(request, raw)
     return await _owned_route(request, services, caller, "response", ident, rest)
 

@@ -10,6 +10,7 @@ from aiohttp import web
 from proxy.errors import ProxyError
 from proxy.http.body import read_body
 from proxy.http.keys import CALLER, REQUEST_ID, SERVICES, UPSTREAM_SECONDS
+from proxy.http.running_models import running_models, scoped
 from proxy.upstream.forward import Answer, Outgoing, forward
 from proxy.upstream.headers import upstream_request_headers
 from proxy.upstream.relay import relay_response
@@ -34,6 +35,8 @@ async def passthrough(request: web.Request) -> web.StreamResponse:
         request.method, request.path, request.raw_path, admin=caller.admin
     ):
         raise not_forwarded(request.method, request.path)
+    if scoped(request):
+        return await running_models(request)
     return await relay_to_upstream(request)
 
 

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import json
 import time
 from collections.abc import AsyncIterator, Callable
 from typing import Any, ParamSpec, TypeVar
@@ -11,13 +10,13 @@ from typing import Any, ParamSpec, TypeVar
 import aiohttp
 from aiohttp import web
 
-from proxy.errors import ProxyError, UpstreamError
-from proxy.http.body import parse_body, serialise
+from proxy import jsonio
+from proxy.errors import ProxyError, bad_upstream
+from proxy.http.body import read_json_body, serialise
 from proxy.http.chat import (
     converted_error,
     forward_exchange,
     prepare_or_fail,
-    read_request_body,
 )
 from proxy.http.decorate import Transform, chat_events, citation_fields, is_done
 from proxy.http.keys import ROUTE, SERVICES
@@ -32,7 +31,7 @@ from proxy.responses.items import STATELESS
 from proxy.responses.replay import events_from_response
 from proxy.responses.request import chat_request
 from proxy.upstream.headers import client_response_headers
-from proxy.upstream.relay import error_message, is_stream, relay_response
+from proxy.upstream.relay import error_frame, error_message, is_stream, relay_response
 from proxy.upstream.sse import sse_events
 
 P = ParamSpec("P")
@@ -63,9 +62,7 @@ def cited(exchange: Exchange, ids: Ids | None = None, include_results: bool = Fa
 async def create_response(request: web.Request) -> web.StreamResponse:
     request[ROUTE] = "responses"
     services = request.app[SERVICES]
-    body = await parse_body(
-        await read_request_body(request, services), services.settings.server.max_json_values
-    )
+    body = await read_json_body(request, services.settings.server)
     chat, asked = await off_loop_if_long(
         body.get("input"), chat_request, body, services.settings.server.max_messages
     )
@@ -126,11 +123,11 @@ async def create_response(request: web.Request) -> web.StreamResponse:
 async def _json_answer(response: aiohttp.ClientResponse) -> dict[str, Any]:
     raw = await response.read()
     try:
-        payload = json.loads(raw)
+        payload = jsonio.loads(raw)
     except ValueError:
         payload = None
     if not isinstance(payload, dict):
-        raise UpstreamError("the upstream's chat answer is not a JSON object", code="bad_upstream")
+        raise bad_upstream("chat answer")
     return payload
 
 
@@ -160,6 +157,12 @@ def to_events(stream: ResponseStream, exchange: Exchange, preface: bytes) -> Tra
         for event in stream.start():
             yield sse(event)
         async for raw in sse_events(chunks):
+            failure = error_frame(raw) if exchange.error_frames else None
+            if failure is not None:
+                fields = failure["error"]
+                for event in stream.fail(fields["message"], fields["code"] or "upstream_error"):
+                    yield sse(event)
+                return
             for out in chat_events(converter, raw):
                 if isinstance(out, bytes):
                     if is_done(out):

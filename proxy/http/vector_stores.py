@@ -8,7 +8,7 @@ from typing import Any
 from aiohttp import web
 
 from proxy.errors import ProxyError
-from proxy.http.body import parse_body, read_body
+from proxy.http.body import held_body, parse_body, read_body
 from proxy.http.keys import CALLER, ROUTE, SERVICES
 from proxy.pipeline.exchange import Caller
 from proxy.stores.service import VectorStores
@@ -27,8 +27,15 @@ def _stores(request: web.Request) -> VectorStores:
 async def _body(request: web.Request) -> Any:
     """The JSON body; none at all (the SDK's cancel) reads as an empty object."""
     server = request.app[SERVICES].settings.server
+    held = held_body(request)
     raw = await read_body(request, server)
-    return await parse_body(raw, server.max_json_values) if raw.strip() else {}
+    if not raw.strip():
+        return {}
+    body = await parse_body(raw, server.max_json_values, held)
+    del raw
+    if held is not None:
+        held.raw_dropped()
+    return body
 
 
 def _reply(request: web.Request, payload: dict[str, Any]) -> web.Response:

@@ -73,6 +73,10 @@ class RetrievalRecord:
     English), ranked by its cosines put on the embedder's scale, held to the same threshold."""
     overview: list[str] = field(default_factory=list)
     """Files whose opening and conclusion came first: the question is about a whole document."""
+    searched: list[dict[str, Any]] = field(default_factory=list)
+    """What the files were searched for: the question, and the question with its
+    conversation's earlier turns, each `{text, weight, from}` (question | conversation |
+    reply); the rankings are fused at those weights."""
 
 
 @dataclass
@@ -120,6 +124,10 @@ class UpstreamRecord:
     instruct_source: str = ""
     tools: bool | None = None
     tools_source: str = ""
+    asked_num_ctx: int | None = None  # Ollama: the caller's options.num_ctx, before bounding
+    dropped_options: dict[str, str] = field(default_factory=dict)
+    """Ollama: what the caller sent that would reload or unload the model for every caller, not
+    sent (`keep_alive`, `options.num_gpu`, ...), each with why."""
 
 
 @dataclass

@@ -114,6 +114,8 @@ class Exchange:
     upstream_path: str = "/v1/chat/completions"
     fixed_route: bool = False  # the body goes where the caller sends it (native Responses)
     response_converter: ResponseConverter | None = None
+    error_frames: bool = False  # the upstream may end a 200 stream with `event: error`
+    window_hint: str = ""  # how to make the model's window larger, added to a refusal of it
     control_tokens: tuple[str, ...] = ()  # declared by the upstream model, for the guard
     pages: PagesState | None = None  # drawn pages as images: what was planned, for which model
     timings: dict[str, float] = field(default_factory=dict)

@@ -22,6 +22,7 @@ if TYPE_CHECKING:
     from proxy.files.protocol import FileStore
     from proxy.formats import FormatRegistry
     from proxy.guard.texts import GuardedTexts
+    from proxy.model_files import ModelFiles
     from proxy.responses.owners import Owners
     from proxy.retrieval.retriever import Retriever
     from proxy.retrieval.translation import QueryTranslator
@@ -57,6 +58,8 @@ class Services:
     # upstream.responses: native: who created each response and conversation id.
     owners: Owners | None = field(default=None, repr=False)
     translator: QueryTranslator | None = field(default=None, repr=False)
+    # The model files the configuration needs (/healthz), and MiniLM's fetch at start-up.
+    model_files: ModelFiles | None = field(default=None, repr=False)
     _opening: asyncio.Task[Retriever] | None = field(default=None, repr=False)
 
     @functools.cached_property
@@ -94,3 +97,5 @@ class Services:
                 await retriever.close()
         if self.local_upstream is not None:
             await self.local_upstream.stop()
+        if self.model_files is not None:
+            await self.model_files.aclose()

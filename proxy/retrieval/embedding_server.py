@@ -101,7 +101,10 @@ class OpenAIEmbedder:
         return vectors
 
     def _error(self, reason: str) -> UpstreamError:
-        message = f"embedding server {without_credentials(self.base_url)}: {reason}"
+        message = (
+            f"embedding server {without_credentials(self.base_url)}: {reason}; check that it"
+            " runs and serves embeddings.model, then ask again"
+        )
         return UpstreamError(message, code="embeddings_failed")
 
 

@@ -11,7 +11,7 @@ from typing import Any, Protocol
 
 import structlog
 
-from proxy.offline import embedding_model_missing
+from proxy.errors import ProxyError
 from proxy.retrieval.embedding_server import OpenAIEmbedder
 from proxy.retrieval.minilm import (
     INT8_RECIPE,
@@ -24,6 +24,7 @@ from proxy.retrieval.minilm import (
     machine_flags,
     vectors_of,
 )
+from proxy.retrieval.minilm_files import minilm_files
 
 log = structlog.get_logger(__name__)
 
@@ -163,6 +164,14 @@ class DefaultEmbedder:
             return self.name
         return f"{self.name}|{INT8_RECIPE}"
 
+    def unavailable(self) -> ProxyError | None:
+        """Why the model cannot embed now (its files missing or being fetched), or None: a
+        few stat() calls, no network."""
+        from chromadb.utils.embedding_functions import ONNXMiniLM_L6_V2
+
+        folder = Path(ONNXMiniLM_L6_V2.DOWNLOAD_PATH) / ONNXMiniLM_L6_V2.EXTRACTED_FOLDER_NAME
+        return minilm_files(folder).unavailable()
+
     def count_tokens(self, text: str) -> int:
         """Word pieces without [CLS]/[SEP], by MiniLM's own tokenizer (loaded without the model)."""
         if self._counter is None:
@@ -201,8 +210,11 @@ class DefaultEmbedder:
             from chromadb.utils.embedding_functions import ONNXMiniLM_L6_V2
 
             function = ONNXMiniLM_L6_V2()
-            fetch_minilm(function)
-            source = Path(function.DOWNLOAD_PATH) / function.EXTRACTED_FOLDER_NAME / "model.onnx"
+            folder = Path(function.DOWNLOAD_PATH) / function.EXTRACTED_FOLDER_NAME
+            # Fetched at start-up if at all (proxy.retrieval.minilm_files): a question never
+            # waits for a download, it is told at once that the model is missing.
+            minilm_files(folder).require()
+            source = folder / "model.onnx"
             # Chroma pads every input to 256 tokens, so a 10-token query cost as much as a
             # full passage (9x slower measured); padding to the batch's longest input gives
             # the same vectors (attention-masked pooling) for a fraction of the work.
@@ -256,26 +268,16 @@ class DefaultEmbedder:
         return onnxruntime.InferenceSession(str(path), options, providers=["CPUExecutionProvider"])
 
 
-def fetch_minilm(function: Any) -> None:
-    """Chroma's model files, fetched into its folder if absent; a download that fails is a
-    503 naming the folder and the address."""
-    try:
-        function._download_model_if_not_exists()
-    except Exception as exc:  # whatever Chroma's HTTP client raises
-        folder = Path(function.DOWNLOAD_PATH) / function.EXTRACTED_FOLDER_NAME
-        raise embedding_model_missing(folder, function.MODEL_DOWNLOAD_URL, exc) from exc
+MINILM_TOKENIZER = Path(__file__).with_name("data") / "all-MiniLM-L6-v2.tokenizer.json"
+"""MiniLM's tokenizer, shipped with the proxy (the same bytes as in Chroma's archive): passages
+are sized in its word pieces whether or not the model itself is on disk yet."""
 
 
 def _minilm_tokenizer() -> Any:
-    """MiniLM's tokenizer from Chroma's model folder, fetched there first if absent."""
-    from chromadb.utils.embedding_functions import ONNXMiniLM_L6_V2
+    """MiniLM's tokenizer, from the file shipped with the proxy."""
     from tokenizers import Tokenizer
 
-    function = ONNXMiniLM_L6_V2()
-    path = Path(function.DOWNLOAD_PATH) / function.EXTRACTED_FOLDER_NAME / "tokenizer.json"
-    if not path.exists():
-        fetch_minilm(function)
-    tokenizer = Tokenizer.from_file(str(path))
+    tokenizer = Tokenizer.from_file(str(MINILM_TOKENIZER))
     tokenizer.no_truncation()
     tokenizer.no_padding()
     return tokenizer

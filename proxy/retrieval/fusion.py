@@ -9,11 +9,13 @@ RRF_K = 60
 
 
 def reciprocal_rank_fusion(
-    rankings: Sequence[Sequence[int]], k: int = RRF_K
+    rankings: Sequence[Sequence[int]], k: int = RRF_K, weights: Sequence[float] | None = None
 ) -> list[tuple[int, float]]:
-    """Items of all rankings (best first), by summed 1/(k + rank); ties keep first-seen order."""
+    """Items of all rankings (best first), by summed 1/(k + rank), each ranking's terms times
+    its weight (1 when none are given); ties keep first-seen order."""
     scores: dict[int, float] = {}
-    for ranking in rankings:
+    for number, ranking in enumerate(rankings):
+        weight = 1.0 if weights is None else weights[number]
         for rank, item in enumerate(ranking, start=1):
-            scores[item] = scores.get(item, 0.0) + 1.0 / (k + rank)
+            scores[item] = scores.get(item, 0.0) + weight / (k + rank)
     return sorted(scores.items(), key=lambda pair: -pair[1])

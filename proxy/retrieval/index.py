@@ -42,6 +42,18 @@ WRITE_BATCH = 128
 CACHE_BYTES = 64 * 2**20
 
 
+def dimensions_changed(query: int, stored: int) -> ProxyError:
+    """A query's vector and a document's stored ones have different sizes."""
+    return ProxyError(
+        f"vector store: the query has {query} dimensions, the document's vectors {stored}: the"
+        " embedding model changed under the same name; give embeddings.model its new name, so"
+        " documents are indexed again",
+        status=500,
+        type="server_error",
+        code="vector_store_failed",
+    )
+
+
 class VectorIndex:
     """Chunks in one Chroma collection per embedder; a manifest records finished documents."""
 
@@ -245,13 +257,7 @@ class VectorIndex:
                 )
             self._cache.put(doc_sha256, vectors)
         if vectors.ids and vectors.matrix.shape[1] != len(query_embedding):
-            raise ProxyError(
-                f"vector store: the query has {len(query_embedding)} dimensions, the document's"
-                f" vectors {vectors.matrix.shape[1]} (was the embedding model changed?)",
-                status=500,
-                type="server_error",
-                code="vector_store_failed",
-            )
+            raise dimensions_changed(len(query_embedding), vectors.matrix.shape[1])
         best = dict(vectors.top(query_embedding, limit))
         if not best:
             return []
@@ -307,14 +313,19 @@ class VectorIndex:
         except Exception as exc:
             reason = f"{type(exc).__name__}: {exc}"[:300]
             if self.server_url is None:
-                message = f"vector store {self.path}: {reason}"
+                message = (
+                    f"vector store {self.path}: {reason}; ask again, and if this repeats, check"
+                    " the disk under vector_store.path (space, permissions)"
+                )
                 raise ProxyError(
                     message, status=500, type="server_error", code="vector_store_failed"
                 ) from exc
             # The server may have restarted with other data: look the collections up again.
             self._chunks = self._manifest = None
             raise UpstreamError(
-                f"Chroma server {self.server_url}: {reason}", code="vector_store_failed"
+                f"Chroma server {self.server_url}: {reason}; check that it runs (chroma run) at"
+                " vector_store.host and port, then ask again",
+                code="vector_store_failed",
             ) from exc
 
     def _collections(self) -> tuple[Collection, Collection]:

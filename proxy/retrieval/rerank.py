@@ -7,6 +7,7 @@ from typing import Any
 
 import aiohttp
 
+from proxy import jsonio
 from proxy.config import without_credentials
 from proxy.errors import UpstreamError
 
@@ -48,7 +49,7 @@ class Reranker:
                 if reply.status >= 400:
                     text = (await reply.text())[:300]
                     raise self._error(f"HTTP {reply.status}: {text}")
-                payload: Any = await reply.json(content_type=None)
+                payload: Any = await reply.json(content_type=None, loads=jsonio.loads)
         except (aiohttp.ClientError, TimeoutError) as exc:
             raise self._error(f"unreachable ({type(exc).__name__}: {exc})") from exc
         except ValueError as exc:
@@ -74,7 +75,11 @@ class Reranker:
 
     def _error(self, reason: str) -> UpstreamError:
         shown = without_credentials(self.url)
-        return UpstreamError(f"rerank server {shown}: {reason}", code="rerank_failed")
+        return UpstreamError(
+            f"rerank server {shown}: {reason}; check that it runs and serves "
+            "retrieval.rerank.model, or remove retrieval.rerank",
+            code="rerank_failed",
+        )
 
     async def close(self) -> None:
         if self._session is not None:

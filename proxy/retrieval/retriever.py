@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from dataclasses import dataclass, field, replace
 from itertools import zip_longest
 from pathlib import Path
@@ -15,6 +15,7 @@ from proxy.documents.model import ParsedDocument
 from proxy.retrieval.chunking import CHUNKER_VERSION, Chunk, chunk_document
 from proxy.retrieval.embeddings import Embedder
 from proxy.retrieval.fusion import reciprocal_rank_fusion
+from proxy.retrieval.history import SearchText
 from proxy.retrieval.index import VectorIndex
 from proxy.retrieval.indexing import Indexer, Vectors
 from proxy.retrieval.lease import Leases
@@ -157,6 +158,13 @@ class Retriever:
         """Whether the embedder reads text in `language` (an unknown one: assumed so)."""
         return self.languages is None or language is None or language in self.languages
 
+    def primary_ready(self) -> bool:
+        """Whether the embedder can embed now: an in-process model whose files are missing
+        (not fetched: proxy.retrieval.minilm_files) cannot, and documents are then ranked by
+        the multilingual model or their words rather than the request failing."""
+        unavailable = getattr(self.embedder, "unavailable", None)
+        return unavailable is None or unavailable() is None
+
     def space_for(self, language: str | None) -> Space | None:
         """Whose vectors rank a document in `language`: the multilingual embedder's for the
         languages the embedder does not keep, else the embedder's where it reads the language,
@@ -167,11 +175,16 @@ class Retriever:
                 return self.second
         return self.primary if self.reads(language) else None
 
-    async def _space_of(self, document: ParsedDocument) -> tuple[Space, DocumentPassages]:
+    async def _space_of(self, document: ParsedDocument) -> tuple[Space | None, DocumentPassages]:
         passages = await self.store.open(document)
         # A document ranked by its words alone is indexed by the embedder all the same (it
         # always was; a later setting may read its language).
-        return self.space_for(passages.lexical.language) or self.primary, passages
+        space: Space | None = self.space_for(passages.lexical.language) or self.primary
+        if space is self.primary and not self.primary_ready():
+            # The model is not on disk yet: the multilingual one's index, else none for now
+            # (a search indexes it once the model is there).
+            space = self.second
+        return space, passages
 
     def counter(self, language: str) -> Callable[[str], int]:
         """Passages are sized in the embedder's tokens where it reads the language; elsewhere
@@ -191,7 +204,7 @@ class Retriever:
     async def ensure_indexed(self, document: ParsedDocument) -> bool:
         """Index the whole document now (tools and tests); False if it already was."""
         space, passages = await self._space_of(document)
-        if await space.index.is_indexed(document.sha256, space.settings):
+        if space is None or await space.index.is_indexed(document.sha256, space.settings):
             return False
         await space.indexer.complete_now(document, passages)
         return True
@@ -200,7 +213,7 @@ class Retriever:
         """Index the whole document at the background's pace, waiting for it: True once it is
         indexed, False while another proxy holds its lease (ask again later)."""
         space, passages = await self._space_of(document)
-        if await space.index.is_indexed(document.sha256, space.settings):
+        if space is None or await space.index.is_indexed(document.sha256, space.settings):
             return True
         return await space.indexer.complete(document, passages)
 
@@ -232,6 +245,7 @@ class Retriever:
         window: WindowShape = NO_WINDOW,
         resolve: Resolve | None = None,
         translate: Translate | None = None,
+        also: Sequence[SearchText] = (),
     ) -> tuple[list[list[Scored]], dict[str, int]]:
         """Each document's best `depth` passages for the query, best first, and how much of
         each document's dense index was ready (percent) when it was searched. With
@@ -241,7 +255,10 @@ class Retriever:
         windows that meet merged. A document given by reference only (no pages) whose passages
         are not stored here is replaced by `resolve(document)`, the document itself. With
         `translate`, a document in another language than the query is also searched with the
-        query translated into its language, both rankings fused."""
+        query translated into its language, both rankings fused. Each text of `also` (the
+        question in its conversation: proxy.retrieval.history) is ranked too, its rankings fused
+        at its weight; it neither decides a question about the whole document nor picks a new
+        document's candidates, which are the question's own."""
         embeddings: dict[tuple[str, str], list[float]] = {}
         ranked: list[list[Scored]] = []
         ready: dict[str, int] = {}
@@ -254,23 +271,34 @@ class Retriever:
                 if translation is not None and translation.text:
                     queries.append((translation.text, language))
             words = [text for text, _ in queries]
-            read = [text for text, lang in queries if self.reads(lang)]
+            searched = [(text, lang, 1.0) for text, lang in queries] + [
+                (extra.text, query_language(extra.text, prefer=language), extra.weight)
+                for extra in also
+            ]
+            weighted = [(text, weight) for text, _, weight in searched]
+            read = [(text, weight) for text, lang, weight in searched if self.reads(lang)]
             space = self.space_for(language)
+            if space is self.primary and not self.primary_ready():
+                # Its model is not on disk (yet): the multilingual model (shipped in its
+                # wheel) ranks it meanwhile, else its words alone.
+                space = self.second
             if space is not None:
                 # Only the queries in a language the embedder reads are embedded (all of them
                 # if none is, as before translations); the multilingual one reads them all.
-                meant = (read or words) if space is self.primary else words
-                vectors = [await space.embedded(text, embeddings) for text in meant]
+                meant = (read or weighted) if space is self.primary else weighted
+                vectors = [
+                    (await space.embedded(text, embeddings), weight) for text, weight in meant
+                ]
                 dense, ready[document.name] = await self._dense(
                     space, document, passages, words, status
                 )
-                found = self._rank(passages, words, space.on_scale(dense), vectors)
+                found = self._rank(passages, weighted, space.on_scale(dense), vectors)
                 if space is not self.primary:
                     found = [replace(item, multilingual=True) for item in found]
             else:
                 # Its cosines would be noise: ranked by its words (and its translation's).
                 ready[document.name] = 100
-                found = self._rank(passages, words, lambda vector: {}, [])
+                found = self._rank(passages, weighted, lambda vector: {}, [])
                 found = [replace(item, by_meaning=False) for item in found]
             if await self._about_the_whole(queries, embeddings):
                 found = _overview_first(passages, found)
@@ -295,7 +323,9 @@ class Retriever:
         if self.router is None:
             return False
         read = [text for text, language in queries if self.reads(language)]
-        if await self.router.routes(read, lambda text: self.primary.embedded(text, embeddings)):
+        if not self.primary_ready():
+            read = []  # the embedder cannot tell it now; the multilingual one may
+        elif await self.router.routes(read, lambda text: self.primary.embedded(text, embeddings)):
             return True
         second, router = self.second, self.second_router
         if read or second is None or router is None:
@@ -391,22 +421,23 @@ class Retriever:
     def _rank(
         self,
         passages: DocumentPassages,
-        queries: list[str],
+        queries: list[tuple[str, float]],
         dense_scores: Callable[[list[float]], dict[int, float]],
-        embeddings: list[list[float]],
+        embeddings: list[tuple[list[float], float]],
     ) -> list[Scored]:
-        """Passages ranked for the queries (the question, and its translation if any): each
-        candidate's cosine and BM25 score are its best over the queries."""
-        per_query = [dense_scores(embedding) for embedding in embeddings]
+        """Passages ranked for the weighted queries (the question, its translation if any, the
+        question in its conversation): each candidate's cosine and BM25 score are its best over
+        the queries; each query's rankings count at its weight in the fusion."""
+        per_query = [(dense_scores(embedding), weight) for embedding, weight in embeddings]
         cosines: dict[int, float] = {}
-        for scores in per_query:
+        for scores, _ in per_query:
             for i, score in scores.items():
                 cosines[i] = max(score, cosines.get(i, score))
-        dense_orders = [_best(scores) for scores in per_query]
-        found = [passages.lexical.ranked(text, POOL) for text in queries]
-        word_orders = [order for order, _ in found]
+        dense_orders = [(_best(scores), weight) for scores, weight in per_query]
+        found = [(passages.lexical.ranked(text, POOL), weight) for text, weight in queries]
+        word_orders = [(order, weight) for (order, _), weight in found]
         lexical: dict[int, float] = {}
-        for _, scores in found:
+        for (_, scores), _ in found:
             for i, score in scores.items():
                 lexical[i] = max(score, lexical.get(i, score))
         order: list[tuple[int, float | None]]
@@ -496,11 +527,14 @@ def _best(scores: dict[int, float]) -> list[int]:
     return sorted(scores, key=lambda i: (-scores[i], i))[:POOL]
 
 
-def _fused(rankings: list[list[int]]) -> list[tuple[int, float | None]]:
-    """One ranking as it is (no fused score); several fused by reciprocal rank."""
+def _fused(rankings: list[tuple[list[int], float]]) -> list[tuple[int, float | None]]:
+    """One ranking as it is (no fused score); several fused by reciprocal rank, each at its
+    weight."""
     if len(rankings) == 1:
-        return [(i, None) for i in rankings[0]]
-    return [(i, fused) for i, fused in reciprocal_rank_fusion(rankings)]
+        return [(i, None) for i in rankings[0][0]]
+    orders = [order for order, _ in rankings]
+    weights = [weight for _, weight in rankings]
+    return [(i, fused) for i, fused in reciprocal_rank_fusion(orders, weights=weights)]
 
 
 def first_question_candidates(lexical: list[int], total: int, count: int) -> list[int]:

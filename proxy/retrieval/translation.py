@@ -13,12 +13,15 @@ import aiohttp
 import structlog
 from cachetools import LRUCache
 
+from proxy import jsonio
 from proxy.languages import LANGUAGE_NAMES
 from proxy.upstream.client import UpstreamClient
 
 log = structlog.get_logger(__name__)
 
-Endpoint = Literal["chat", "completions"]
+Endpoint = Literal["chat", "completions", "native"]
+"""`/v1/chat/completions`, `/v1/completions`, or Ollama's own `/api/chat` (which takes the
+window the model runs with, `extra["options"]["num_ctx"]`, so that asking reloads nothing)."""
 
 
 # Two questions in every language, the same two: a base model continues the pattern, an
@@ -203,6 +206,17 @@ class QueryTranslator:
         if endpoint == "completions":
             payload |= {"prompt": completion_prompt(query, source, target), "stop": ["\n"]}
             path = "/v1/completions"
+        elif endpoint == "native":
+            # Ollama's /api/chat (api/types.go ChatRequest): its own names for the same caps.
+            options = {**(extra.get("options") or {})}
+            options |= {"num_predict": MAX_OUTPUT_TOKENS, "temperature": 0}
+            payload = {
+                "model": model,
+                "messages": chat_messages(query, source, target),
+                "stream": False,
+                "options": options,
+            }
+            path = "/api/chat"
         else:
             payload |= {"messages": chat_messages(query, source, target)}
             path = "/v1/chat/completions"
@@ -212,9 +226,12 @@ class QueryTranslator:
         ) as response:
             if response.status != 200:
                 raise ValueError(f"upstream answered {response.status}")
-            body = await response.json(content_type=None)
-        choice = body["choices"][0]
-        answer = choice["text"] if endpoint == "completions" else choice["message"]["content"]
+            body = await response.json(content_type=None, loads=jsonio.loads)
+        if endpoint == "native":
+            answer = body["message"]["content"]
+        else:
+            choice = body["choices"][0]
+            answer = choice["text"] if endpoint == "completions" else choice["message"]["content"]
         if not isinstance(answer, str):
             raise ValueError("no text in the answer")
         return answer

@@ -11,6 +11,7 @@ import json
 from dataclasses import dataclass
 from typing import Any
 
+from proxy import jsonio
 from proxy.pipeline.search_space import MAX_QUERY_CHARS, SEARCH_FUNCTION
 
 MAX_NAMES = 20
@@ -69,7 +70,7 @@ def read_queries(arguments: str, max_queries: int) -> Queries:
     """The queries of a call's arguments: `{"queries": [...]}`, also `{"query": "..."}` and a
     single string for `queries` (small models write those); CallError says what was wrong."""
     try:
-        parsed = json.loads(arguments) if arguments.strip() else {}
+        parsed = jsonio.loads(arguments) if arguments.strip() else {}
     except ValueError as error:
         raise CallError(
             f"the arguments are not valid JSON ({error}); call {SEARCH_FUNCTION} with {EXAMPLE}"
@@ -102,6 +103,6 @@ def object_arguments(arguments: str) -> str:
     parses them for a template that takes an object and fails the whole request on text that is
     not JSON ("Failed to parse tool call arguments as JSON", seen with xllamacpp 2026.10)."""
     try:
-        return arguments if isinstance(json.loads(arguments), dict) else "{}"
+        return arguments if isinstance(jsonio.loads(arguments), dict) else "{}"
     except ValueError:
         return "{}"

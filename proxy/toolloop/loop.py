@@ -9,13 +9,13 @@ the model and the proxy keep between turns stay here (events say what was search
 from __future__ import annotations
 
 import asyncio
-import json
 from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any
 
 import aiohttp
 
+from proxy import jsonio
 from proxy.config import ToolSearchSettings
 from proxy.errors import ProxyError, UpstreamError
 from proxy.pipeline.decision import SearchCall
@@ -197,7 +197,7 @@ class SearchLoop:
             if response.status >= 400:
                 raw = await response.read()
                 try:
-                    payload = json.loads(raw)
+                    payload = jsonio.loads(raw)
                 except ValueError:
                     payload = None
                 message = error_message(payload) or raw.decode("utf-8", "replace")[:2000]
@@ -209,7 +209,7 @@ class SearchLoop:
                     code="upstream_error",
                 )
             if response.content_type != "text/event-stream":
-                payload = json.loads(await response.read())
+                payload = jsonio.loads(await response.read())
                 if not isinstance(payload, dict):
                     raise ValueError("not a JSON object")
                 shown = turn.feed(completion_chunk(payload))

@@ -11,6 +11,7 @@ from typing import Any
 import aiohttp
 import yarl
 
+from proxy import jsonio
 from proxy.config import UpstreamSettings
 from proxy.errors import ProxyError
 from proxy.upstream.relay import error_message, translate_client_error
@@ -78,6 +79,19 @@ class UpstreamClient:
         finally:
             response.release()
 
+    async def status_of(self, path: str, timeout_s: float) -> int:
+        """The status of GET `path`, or TimeoutError past `timeout_s`; its body is not read (a
+        connection with some left unread is closed rather than reused)."""
+        headers = {**self.auth_headers(), "Accept-Encoding": "identity"}
+        timeout = aiohttp.ClientTimeout(total=timeout_s)
+        try:
+            async with self.open("GET", self.url(path), headers=headers, timeout=timeout) as answer:
+                return answer.status
+        except TimeoutError:
+            raise  # the caller names the setting that timed out
+        except aiohttp.ClientError as exc:
+            raise translate_client_error(exc, self.base_url) from exc
+
     async def get_json(self, path: str) -> tuple[int, Any]:
         """GET a small JSON document; (status, parsed body or None)."""
         return await self._json("GET", path, None)
@@ -101,16 +115,16 @@ class UpstreamClient:
         except (TimeoutError, aiohttp.ClientError) as exc:
             raise translate_client_error(exc, self.base_url) from exc
         try:
-            return response.status, json.loads(body) if body else None
-        except ValueError:
+            return response.status, await jsonio.loads_soon(body) if body else None
+        except ValueError:  # not JSON, or JSON no one should read (nested past 1,024 levels)
             return response.status, None
 
 
 def upstream_failure(status: int, body: Any, what: str) -> ProxyError:
     """An upstream's error answer to one of our own calls, relayed with its status."""
     message = error_message(body)
-    return ProxyError(
-        f"upstream {what} failed with status {status}: {message or 'no message'}",
-        status=status if 400 <= status < 600 else 502,
-        type="upstream_error",
-    )
+    relayed = status if 400 <= status < 600 else 502
+    text = f"upstream {what} failed with status {status}: {message or 'no message'}"
+    if relayed >= 500:
+        text += "; the upstream's log says why: ask again once it answers"
+    return ProxyError(text, status=relayed, type="upstream_error", code="upstream_failed")

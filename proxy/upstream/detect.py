@@ -207,7 +207,10 @@ async def detect_kind(
             return Detection(kind, "GET /v1/models (context lengths in the list)"), asked
     except ProxyError as error:
         log.warning("upstream probe failed", error=error.message)
-        return Detection("other", f"probe failed: {error.message}", certain=False), asked
+        unreached = error.code in ("upstream_unreachable", "upstream_timeout")
+        failure = error if unreached else None
+        detection = Detection("other", f"probe failed: {error.message}", False, failure=failure)
+        return detection, asked
     if refused:
         return Detection("other", "probes refused for want of a key", certain=False), asked
     return Detection("other", "no probe matched"), asked

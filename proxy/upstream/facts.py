@@ -3,10 +3,11 @@ it was learnt (the upstream's kind, a model's window, its tokenizer)."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Generic, TypeVar, get_args
 
 from proxy.config import UpstreamKind
+from proxy.errors import ProxyError
 
 T = TypeVar("T")
 
@@ -35,6 +36,9 @@ class Detection:
     source: str
     certain: bool = True
     version: str | None = None
+    failure: ProxyError | None = field(default=None, compare=False)
+    """The error a probe met when the upstream could not be reached at all (refused, no
+    answer, not resolved): what a request that needs the upstream fails with first."""
 
     def to_json(self) -> dict[str, Any]:
         record: dict[str, Any] = {"value": self.kind, "source": self.source}

@@ -27,6 +27,47 @@ HOP_BY_HOP = frozenset(
 )
 
 
+# Request headers that tell a server in front of an application, or the framework inside it,
+# where a request really goes, by which method, or for which client: sent by a client, they
+# would be taken for what a trusted proxy in front had said — IIS's and Symfony's
+# X-Original-URL and X-Rewrite-URL, method overrides (Express, Google's APIs), RFC 7239's
+# Forwarded and the X-Forwarded-* family, client-address headers, Envoy's internal ones and
+# Next.js's X-Middleware-Subrequest. The proxy is the upstream's client; none of these passes.
+# A deny-list rather than an allow-list: clients and gateways rely on headers no list can know
+# in advance (OpenAI-Beta, OpenRouter's HTTP-Referer and X-Title, Azure's api-key,
+# anthropic-version, traceparent, the SDKs' X-Stainless-*), while what reroutes is one known
+# family of names, matched by prefix where it is open-ended.
+ROUTING_HEADERS = frozenset(
+    {
+        "forwarded",
+        "x-forwarded",
+        "x-rewrite-url",
+        "x-http-method-override",
+        "x-http-method",
+        "x-method-override",
+        "x-real-ip",
+        "x-client-ip",
+        "client-ip",
+        "true-client-ip",
+        "cf-connecting-ip",
+        "fastly-client-ip",
+        "x-cluster-client-ip",
+        "x-originating-ip",
+        "x-remote-ip",
+        "x-remote-addr",
+        "x-proxyuser-ip",
+        "x-host",
+        "x-middleware-subrequest",
+    }
+)
+ROUTING_PREFIXES = ("x-forwarded-", "x-original-", "x-envoy-")
+
+
+def is_routing(name: str) -> bool:
+    lowered = name.lower()
+    return lowered in ROUTING_HEADERS or lowered.startswith(ROUTING_PREFIXES)
+
+
 @lru_cache(maxsize=32)
 def _dropped(drop: tuple[str, ...]) -> frozenset[str]:
     # Callers pass a handful of constant tuples: the set is built once per tuple, not per request.
@@ -62,9 +103,12 @@ def upstream_request_headers(
     With `proxy_keys`, the client's credentials are the proxy's own and never go upstream.
     """
     credentials = ("authorization", "x-api-key") if proxy_keys else ()
-    # The proxy's own option headers are for the proxy: none goes upstream, on any route.
-    options = tuple(name for name in incoming if name.lower().startswith(OPTION_PREFIX))
-    headers = end_to_end(incoming, (*drop, *credentials, *options))
+    # The proxy's own option headers are for the proxy: none goes upstream, on any route; nor
+    # does any header that reroutes a request.
+    own = tuple(
+        name for name in incoming if name.lower().startswith(OPTION_PREFIX) or is_routing(name)
+    )
+    headers = end_to_end(incoming, (*drop, *credentials, *own))
     if authorization:
         headers["Authorization"] = authorization
     headers["X-Request-ID"] = request_id

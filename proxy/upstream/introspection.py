@@ -16,6 +16,7 @@ from proxy.upstream.client import UpstreamClient
 from proxy.upstream.detect import detect_kind
 from proxy.upstream.facts import ContextWindow, Detection, Fact, ModelFacts
 from proxy.upstream.kinds import traits
+from proxy.upstream.ollama.default_window import DefaultWindow
 from proxy.upstream.remote_counters import (
     KoboldCppCounter,
     LlamaCppPythonCounter,
@@ -76,7 +77,9 @@ class ModelIntrospection:
         self._windows: TTLCache[str, ContextWindow] = TTLCache(
             maxsize=256, ttl=settings.upstream.context_ttl_s, timer=time.monotonic
         )
-        self._tiktoken: dict[str, TiktokenCounter] = {}
+        # Each tiktoken encoding is built once, in a thread; requests that need it meanwhile
+        # wait for that one build.
+        self._tiktoken: dict[str, asyncio.Future[TiktokenCounter]] = {}
         self._learning: dict[str, asyncio.Future[ContextWindow]] = {}
         self._declared: tuple[str, ...] | None = None
         # The last window of each model, for /healthz: the names are the callers' own, so as
@@ -85,6 +88,8 @@ class ModelIntrospection:
         # Ollama: the window the proxy asked for per model (its full name). Later requests ask
         # for no less, so that Ollama does not reload the model back and forth.
         self.raised_num_ctx: dict[str, int] = {}
+        # Ollama from 0.15.5: its default window, by the GPUs' memory, learnt once.
+        self.ollama_default = DefaultWindow()
 
     async def kind(self) -> str:
         """The upstream's kind alone (what the vision learners are chosen by)."""
@@ -145,21 +150,44 @@ class ModelIntrospection:
         self._declared = tuple(sorted(token for token in found if token.strip()))
         return self._declared
 
-    def _tiktoken_for(self, model: str | None) -> TiktokenCounter:
+    async def _tiktoken_for(self, model: str | None, found: Detection) -> TiktokenCounter:
         name = (
             "o200k_base"
             if model and model.startswith(("gpt-4o", "gpt-4.1", "gpt-5", "o1", "o3", "o4"))
             else "cl100k_base"
         )
-        if name not in self._tiktoken:
-            self._tiktoken[name] = TiktokenCounter(name)
-        return self._tiktoken[name]
+        pending = self._tiktoken.get(name)
+        if pending is None:
+            pending = asyncio.ensure_future(asyncio.to_thread(TiktokenCounter.load, name))
+            self._tiktoken[name] = pending
+        try:
+            return await asyncio.shield(pending)
+        except ProxyError:
+            # Looked for again by the next request (a file put back in place is found).
+            if self._tiktoken.get(name) is pending:
+                del self._tiktoken[name]
+            # An upstream that cannot be reached stops the request anyway, and is what the
+            # caller can do something about: said first.
+            failure = found.failure or await self._unreachable()
+            if failure is not None:
+                raise failure from None
+            raise
+
+    async def _unreachable(self) -> ProxyError | None:
+        """The error of an upstream that cannot be reached (one request), or None."""
+        try:
+            await self.upstream.get_json("/v1/models")
+        except ProxyError as error:
+            if error.code in ("upstream_unreachable", "upstream_timeout"):
+                return error
+        return None
 
     async def counter(self, model: str | None) -> TokenCounter:
         choice: str = (
             self.settings.model_settings(model).tokenizer or self.settings.upstream.tokenizer
         )
-        kind = (await self.detection()).kind
+        found = await self.detection()
+        kind = found.kind
         if choice == "auto":
             choice = kind if kind in OWN_TOKENIZER else "tiktoken"
         if choice == "llamacpp":
@@ -168,7 +196,7 @@ class ModelIntrospection:
             return VllmCounter(self.upstream, model)
         if choice in REMOTE_COUNTERS:
             return REMOTE_COUNTERS[choice](self.upstream, model)
-        estimate = self._tiktoken_for(model)
+        estimate = await self._tiktoken_for(model, found)
         if traits(kind).truncates:
             return MarginCounter(estimate, self.settings.upstream.estimate_margin)
         return estimate
@@ -213,7 +241,9 @@ class ModelIntrospection:
     async def _learn_window(self, model: str | None) -> ContextWindow:
         found = await self.detection()
         try:
-            return await learn_window(self.upstream, model, self.settings, found)
+            return await learn_window(
+                self.upstream, model, self.settings, found, self.ollama_default
+            )
         except ProxyError as error:
             # The chat request itself will say what is wrong with the upstream.
             log.warning("could not learn the context window", model=model, error=error.message)

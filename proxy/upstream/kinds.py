@@ -21,6 +21,9 @@ class KindTraits:
     truncates: bool
     """Cuts a prompt longer than its window and answers 200, without an error (the proxy must
     never send it one); the others refuse such a prompt with a 4xx the client sees."""
+    error_frames: bool = False
+    """Says a failure after its 200 in an SSE `event: error` frame, which the proxy turns into
+    OpenAI's error event."""
 
 
 TRAITS: dict[UpstreamKind, KindTraits] = {
@@ -30,8 +33,9 @@ TRAITS: dict[UpstreamKind, KindTraits] = {
     # server/prompt.go drops old messages, llm/llama_server.go (older: runner.go) cuts the
     # prompt's tokens ("truncating input prompt"), both with a 200.
     "ollama": KindTraits("Ollama", truncates=True),
-    # lmstudio-bug-tracker #2339: a prompt over the loaded context gives a 200 with no content.
-    "lmstudio": KindTraits("LM Studio", truncates=True),
+    # lmstudio-bug-tracker #2339: a prompt over the loaded context gives a 200 with no content
+    # (0.3); 0.4 answers 400, or streamed a 200 and an `event: error` frame (#2322).
+    "lmstudio": KindTraits("LM Studio", truncates=True, error_frames=True),
     "tgi": KindTraits("TGI", truncates=False),  # 422 "`inputs` tokens + `max_new_tokens` must be"
     # gpttype_adapter.cpp keeps the last nctx - max_length tokens ("truncate to front").
     "koboldcpp": KindTraits("KoboldCpp", truncates=True),

@@ -10,9 +10,11 @@ from typing import Any
 import aiohttp
 from aiohttp import web
 
+from proxy import jsonio
 from proxy.errors import ProxyError, UpstreamError, UpstreamTimeout
 from proxy.upstream.headers import client_response_headers
-from proxy.upstream.sse import ndjson_events
+from proxy.upstream.overflow import says_overflow
+from proxy.upstream.sse import event_json, event_name, ndjson_events
 
 # Bodies up to this size are read whole and answered with an exact Content-Length.
 SMALL_BODY = 1 << 20
@@ -60,16 +62,38 @@ Ending = Callable[[ProxyError], bytes]
 the Responses API ends with its own events (`error`, `response.failed`)."""
 
 
+START_UPSTREAM = "start it, or point --upstream (upstream.base_url) at a running server"
+"""What to do about an upstream nothing answers for: said at start, in /healthz and in the 502."""
+
+
 def translate_client_error(exc: BaseException, url: str) -> ProxyError:
     """A connection-level failure talking to the upstream, as the client should see it."""
     if isinstance(exc, asyncio.TimeoutError | aiohttp.ServerTimeoutError):
-        return UpstreamTimeout(f"upstream {url} did not answer in time", code="upstream_timeout")
+        return UpstreamTimeout(
+            f"upstream {url} did not answer in time; it may be busy or still loading its "
+            "model: ask again, or give it longer (upstream.read_timeout_s, "
+            "upstream.connect_timeout_s)",
+            code="upstream_timeout",
+        )
     if isinstance(exc, aiohttp.ClientConnectorError):
         return UpstreamError(
-            f"upstream {url} is unreachable: {exc.os_error.strerror or exc}",
+            f"upstream {url} is unreachable: {exc.os_error.strerror or exc}; {START_UPSTREAM}",
             code="upstream_unreachable",
         )
-    return UpstreamError(f"upstream {url} failed: {exc.__class__.__name__}: {exc}")
+    return UpstreamError(
+        f"upstream {url} failed: {exc.__class__.__name__}: {exc}; its log says why: ask again "
+        "once it answers",
+        code="upstream_failed",
+    )
+
+
+def stream_broken(url: str, exc: BaseException) -> UpstreamError:
+    """The upstream's stream ended before its end, the client's answer already under way."""
+    return UpstreamError(
+        f"upstream {url} broke off the stream: {exc.__class__.__name__}; its log says why (a "
+        "crash, a restart): ask again",
+        code="upstream_stream_broken",
+    )
 
 
 async def relay_response(
@@ -124,7 +148,7 @@ async def _relay_into_started(
     if upstream.status >= 400 or not is_stream(upstream):
         body = await upstream.read()
         try:
-            payload = json.loads(body)
+            payload = jsonio.loads(body)
         except ValueError:
             payload = None
         if upstream.status >= 400:
@@ -177,7 +201,38 @@ def openai_error_body(status: int, payload: Any) -> dict[str, Any] | None:
     kind = payload.get("error_type") or payload.get("type")
     if not isinstance(kind, str):
         kind = "invalid_request_error" if 400 <= status < 500 else "upstream_error"
+    if 400 <= status < 500 and says_overflow(message):
+        # A refusal of a prompt over the window in the server's own words (LM Studio's
+        # `{"error": "The number of tokens to keep ..."}`): OpenAI's code for it.
+        return {
+            "error": {
+                "message": message,
+                "type": kind,
+                "param": "messages",
+                "code": "context_length_exceeded",
+            }
+        }
     return {"error": {"message": message, "type": kind, "param": None, "code": None}}
+
+
+def error_frame(event: bytes) -> dict[str, Any] | None:
+    """An SSE `event: error` frame as OpenAI's error object, or None for any other event. LM
+    Studio 0.4 answers a prompt over its window with a 200 and such a frame (`event: error`,
+    `data: {"error": {"message"}, "message"}`: lmstudio-bug-tracker #2322), which chat clients
+    read as an empty answer; OpenAI's own streams put an error in a data event."""
+    if event_name(event) != b"error":
+        return None
+    message = error_message(event_json(event)) or "the upstream failed mid-stream"
+    if says_overflow(message):
+        return {
+            "error": {
+                "message": message,
+                "type": "invalid_request_error",
+                "param": "messages",
+                "code": "context_length_exceeded",
+            }
+        }
+    return {"error": {"message": message, "type": "upstream_error", "param": None, "code": None}}
 
 
 async def _pump(
@@ -206,10 +261,7 @@ async def _pump(
             raise UpstreamCut(f"upstream {url} broke off the response", response) from exc
         error = translate_client_error(exc, url)
         if not isinstance(exc, asyncio.TimeoutError):
-            error = UpstreamError(
-                f"upstream {url} broke off the stream: {exc.__class__.__name__}",
-                code="upstream_stream_broken",
-            )
+            error = stream_broken(url, exc)
         tail = (before[-1:] + last)[-2:]
         separator = b"" if tail.endswith(b"\n\n") or not tail else b"\n\n"
         await response.write(separator + ending(error))

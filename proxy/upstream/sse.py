@@ -6,6 +6,8 @@ import json
 from collections.abc import AsyncIterator
 from typing import Any
 
+from proxy import jsonio
+
 
 async def sse_events(chunks: AsyncIterator[bytes]) -> AsyncIterator[bytes]:
     """Yield whole events (each ending in a blank line), however the bytes were split."""
@@ -30,13 +32,21 @@ def event_data(event: bytes) -> bytes | None:
     return b"\n".join(lines) if lines else None
 
 
+def event_name(event: bytes) -> bytes | None:
+    """The `event:` field of an SSE event (None: a plain `message` event)."""
+    for line in event.split(b"\n"):
+        if line.startswith(b"event:"):
+            return line[6:].strip()
+    return None
+
+
 def event_json(event: bytes) -> Any:
     """The JSON object of a data event; None for `[DONE]`, comments and non-JSON data."""
     data = event_data(event)
     if data is None or data.strip() == b"[DONE]":
         return None
     try:
-        return json.loads(data)
+        return jsonio.loads(data)
     except ValueError:
         return None
 

@@ -9,6 +9,7 @@ from proxy.config import Settings, UpstreamKind
 from proxy.upstream.client import UpstreamClient
 from proxy.upstream.facts import ContextWindow, Detection
 from proxy.upstream.ollama.api import default_num_ctx, loaded_context, read_show
+from proxy.upstream.ollama.default_window import DefaultWindow, depends_on_gpu
 
 Learner = Callable[[UpstreamClient, str | None, Settings, Detection], Awaitable[ContextWindow]]
 
@@ -74,7 +75,11 @@ async def from_listing(
 
 
 async def ollama(
-    upstream: UpstreamClient, model: str | None, settings: Settings, found: Detection
+    upstream: UpstreamClient,
+    model: str | None,
+    settings: Settings,
+    found: Detection,
+    default_window: DefaultWindow | None = None,
 ) -> ContextWindow:
     """The window Ollama runs the model with for a request that sets none, as its OpenAI
     endpoint's are (`loaded`), and the model's trained one (`/api/show`). Planning uses the
@@ -85,7 +90,8 @@ async def ollama(
     that sets no num_ctx would keep it: a model loaded with a num_ctx of someone's is loaded
     again with the default for such a request (server/sched.go needsReload). So the loaded
     window is the Modelfile's num_ctx, else the server's default as the operator states it
-    (`upstream.ollama.context_length`), else the smallest default it can be."""
+    (`upstream.ollama.context_length`), else the server's default: learnt from 0.15.5, where it
+    depends on the GPUs' memory (`default_window`), else the smallest it can be."""
     if not model:
         return ContextWindow(None, f"{UNKNOWN} (Ollama needs a model name)", keep=False)
     status, shown = await upstream.post_json("/api/show", {"model": model})
@@ -103,9 +109,22 @@ async def ollama(
         loaded, loaded_source = options.context_length, "upstream.ollama.context_length"
         loaded_exact = True
     else:
-        loaded = default_num_ctx(found.version)
-        loaded_source = f"the smallest default of Ollama {found.version or '?'}"
-        loaded_exact = False
+        learnt = None
+        if default_window is not None and depends_on_gpu(found.version):
+            learnt = await default_window.learn(upstream, model, show.trained, running)
+        if learnt is not None:
+            loaded, loaded_source = learnt
+            loaded_exact = True
+            running = running or loaded  # loaded to learn it, if it was not
+        else:
+            loaded = default_num_ctx(found.version)
+            loaded_source = f"the smallest default of Ollama {found.version or '?'}"
+            if depends_on_gpu(found.version):
+                loaded_source += (
+                    " (4096, 32768 or 262144 by the GPUs' memory: not learnt, the model was "
+                    "loaded already or could not be loaded)"
+                )
+            loaded_exact = False
     if show.trained is not None:
         loaded = min(loaded, show.trained)  # Ollama never runs a model past its trained window
     trained_text = (
@@ -169,9 +188,12 @@ async def lmstudio(
 
 def _lmstudio_window(card: dict[str, Any] | None, loaded: int | None, where: str) -> ContextWindow:
     trained = _int(card.get("max_context_length")) if card is not None else None
+    # 0.3 (the v0 API alone) answers a longer prompt with nothing (lmstudio-bug-tracker #2339);
+    # 0.4 (the v1 API) refuses it, with a 400 or an `event: error` frame (#2322).
+    answers = "with nothing" if where.startswith("/api/v0") else "with an error, or nothing"
     hint = (
         f"LM Studio runs the model with a {loaded}-token window and answers a longer prompt "
-        "with nothing; load it with a larger context length (lms load --context-length)"
+        f"{answers}; load it with a larger context length (lms load --context-length)"
     )
     if loaded is not None:
         return ContextWindow(
@@ -264,6 +286,14 @@ LEARNERS: dict[UpstreamKind, Learner] = {
 
 
 async def learn_window(
-    upstream: UpstreamClient, model: str | None, settings: Settings, found: Detection
+    upstream: UpstreamClient,
+    model: str | None,
+    settings: Settings,
+    found: Detection,
+    ollama_default: DefaultWindow | None = None,
 ) -> ContextWindow:
+    """`model`'s window as the server of kind `found` states it; `ollama_default` is what was
+    learnt of an Ollama's default window so far (one per upstream)."""
+    if found.kind == "ollama":
+        return await ollama(upstream, model, settings, found, ollama_default)
     return await LEARNERS[found.kind](upstream, model, settings, found)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gzip
 import hashlib
 import io
 import json
@@ -302,6 +303,24 @@ def test_a_recorded_source_checksum_is_enough_for_a_single_file(tmp_path: Path, 
     made = fetch(document, tmp_path / "cache", runner=apt_runner(deb, calls))
     assert made.status == "ok"  # copied as it is: the file is the source
     assert made.path.read_bytes() == PAGE.encode()
+
+
+def test_a_gzipped_member_is_decompressed_unless_the_file_keeps_the_suffix(
+    tmp_path: Path,
+) -> None:
+    if shutil.which("dpkg-deb") is None:
+        pytest.skip("dpkg-deb is not installed")
+    text = b"1.1 What is it?\n\n  A tool. Debian compresses documentation like this.\n"
+    packed = gzip.compress(text, mtime=0)
+    deb = make_deb(tmp_path / "build", "faq", "2.0-1", {"usr/share/doc/faq/FAQ.gz": packed})
+    calls: list[list[str]] = []
+    source = "apt:faq=2.0-1:usr/share/doc/faq/FAQ.gz"
+    plain = entry(id="faq", file="faq.txt", source=source, sha256=sha(text))
+    made = fetch(plain, tmp_path / "cache", runner=apt_runner(deb, calls))
+    assert made.status == "ok" and made.path.read_bytes() == text
+    kept = entry(id="faq-gz", file="FAQ.gz", source=source, sha256=sha(packed))
+    made = fetch(kept, tmp_path / "cache", runner=apt_runner(deb, calls))
+    assert made.status == "ok" and made.path.read_bytes() == packed
 
 
 def test_a_missing_path_names_itself(tmp_path: Path, deb: Path) -> None:

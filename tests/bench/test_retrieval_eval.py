@@ -135,6 +135,8 @@ def run_with(rows: list[tuple[str, str, bool]]) -> tuple[ev.Run, dict[str, Docum
     documents = {
         "t-doc": Document("t-doc", "tuning", "t.pdf", "corpus:t.pdf", "0" * 64, lang="en"),
         "h-doc": Document("h-doc", "heldout", "h.docx", "apt:p=1:h.html", "0" * 64, lang="ru"),
+        "h-pdf": Document("h-pdf", "heldout", "h.pdf", "corpus:h.pdf", "0" * 64, lang="ru"),
+        "h-pdf2": Document("h-pdf2", "heldout", "h2.pdf", "corpus:h2.pdf", "0" * 64, lang="ru"),
     }
     run = ev.Run("cold", "default", "fake", index_seconds={"h-doc": 12.0, "t-doc": 3.0})
     for i, (doc, half, hit) in enumerate(rows):
@@ -153,13 +155,59 @@ def test_the_heldout_report_has_no_question_answer_or_id() -> None:
         + ev.details("heldout", [run], documents, show_misses=True)
     )
     assert "| heldout | cold | default | 1/2 (50%) | 0.50 |" in text
-    assert "format: DOCX | 1/2 (50%)" in text
+    assert "DOCX" not in text and "format:" not in text  # one document: no format of its own
     for secret in (SECRET_Q, SECRET_A, "h-doc-01", "h-doc-02", "h-doc 12"):
         assert secret not in text
     assert "12 s for 1 documents" in text
 
     tuning = "\n".join(ev.details("tuning", [run], documents, show_misses=True))
     assert "missed (cold, default): 0" in tuning and "t-doc 3 s" in tuning
+
+
+def test_no_heldout_group_is_one_documents_figure() -> None:
+    run, documents = run_with(
+        [("h-doc", "heldout", True), ("h-pdf", "heldout", False), ("h-pdf2", "heldout", True)]
+    )
+    text = "\n".join(ev.details("heldout", [run], documents, show_misses=False))
+    # PDF holds two documents: its own line; DOCX is one document: merged into the smallest other
+    assert "format: PDF + groups of one document, merged | 2/3 (67%)" in text
+    assert "format: DOCX" not in text
+    tuning = "\n".join(ev.details("tuning", [run], documents, show_misses=False))
+    assert "heldout" not in tuning
+
+
+def test_the_word_overlap_of_questions_and_answers_is_reported_per_half_and_slice() -> None:
+    asked = "Which valley grows saffron?"
+    question = ev.Question("h-1", "h-pdf", asked, "en", (SECRET_A,), "", "heldout", "", "matched")
+    answer = ("Nobody did.",)
+    asked = "Who wrote it?"
+    other = ev.Question("h-2", "h-pdf2", asked, "en", answer, "", "heldout", "", "matched")
+    _, documents = run_with([])
+    lines = ev.overlap("heldout", [question, other], documents)
+    # "which valley grows saffron": valley and saffron are in the answer (2 of 4); 0 of 2
+    assert "| heldout | all | 2 | 0.25 |" in lines
+    assert "| heldout | slice matched | 2 | 0.25 |" in lines
+    lone = ev.overlap("heldout", [question], documents)  # a slice of one document: not apart
+    assert not any("slice matched" in line for line in lone)
+
+
+def test_a_heldout_run_logs_its_aggregates(tmp_path: Path) -> None:
+    run, documents = run_with([("h-doc", "heldout", True), ("h-pdf", "heldout", False)])
+    figures = ev.heldout_figures(run, documents)
+    assert figures == "hits 1/2; MRR 0.50; English 0/0; other 1/2"
+    log = tmp_path / "results" / "heldout-runs.tsv"
+    ev.log_heldout_run("retrieval_eval", "heldout", "default", "cold", "fake", figures, ROOT, log)
+    ev.log_heldout_run("retrieval_eval", "heldout", "today", "warm", "spawn", figures, ROOT, log)
+    header, first, second = log.read_text().splitlines()
+    assert header.split("\t") == [
+        "date", "commit", "runner", "set", "method", "mode", "upstream", "figures"
+    ]  # fmt: skip
+    assert first.split("\t")[2:] == [
+        "retrieval_eval", "heldout", "default", "cold", "fake", figures
+    ]  # fmt: skip
+    assert second.split("\t")[4:6] == ["today", "warm"]
+    assert len(first.split("\t")[1]) >= 12  # the commit measured
+    assert SECRET_Q not in log.read_text() and "h-doc" not in log.read_text()
 
 
 def test_the_tuning_misses_are_listed_with_their_questions() -> None:

@@ -2,22 +2,43 @@
 
 Shapes from ollama/ollama: api/types.go (`ChatRequest`, `ChatResponse`, `ShowResponse`,
 `ProcessModelResponse`), server/routes.go (`/api/version`, `PsHandler`, `ShowHandler`,
+`GenerateHandler`: an empty prompt loads the model and answers `done_reason: "load"`,
 `streamResponse`: NDJSON, errors as `{"error": "..."}`), openai/openai.go and
-middleware/openai.go (the OpenAI-compatible layer: it sets no `num_ctx`, so the model runs with
-the window it is loaded with; openai/responses.go: `/v1/responses`, stateless, from 0.13.3, the
-same). Windows: a model is loaded with the request's `options.num_ctx`,
-else its Modelfile's `num_ctx`, else the server's default (4,096), never past its trained window;
-a different window reloads it (server/sched.go needsReload).
+middleware/openai.go (the OpenAI-compatible layer: it sets no `num_ctx` and takes no `options`
+nor `keep_alive`, so the model runs with the window it is loaded with; openai/responses.go:
+`/v1/responses`, stateless, from 0.13.3, the same).
 
-Truncation, as the server does it when the prompt is longer than the window:
-- server/prompt.go `chatPrompt`: with `truncate` (true by default) the oldest messages, save
-  system messages and the last message, are dropped until the rendered prompt fits;
-- then the runner cuts the prompt's tokens, keeping the first `num_keep` (4) and the last ones
-  (runner/ollamarunner/runner.go before 0.30.9: to exactly num_ctx tokens; from 0.30.9,
-  llm/llama_server.go with context shift on: to num_ctx - (num_ctx - num_keep) / 2), logs
-  "truncating input prompt" and answers 200; the answer then runs to the end of the window
-  (done_reason "length"). With `truncate: false` (0.12.6+) it refuses instead: 400
-  "the input length exceeds the context length".
+`version` says which Ollama it is (0.13.0 unless told); what differs between versions:
+- the default window (server/routes.go, envconfig): 2,048 before 0.6.7, 4,096 from then on,
+  and from 0.15.5 by the GPUs' memory ("vram-based default context": 4,096 under 23 GiB,
+  32,768 from 23 GiB, 262,144 from 47 GiB: `gpu_memory_gib`); `default_num_ctx` is the
+  server's OLLAMA_CONTEXT_LENGTH when it was started with one;
+- what a prompt over the window meets (below): the Go runner (runner/ollamarunner/runner.go)
+  before 0.30.0, llama-server from 0.30.0 (#16031).
+
+Windows: a model is loaded with the request's `options.num_ctx`, else its Modelfile's
+`num_ctx`, else the server's default, never past its trained window. A request whose runner
+options (api/types.go `Runner`: num_ctx, num_batch, num_gpu, main_gpu, use_mmap, num_thread)
+differ from those the model runs with reloads it (server/sched.go needsReload: `reloads`);
+`keep_alive: 0` unloads it once the request is answered (`unloads`).
+
+A prompt longer than the window:
+- server/prompt.go `chatPrompt`: with `truncate` (true by default; the field exists since
+  0.12.4) the oldest messages, save system messages and the last message, are dropped until
+  the rendered prompt fits;
+- then the prompt's tokens are cut, keeping the first `num_keep` (4) and the last ones, with a
+  200 and "truncating input prompt" in the server's log only: to exactly num_ctx by the Go
+  runner; to num_ctx - 1 by llama-server, and from 0.30.11 (`contextShiftPromptLimit`, #16856)
+  to num_ctx - (num_ctx - num_keep) / 2;
+- the answer then goes on: when it reaches the window's end the context is shifted (half the
+  tokens after num_keep discarded) and generation continues (runner.go ShiftCacheSlot;
+  llama-server --context-shift), so it is whole and ends with "stop" unless the request sets
+  `shift: false` (then "length" where the window ends);
+- with `truncate: false` the server refuses instead: 400 "the input length exceeds the context
+  length" (Go runner), or, from 0.30.0, llama-server's own refusal passed through as the error
+  text (llm/llama_server.go `statusErrorMessage`: `{"error": "{\"error\":{\"code\":400,
+  \"message\":\"request (N tokens) exceeds the available context size (M tokens), try
+  increasing it\",\"type\":\"exceed_context_size_error\",...}}"}`).
 
 Tokens: one per whitespace-separated word, four per message for its frame, three for the
 generation prompt — a tokenizer the proxy cannot see, as with the real server.
@@ -37,6 +58,13 @@ from tests.fakes.upstream import RECORDED, Recorded, record
 
 NUM_KEEP = 4
 ANSWER_WORDS = ["The", "answer", "from", "the", "fake", "Ollama", "."]
+# api/types.go `Runner`: what a model is loaded with (num_ctx apart, compared on its own).
+RUNNER_OPTIONS = ("num_batch", "num_gpu", "main_gpu", "use_mmap", "num_thread")
+DEFAULT_BY_VRAM = ((47, 262144), (23, 32768), (0, 4096))  # GiB → window, from 0.15.5
+
+
+def version_tuple(version: str) -> tuple[int, ...]:
+    return tuple(int(part) for part in version.split("-")[0].split(".")[:3])
 
 
 # The start of llama3.2's Go template as `ollama show` gives it: `.Tools` makes it take tools.
@@ -112,14 +140,21 @@ class FakeOllama:
     models: dict[str, OllamaModel] = field(
         default_factory=lambda: {"llama3.2:latest": OllamaModel()}
     )
-    default_num_ctx: int = 4096
-    # Ollama from 0.30.9 (llama-server runner, context shift on): the prompt is cut to about
-    # half the window; before it, to the whole window.
-    shift_truncation: bool = False
+    # OLLAMA_CONTEXT_LENGTH, when `ollama serve` was started with one; else the version's
+    # default (by the GPUs' memory from 0.15.5).
+    default_num_ctx: int | None = None
+    gpu_memory_gib: float = 0.0
+    # How far a prompt over the window is cut (llama-server from 0.30.11: to about half the
+    # window; before, to the whole window); None: as the version does.
+    shift_truncation: bool | None = None
     requests: list[Recorded] = field(default_factory=list)
     seen: list[Seen] = field(default_factory=list)
     loaded: dict[str, tuple[int, bool]] = field(default_factory=dict)  # name → (num_ctx, auto)
-    reloads: int = 0
+    runner_options: dict[str, dict[str, Any]] = field(default_factory=dict)  # name → as loaded
+    loads: int = 0  # a model loaded that was not (first load, or after an unload)
+    reloads: int = 0  # a loaded model loaded again with other settings
+    unloads: int = 0
+    translations: dict[str, str] = field(default_factory=dict)  # question → its translation
     tool_call: dict[str, Any] | None = None  # answer with this call when tools are offered
     thinking: str | None = None  # a reasoning model: this thinking comes first
     fail_midstream: str | None = None  # a stream breaks off with this error after 2 lines
@@ -133,6 +168,7 @@ class FakeOllama:
         app.router.add_post("/api/show", self.show)
         app.router.add_get("/api/ps", self.ps)
         app.router.add_post("/api/chat", self.chat)
+        app.router.add_post("/api/generate", self.generate)
         app.router.add_post("/v1/chat/completions", self.openai_chat)
         app.router.add_post("/v1/responses", self.openai_responses)
         app.router.add_get("/v1/models", self.openai_models)
@@ -251,27 +287,90 @@ class FakeOllama:
         )
 
     # -- running a model ------------------------------------------------------------------
-    def load(self, model: OllamaModel, asked: int | None) -> int:
-        """The window the model runs with for this request (a different one reloads it)."""
+    def at_least(self, version: tuple[int, ...]) -> bool:
+        return version_tuple(self.version) >= version
+
+    def server_default(self) -> int:
+        """The window a model runs with when neither the request nor its Modelfile sets one."""
+        if self.default_num_ctx is not None:
+            return self.default_num_ctx
+        if not self.at_least((0, 6, 7)):
+            return 2048
+        if not self.at_least((0, 15, 5)):
+            return 4096
+        return next(size for gib, size in DEFAULT_BY_VRAM if self.gpu_memory_gib >= gib)
+
+    def load(
+        self, model: OllamaModel, asked: int | None, runner: dict[str, Any] | None = None
+    ) -> int:
+        """The window the model runs with for this request (a different window, or other
+        runner options, reload it)."""
+        runner = {name: (runner or {}).get(name) for name in RUNNER_OPTIONS}
+        if isinstance(runner["num_gpu"], int) and runner["num_gpu"] < 0:
+            runner["num_gpu"] = None  # num_gpu -1 never reloads (needsReload)
         auto = asked is None and model.modelfile_num_ctx is None
-        num_ctx = asked or model.modelfile_num_ctx or self.default_num_ctx
+        num_ctx = asked or model.modelfile_num_ctx or self.server_default()
         num_ctx = min(num_ctx, model.trained)
         current = self.loaded.get(model.name)
-        if current is not None:
+        if current is None:
+            self.loads += 1
+        else:
             running, running_auto = current
-            if (running_auto and auto) or running == num_ctx:
+            # A model loaded by a test's hand was loaded with the defaults.
+            same_runner = (
+                self.runner_options.get(model.name, dict.fromkeys(RUNNER_OPTIONS)) == runner
+            )
+            if same_runner and ((running_auto and auto) or running == num_ctx):
                 return running  # kept as it runs
             self.reloads += 1
         self.loaded[model.name] = (num_ctx, auto)
+        self.runner_options[model.name] = runner
         return num_ctx
+
+    def after(self, model: OllamaModel, keep_alive: Any) -> None:
+        """`keep_alive: 0` (or "0s"): the model is unloaded once the request is answered."""
+        if keep_alive in (0, "0", "0s", "0m") and self.loaded.pop(model.name, None):
+            self.runner_options.pop(model.name, None)
+            self.unloads += 1
+
+    def refusal(self, tokens: int, num_ctx: int) -> str:
+        if not self.at_least((0, 30, 0)):
+            return "the input length exceeds the context length"
+        # llama-server's own answer, passed through as Ollama's error text.
+        error = {
+            "code": 400,
+            "message": f"request ({tokens} tokens) exceeds the available context size "
+            f"({num_ctx} tokens), try increasing it",
+            "type": "exceed_context_size_error",
+            "n_prompt_tokens": tokens,
+            "n_ctx": num_ctx,
+        }
+        return json.dumps({"error": error})
+
+    def cut_limit(self, num_ctx: int) -> int:
+        halves = self.shift_truncation
+        if halves is None:
+            halves = self.at_least((0, 30, 11))
+        if halves:
+            return num_ctx - (num_ctx - NUM_KEEP) // 2
+        return num_ctx - 1 if self.at_least((0, 30, 0)) else num_ctx
+
+    def answer_words(self, messages: list[dict[str, Any]]) -> list[str]:
+        system = str(messages[0].get("content") or "") if messages else ""
+        if "Translate the user's question" in system:
+            translated = self.translations.get(str(messages[-1].get("content") or ""))
+            if translated is not None:
+                return translated.split()
+        return ANSWER_WORDS
 
     def run(
         self, path: str, model: OllamaModel, messages: list[dict[str, Any]], options: dict[str, Any]
     ) -> tuple[int, dict[str, Any] | str]:
         """What the model does with the request: (status, answer fields | error text)."""
         asked = options.get("num_ctx")
-        num_ctx = self.load(model, asked if isinstance(asked, int) else None)
-        truncate = options.get("_truncate", True)
+        num_ctx = self.load(model, asked if isinstance(asked, int) else None, options)
+        truncate = options.get("_truncate", True) or not self.at_least((0, 12, 4))
+        shift = options.get("_shift", True) or not self.at_least((0, 12, 4))
         words = prompt_words(messages)
         truncated = False
         if len(words) > num_ctx and truncate:
@@ -286,18 +385,27 @@ class FakeOllama:
             truncated = len(kept) < len(messages)
         if len(words) > num_ctx:
             if not truncate:
-                return 400, "the input length exceeds the context length"
-            limit = num_ctx - (num_ctx - NUM_KEEP) // 2 if self.shift_truncation else num_ctx
+                return 400, self.refusal(len(words), num_ctx)
+            if not shift and self.at_least((0, 30, 0)):
+                # llama-server launched without context shift: no cutting either.
+                return 400, (
+                    "the prompt is longer than the context length currently available to the "
+                    "model; shorten the prompt, adjust the context length in settings, or use "
+                    "a model with a longer context length"
+                )
+            limit = self.cut_limit(num_ctx)
             words = words[:NUM_KEEP] + words[len(words) - (limit - NUM_KEEP) :]
             truncated = True
         self.seen.append(Seen(path, words, num_ctx, truncated))
-        room = num_ctx - len(words)
+        answer = self.answer_words(messages)
+        # With context shift the answer goes on past the window's end; without, it stops there.
+        room = len(answer) if shift else num_ctx - len(words)
         predict = options.get("num_predict")
-        wanted = len(ANSWER_WORDS) if not isinstance(predict, int) or predict < 0 else predict
-        produced = min(len(ANSWER_WORDS), wanted, room)
-        reason = "stop" if produced == len(ANSWER_WORDS) else "length"
+        wanted = len(answer) if not isinstance(predict, int) or predict < 0 else predict
+        produced = max(0, min(len(answer), wanted, room))
+        reason = "stop" if produced == len(answer) else "length"
         return 200, {
-            "words": ANSWER_WORDS[:produced],
+            "words": answer[:produced],
             "done_reason": reason,
             "prompt_eval_count": len(words),
             "eval_count": produced,
@@ -322,7 +430,9 @@ class FakeOllama:
             )
         options = dict(body.get("options") or {})
         options["_truncate"] = body.get("truncate", True) is not False
+        options["_shift"] = body.get("shift", True) is not False
         status, outcome = self.run("/api/chat", model, body.get("messages") or [], options)
+        self.after(model, body.get("keep_alive"))
         if isinstance(outcome, str):
             return web.json_response({"error": outcome}, status=status)
         created = time.strftime("%Y-%m-%dT%H:%M:%S.000000Z", time.gmtime())
@@ -380,6 +490,36 @@ class FakeOllama:
         await response.write(json.dumps(final).encode() + b"\n")
         await response.write_eof()
         return response
+
+    async def generate(self, request: web.Request) -> web.Response:
+        """POST /api/generate: only what the proxy may send — an empty prompt, which loads the
+        model with the request's options (or unloads it with `keep_alive: 0`)."""
+        body = request[RECORDED].json
+        model = self.model(str(body.get("model") or ""))
+        if model is None:
+            return web.json_response(
+                {"error": f"model '{body.get('model')}' not found"}, status=404
+            )
+        if body.get("prompt"):
+            return web.json_response({"error": "the fake generates through /api/chat"}, 501)
+        created = time.strftime("%Y-%m-%dT%H:%M:%S.000000Z", time.gmtime())
+        reason = "load"
+        if body.get("keep_alive") in (0, "0", "0s"):
+            self.after(model, 0)
+            reason = "unload"
+        else:
+            options = body.get("options") or {}
+            asked = options.get("num_ctx")
+            self.load(model, asked if isinstance(asked, int) else None, options)
+        return web.json_response(
+            {
+                "model": model.name,
+                "created_at": created,
+                "response": "",
+                "done": True,
+                "done_reason": reason,
+            }
+        )
 
     async def openai_chat(self, request: web.Request) -> web.StreamResponse:
         """POST /v1/chat/completions: OpenAI's shapes; no num_ctx reaches the model."""

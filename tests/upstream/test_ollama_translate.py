@@ -317,3 +317,30 @@ def test_a_converted_chunk_is_valid_json_for_the_sdk() -> None:
     line = {"model": "m", "done": False, "message": {"content": "x"}}
     chunk = OllamaChatConverter().convert_event(data_event(line), line)[0]
     assert json.loads(json.dumps(chunk))["object"] == "chat.completion.chunk"
+
+
+class CountingMessage(dict[str, Any]):
+    """A message that counts how often it is read."""
+
+    reads = 0
+
+    def get(self, key: str, default: Any = None) -> Any:
+        CountingMessage.reads += 1
+        return super().get(key, default)
+
+
+def test_tool_results_find_their_calls_in_one_pass() -> None:
+    # Each tool result names the function it answers, found by its call id: looked up once per
+    # conversation, not once per result (1,500 results in 3,000 messages read each message a
+    # handful of times, not 1,500 times).
+    messages: list[dict[str, Any]] = []
+    for n in range(1500):
+        call = {"id": f"call_{n}", "function": {"name": f"tool_{n}", "arguments": "{}"}}
+        messages.append(CountingMessage(role="assistant", content=None, tool_calls=[call]))
+        messages.append(CountingMessage(role="tool", tool_call_id=f"call_{n}", content="ok"))
+    CountingMessage.reads = 0
+    sent = native({"model": "m", "messages": messages})["messages"]
+    assert [m["tool_name"] for m in sent if m["role"] == "tool"] == [
+        f"tool_{n}" for n in range(1500)
+    ]
+    assert CountingMessage.reads < 20 * len(messages)  # quadratic: over 2,000,000

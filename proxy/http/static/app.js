@@ -148,6 +148,17 @@ function passagesTable(retrieval) {
     text: `threshold ${retrieval.affinity_threshold} · budget ${n(retrieval.budget_limit)} ${retrieval.budget_unit}` +
       ` · ${retrieval.limit} per file · left out ${n(retrieval.left_out)} · embedder ${retrieval.embedder}`,
   }));
+  // A follow-up is searched with its conversation too: each text with its weight in the fusion.
+  const searched = retrieval.searched || [];
+  if (searched.length > 1) {
+    const list = el("ul", { class: "searched" });
+    for (const s of searched) {
+      list.append(el("li", { "data-from": s.from },
+        el("span", { class: "num", text: `${s.from} ×${s.weight}` }), " ",
+        el("span", { class: "searched-text", text: s.text })));
+    }
+    box.append(el("p", { class: "budget", text: "searched for:" }), list);
+  }
   const table = el("table", {},
     el("thead", {}, el("tr", {},
       el("th", { class: "n", text: "#" }), el("th", { text: "file" }), el("th", { text: "where" }),

@@ -17,12 +17,16 @@ from proxy.upstream.facts import ModelFacts
 from proxy.upstream.kinds import traits
 from proxy.upstream.ollama.answer import NativeAnswer, OllamaChatConverter
 from proxy.upstream.ollama.api import full_name, honours_truncate
-from proxy.upstream.ollama.native import native_chat_request
+from proxy.upstream.ollama.native import native_chat_request, without_shared_settings
 from proxy.upstream.ollama.sizing import num_ctx_for
 from proxy.upstream.tokens import TokenCounter
 
 log = structlog.get_logger(__name__)
 
+NO_WINDOW_HERE = (
+    "Ollama's OpenAI endpoints take no window: the prompt is checked against the one the "
+    "model is loaded with"
+)
 # What Ollama counts an image as when it fits a conversation to the window (server/prompt.go
 # imageNumTokens); text-only counts cannot see images.
 IMAGE_TOKENS = 768
@@ -98,6 +102,21 @@ async def fit_window(exchange: Exchange, services: Services) -> None:
     abilities = await services.abilities.of(exchange.model)
     record = exchange.decision.upstream = _record(facts, abilities)
     kind = facts.kind.kind
+    exchange.error_frames = traits(kind).error_frames
+    exchange.window_hint = facts.window.hint
+    door = (
+        kind == "ollama"
+        and exchange.upstream_path == "/v1/chat/completions"
+        and not exchange.fixed_route
+    )
+    if kind == "ollama":
+        # What would reload or unload the model for every caller never reaches Ollama, whichever
+        # route the request takes; the window asked for is bounded below (`_ollama`).
+        exchange.body, shared = without_shared_settings(exchange.body)
+        record.dropped_options = shared.dropped
+        record.asked_num_ctx = shared.asked_num_ctx
+        if shared.asked_num_ctx is not None and not door:
+            record.dropped_options["options.num_ctx"] = NO_WINDOW_HERE
     if kind == "openrouter" and "transforms" not in exchange.body:
         # OpenRouter's middle-out transform cuts the middle of a prompt over the window when
         # on (opt-in, and the default for models of 8k or less in its docs): never.
@@ -118,11 +137,6 @@ async def fit_window(exchange: Exchange, services: Services) -> None:
             "a prompt longer than it may be cut (set models.<name>.context_length)"
         )
         return
-    door = (
-        kind == "ollama"
-        and exchange.upstream_path == "/v1/chat/completions"
-        and not exchange.fixed_route
-    )
     if door:
         await _ollama(exchange, services, facts, counter, served, answer)
         return
@@ -151,8 +165,14 @@ async def _ollama(
     raised = services.introspection.raised_num_ctx.get(name)
     bound = await bound_of(exchange.messages)
     surely = bound is not None and bound + answer <= loaded
+    asked = record.asked_num_ctx
     if surely and raised is None:
         record.note = "surely within the loaded window: sent to the OpenAI endpoint as it came"
+        if asked is not None:
+            record.dropped_options["options.num_ctx"] = (
+                "not needed: the prompt and the answer surely fit the window the model is "
+                "loaded with (and Ollama's OpenAI endpoint takes no options)"
+            )
         return
     tokens = bound if surely else await prompt_tokens(exchange, counter, 0)
     assert tokens is not None
@@ -166,7 +186,9 @@ async def _ollama(
         ceiling = max(window.tokens or loaded, loaded)
     # Never below what the model runs with now or was asked for before: that would reload it.
     floor = min(max(loaded, window.running or 0, raised or 0), ceiling)
-    num_ctx = num_ctx_for(tokens + answer, floor=floor, ceiling=ceiling)
+    # A caller's own window is a wish within the same bounds and steps as the proxy's sizes.
+    wanted = max(tokens + answer, min(asked, ceiling) if asked is not None else 0)
+    num_ctx = num_ctx_for(wanted, floor=floor, ceiling=ceiling)
     if num_ctx is None:
         raise WindowTooSmall(tokens, answer, ceiling, facts)
     if num_ctx > loaded:
@@ -204,6 +226,14 @@ async def _ollama(
     else:
         reason = "only Ollama's own count can tell whether it fits: it refuses, never cuts"
     record.note = f"sent to /api/chat with options.num_ctx {num_ctx}: {reason}"
+    if asked is not None and asked > ceiling:
+        limits = (
+            f"the window the model runs with ({ceiling}, upstream.ollama.overflow: refuse)"
+            if services.settings.upstream.ollama.overflow == "refuse"
+            else f"the model's trained window ({window.trained or 'unknown'}) and "
+            f"upstream.ollama.max_num_ctx ({services.settings.upstream.ollama.max_num_ctx})"
+        )
+        record.note += f"; the caller's options.num_ctx {asked} bounded by {limits}"
 
 
 async def _textgen(

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Collection, Mapping
+from collections.abc import Collection, Iterable, Mapping
 from typing import Any
 
 from pydantic import ValidationError
@@ -44,6 +44,25 @@ def unknown_option_header(headers: Mapping[str, str]) -> BadRequest | None:
             # Named as people write it: clients may send header names in lower case.
             written = "-".join(part.capitalize() for part in name.split("-"))
             return unknown_name(written, list(HEADER_NAMES.values()), "option header")
+    return None
+
+
+def repeated_option_header(headers: Iterable[str]) -> BadRequest | None:
+    """An option header sent twice is refused: which one a client meant is not ours to guess
+    (servers and intermediaries differ on whether the first, the last or both count)."""
+    seen: set[str] = set()
+    for name in headers:
+        lowered = name.lower()
+        if lowered in OPTION_HEADERS:
+            if lowered in seen:
+                written = HEADER_NAMES[OPTION_HEADERS[lowered]]
+                return BadRequest(
+                    f"{written}: sent more than once; send it once (X-Enrich-Vector-Stores"
+                    " takes several ids, comma-separated)",
+                    param=written,
+                    code="duplicate_option_header",
+                )
+            seen.add(lowered)
     return None
 
 

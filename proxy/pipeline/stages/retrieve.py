@@ -14,12 +14,14 @@ from proxy.languages import LANGUAGE_NAMES
 from proxy.pipeline.decision import Candidate, RetrievalRecord
 from proxy.pipeline.exchange import Exchange, FileSearch
 from proxy.pipeline.prompts import citations_prompt, no_citations_prompt
+from proxy.pipeline.references import last_user_index
 from proxy.pipeline.rewrite import replace_last_user_text
 from proxy.pipeline.services import Services
 from proxy.pipeline.stages.documents import parse_refs
 from proxy.pipeline.stages.guard_report import note_guard
 from proxy.pipeline.stages.pages import select_with_pages
 from proxy.retrieval.budget import Passage, PassageBudget, PassageSelection
+from proxy.retrieval.history import HistoryRule, SearchText, earlier_turns, search_texts
 from proxy.retrieval.lexical import query_language
 from proxy.retrieval.retriever import Scored
 from proxy.retrieval.translation import Endpoint, Translation, translatable
@@ -27,6 +29,7 @@ from proxy.retrieval.windows import WindowShape
 from proxy.stores.chunking import reference
 from proxy.stores.records import FileRecord
 from proxy.stores.search import by_file
+from proxy.upstream.ollama.api import full_name
 
 FILL_DEPTH = 16
 """Candidates per file offered to the budget when it may be filled: a 4,096-token window's
@@ -58,6 +61,7 @@ async def retrieve(exchange: Exchange, services: Services) -> None:
     indexed: dict[str, int] = {}
     translator = QuestionTranslations(exchange, services)
     shape = WindowShape(settings.window_before, settings.window_after)
+    searched = conversation_texts(exchange, services)
     if sources:
         ranked, indexed = await retriever.search(
             sources,
@@ -67,6 +71,7 @@ async def retrieve(exchange: Exchange, services: Services) -> None:
             neighbours=1 if fill == "neighbours" else 0,
             window=shape,
             translate=translator.into if services.translator is not None else None,
+            also=searched[1:],
         )
     names = {ref.name: ref.file_id for ref in [*exchange.new_refs, *exchange.old_refs]}
     origins = [Origin(names.get(document.name)) for document in sources]
@@ -130,8 +135,27 @@ async def retrieve(exchange: Exchange, services: Services) -> None:
             for doc, hits in zip(sources, ranked, strict=False)
             if hits and hits[0].overview
         ],
+        searched=[text.record() for text in searched] if sources else [],
     )
+    if sources and len(searched) > 1:
+        exchange.response_headers["X-Enrich-Searched"] = searched_header(searched)
     note_guard(exchange, reports)
+
+
+def conversation_texts(exchange: Exchange, services: Services) -> list[SearchText]:
+    """What the request's documents are searched for: the question, and the question with
+    its conversation's earlier questions and last answer (retrieval.history)."""
+    rule = services.settings.retrieval.history
+    messages = exchange.messages
+    earlier = earlier_turns(messages, last_user_index(messages))
+    history = HistoryRule(rule.turns, rule.weight, rule.decay, rule.reply)
+    return search_texts(exchange.query or " ", earlier, history)
+
+
+def searched_header(searched: list[SearchText]) -> str:
+    """`question 1; conversation 0.5; reply 0.25`: what was searched, by where its words came
+    from and its weight (the texts are in the decision record)."""
+    return "; ".join(f"{text.source} {text.weight:g}" for text in searched)
 
 
 class QuestionTranslations:
@@ -159,8 +183,13 @@ class QuestionTranslations:
             mode = "completions" if kind in COMPLETION_KINDS else "chat"
         # llama.cpp's prompt cache makes two identical greedy requests differ: the same
         # question must give the same translation, whatever was asked before.
-        extra = {"cache_prompt": False} if kind == "llamacpp" else {}
+        extra: dict[str, Any] = {"cache_prompt": False} if kind == "llamacpp" else {}
         endpoint: Endpoint = "completions" if mode == "completions" else "chat"
+        window = await self.ollama_window() if kind == "ollama" and mode == "chat" else None
+        if window is not None:
+            # Ollama's OpenAI endpoint sets no window: asked there, a model the proxy runs with
+            # a larger one is reloaded with the default, and again for the question itself.
+            endpoint, extra = "native", {"options": {"num_ctx": window}}
         self.exchange.status(f"Translating the question into {LANGUAGE_NAMES[target]}...")
         found = await translator.translate(
             query,
@@ -173,6 +202,16 @@ class QuestionTranslations:
         )
         self.done[target] = found
         return found
+
+    async def ollama_window(self) -> int | None:
+        """The window Ollama runs the request's model with, as far as the proxy knows: the one
+        it asked for last, else the one /api/ps said (None: the default, as the OpenAI endpoint
+        asks for)."""
+        introspection = self.services.introspection
+        raised = introspection.raised_num_ctx.get(full_name(self.exchange.model or ""))
+        if raised is not None:
+            return raised
+        return (await introspection.context_window(self.exchange.model)).running
 
 
 COMPLETION_KINDS = frozenset({"llamacpp", "vllm"})

@@ -15,10 +15,10 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
+from proxy.upstream.overflow import inner_message, says_overflow
 from proxy.upstream.sse import event_data
 
 FINGERPRINT = "fp_ollama"
-TOO_LONG = ("exceeds the context length", "longer than the context length")
 CALL_ID_LETTERS = string.ascii_lowercase + string.digits
 
 
@@ -27,11 +27,14 @@ def error_type(status: int) -> str:
 
 
 def openai_error(status: int, payload: Any) -> dict[str, Any]:
-    """Ollama's `{"error": "..."}` as OpenAI's error object."""
+    """Ollama's `{"error": "..."}` as OpenAI's error object (the message of llama-server's
+    answer when Ollama passes that through as its error text)."""
     message = payload.get("error") if isinstance(payload, dict) else None
     if isinstance(message, dict):
         message = message.get("message")
-    if not isinstance(message, str):
+    if isinstance(message, str):
+        message = inner_message(message)
+    else:
         message = json.dumps(payload) if payload is not None else f"Ollama answered {status}"
     return {"error": {"message": message, "type": error_type(status), "param": None, "code": None}}
 
@@ -156,8 +159,8 @@ class OllamaChatConverter:
         error = openai_error(status, payload)
         message = error["error"]["message"]
         # Its refusal of a prompt over the window (truncate: false): runner.go errorInputTooLong,
-        # llm/llama_server.go "longer than the context length".
-        if status == 400 and any(words in message for words in TOO_LONG):
+        # llm/llama_server.go "longer than the context length", llama-server's own from 0.30.
+        if status == 400 and says_overflow(message):
             error["error"].update(code="context_length_exceeded", param="messages")
             if self.hint:
                 error["error"]["message"] = f"{message}; {self.hint}"

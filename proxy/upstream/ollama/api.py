@@ -101,3 +101,22 @@ def loaded_context(body: Any, model: str) -> int | None:
             size = entry.get("context_length")
             return size if isinstance(size, int) and size > 0 else None
     return None
+
+
+PUBLIC_PROCESS_FIELDS = ("name", "model", "digest", "details")
+"""What /api/ps says of a loaded model that no caller's request shaped: which model it is.
+Its `context_length` (a window the proxy raised tells how long someone's prompt was), `size`
+and `size_vram` (they grow with that window) and `expires_at` (when someone last asked) are
+for an admin key only, as /healthz's windows."""
+
+
+def public_processes(body: Any) -> dict[str, Any]:
+    """/api/ps as a key that is not an admin's may read it."""
+    models = body.get("models") if isinstance(body, dict) else None
+    return {
+        "models": [
+            {key: entry[key] for key in PUBLIC_PROCESS_FIELDS if key in entry}
+            for entry in (models if isinstance(models, list) else [])
+            if isinstance(entry, dict)
+        ]
+    }

@@ -7,10 +7,11 @@ what that layer cannot send: `options.num_ctx` and `truncate: false`.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping
+from dataclasses import dataclass, field
 from typing import Any
 
+from proxy import jsonio
 from proxy.errors import BadRequest
 
 # Ollama's `think` for OpenAI's reasoning effort (openai.go thinkFromReasoningEffort).
@@ -25,7 +26,8 @@ THINK = {
     "ultra": "max",
 }
 # Ollama options a client may send at the top level (extra_body), Modelfile parameter names
-# (docs/modelfile.mdx); Ollama's OpenAI layer drops them, its native API takes them.
+# (docs/modelfile.mdx); Ollama's OpenAI layer drops them, its native API takes them. Sampling
+# only: what changes the loaded model is in RUNNER_OPTIONS.
 OLLAMA_OPTIONS = (
     "top_k",
     "min_p",
@@ -36,10 +38,38 @@ OLLAMA_OPTIONS = (
     "mirostat",
     "mirostat_tau",
     "mirostat_eta",
-    "num_gpu",
-    "num_thread",
-    "num_batch",
 )
+# Options that change the model as Ollama has it loaded, for every caller: api/types.go `Runner`
+# (0.6.7 to 0.33: num_ctx, num_batch, num_gpu, main_gpu, use_mmap, num_thread; 0.30 adds
+# draft_num_predict; before 0.6.7 also low_vram, f16_kv, logits_all, vocab_only, use_mlock,
+# numa; 0.1 also num_gqa and the rope ones). server/sched.go `needsReload` reloads the model
+# whenever a request's `Runner` differs from the one it runs with. `num_ctx` is bounded
+# (`bound_num_ctx`), the others are never sent.
+RUNNER_OPTIONS = (
+    "num_batch",
+    "num_gpu",
+    "main_gpu",
+    "use_mmap",
+    "num_thread",
+    "draft_num_predict",
+    "low_vram",
+    "f16_kv",
+    "logits_all",
+    "vocab_only",
+    "use_mlock",
+    "numa",
+    "num_gqa",
+    "rope_frequency_base",
+    "rope_frequency_scale",
+)
+RELOADS = "reloads the model for every caller (server/sched.go needsReload)"
+# Fields of /api/chat that change the loaded model for everyone: `keep_alive` is how long it
+# stays loaded after this request (0 unloads it, a negative value pins it: server/sched.go
+# sessionDuration); `shift` is a launch setting of llama-server's (needsReload compares it).
+SHARED_FIELDS = {
+    "keep_alive": "unloads the model, or keeps it loaded, for every caller (server/sched.go)",
+    "shift": RELOADS,
+}
 IMAGE_PREFIXES = tuple(f"data:image/{kind};base64," for kind in ("jpeg", "jpg", "png", "webp"))
 
 
@@ -70,7 +100,7 @@ def _tool_calls(calls: Any) -> list[dict[str, Any]]:
             raise BadRequest("invalid tool call", param="messages")
         arguments = function.get("arguments") or "{}"
         try:
-            parsed = json.loads(arguments) if isinstance(arguments, str) else arguments
+            parsed = jsonio.loads(arguments) if isinstance(arguments, str) else arguments
         except ValueError:
             raise BadRequest("invalid tool call arguments", param="messages") from None
         entry: dict[str, Any] = {"function": {"name": function.get("name"), "arguments": parsed}}
@@ -80,17 +110,23 @@ def _tool_calls(calls: Any) -> list[dict[str, Any]]:
     return out
 
 
-def _tool_name(messages: list[Any], call_id: Any) -> str:
-    """The function a tool result answers, from the assistant call with that id (last wins)."""
-    for message in reversed(messages):
-        for call in (message.get("tool_calls") or []) if isinstance(message, dict) else []:
-            if isinstance(call, dict) and call.get("id") == call_id:
-                return str((call.get("function") or {}).get("name") or "")
-    return ""
+def _tool_names(messages: list[Any]) -> dict[Any, str]:
+    """The function each call id names, from the assistants' calls (a later call with the same
+    id wins): read once, so a conversation of many calls and results costs one pass."""
+    names: dict[Any, str] = {}
+    for message in messages:
+        calls = message.get("tool_calls") if isinstance(message, dict) else None
+        for call in calls if isinstance(calls, list) else []:
+            if isinstance(call, dict) and isinstance(call.get("id"), str):
+                function = call.get("function")
+                name = function.get("name") if isinstance(function, dict) else None
+                names[call["id"]] = str(name or "")
+    return names
 
 
 def native_messages(messages: list[Any]) -> list[dict[str, Any]]:
     out: list[dict[str, Any]] = []
+    names: dict[Any, str] | None = None
     for message in messages:
         if not isinstance(message, dict):
             raise BadRequest("invalid message format", param="messages")
@@ -98,7 +134,11 @@ def native_messages(messages: list[Any]) -> list[dict[str, Any]]:
         role = "system" if role == "developer" else role
         extra: dict[str, Any] = {}
         if role == "tool":
-            name = message.get("name") or _tool_name(messages, message.get("tool_call_id"))
+            name = message.get("name")
+            if not name:
+                names = _tool_names(messages) if names is None else names
+                call_id = message.get("tool_call_id")
+                name = names.get(call_id, "") if isinstance(call_id, str) else ""
             if name:
                 extra["tool_name"] = name
         if message.get("tool_call_id"):
@@ -180,6 +220,50 @@ def _think(body: Mapping[str, Any]) -> Any:
     return THINK[effort]
 
 
+@dataclass(frozen=True)
+class SharedSettings:
+    """What a caller asked of Ollama that would change the model for every caller: the window
+    it asked for (`options.num_ctx`, bounded before it is sent) and what is never sent, each
+    with why (`keep_alive`, `options.num_gpu`, ...)."""
+
+    asked_num_ctx: int | None = None
+    dropped: dict[str, str] = field(default_factory=dict)
+
+
+def _asked_window(value: Any) -> int | None:
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return None
+    return int(value) if value >= 1 else None
+
+
+def without_shared_settings(body: Mapping[str, Any]) -> tuple[dict[str, Any], SharedSettings]:
+    """`body` without what changes the loaded model for every caller — `keep_alive`, `shift`,
+    the runner options at the top level or in `options`, and `options.num_ctx` (returned as
+    asked, for the fit stage to bound) — and what was taken out. A copy; `body` is untouched."""
+    out = dict(body)
+    dropped: dict[str, str] = {}
+    for name, why in SHARED_FIELDS.items():
+        if name in out:
+            del out[name]
+            dropped[name] = why
+    for name in RUNNER_OPTIONS:
+        if name in out:
+            del out[name]
+            dropped[name] = RELOADS
+    asked = None
+    options = out.get("options")
+    if isinstance(options, dict):
+        options = dict(options)
+        for name in RUNNER_OPTIONS:
+            if name in options:
+                del options[name]
+                dropped[f"options.{name}"] = RELOADS
+        if "num_ctx" in options:
+            asked = _asked_window(options.pop("num_ctx"))
+        out["options"] = options
+    return out, SharedSettings(asked, dropped)
+
+
 def native_chat_request(
     body: Mapping[str, Any], *, num_ctx: int, num_predict: int | None, truncate_field: bool
 ) -> dict[str, Any]:
@@ -188,12 +272,17 @@ def native_chat_request(
     `num_predict` caps the answer when the client set no max_tokens (the room left in the
     window), so that the answer stops at the window's end instead of pushing the prompt out.
     `truncate_field` sends `truncate: false` (Ollama ≥ 0.12.6 then refuses, never cuts).
+    Nothing that changes the loaded model for every caller is sent but `num_ctx`: a larger
+    `options.num_ctx` in `body` is kept, so the fit stage takes the caller's out first
+    (`without_shared_settings`) and bounds it.
     """
     messages = body.get("messages")
     options: dict[str, Any] = {}
     client_options = body.get("options")
     if isinstance(client_options, dict):
-        options.update(client_options)
+        options.update(
+            (name, value) for name, value in client_options.items() if name not in RUNNER_OPTIONS
+        )
     for name in OLLAMA_OPTIONS:
         if name in body:
             options[name] = body[name]
@@ -233,6 +322,4 @@ def native_chat_request(
         request["logprobs"] = True
         if isinstance(body.get("top_logprobs"), int):
             request["top_logprobs"] = body["top_logprobs"]
-    if body.get("keep_alive") is not None:
-        request["keep_alive"] = body["keep_alive"]
     return request

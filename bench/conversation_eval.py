@@ -1,0 +1,532 @@
+"""Conversations: does each turn's answer reach the model, follow-ups included? Hits per half.
+
+    python bench/eval/documents.py --set tuning                # fetch the documents (once)
+    python bench/conversation_eval.py                          # tuning half, warm, fake upstream
+    python bench/conversation_eval.py --set heldout            # the held-out half: aggregates only
+    python bench/conversation_eval.py --methods "default;no history"   # named settings, compared
+    python bench/conversation_eval.py --proxy-root ../main --methods today   # another checkout
+    python bench/conversation_eval.py --data-dir /tmp/conv-data   # keep the indexes between runs
+    python bench/conversation_eval.py --check                  # every answer in its document's text
+    python bench/conversation_eval.py --show-misses            # the tuning half's misses
+
+The conversations are in `bench/eval/<half>_conversations.json` (see the tuning file's `about`);
+their documents are fetched by `bench/eval/documents.py`. Each conversation attaches its
+documents to its first user message as file parts; each later turn resends the whole
+conversation (the user turns as written, each turn's `reply` as the assistant's), as chat
+clients do. Every document is indexed completely first (warm); each request goes to
+`POST /v1/enrich/preview` of the checkout's proxy, default settings (a method changes named
+settings over them), in front of a fake upstream with a 4,096-token window.
+
+Each turn is asked as:
+
+- **first**: a conversation's first turn (the document is new: the proxy picks the strategy);
+- **follow-up**: a later turn as written, in its conversation;
+- **ceiling**: the same follow-up replaced by its hand-written `standalone` rewrite, in the same
+  conversation (what a perfect rewrite of the question would find);
+- **alone**: the follow-up as written, asked alone with its documents, no history.
+
+A turn is a hit when its answer (or one of its `answers`) is inside one passage of the last user
+message forwarded upstream — bench/retrieval_eval.py's judge (NFKC, invisible characters
+removed, whitespace collapsed); the history the client sent itself does not count. For
+`--set heldout` only aggregates are printed, written or logged, no breakdown group is made of
+one document, and every run appends its figures to `bench/results/heldout-runs.tsv`. Prints
+tables, asserts nothing.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import statistics
+import sys
+import tempfile
+import time
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import httpx
+
+BENCH = Path(__file__).resolve().parent
+EVAL = BENCH / "eval"
+sys.path.insert(0, str(BENCH))
+sys.path.insert(0, str(EVAL))
+
+import retrieval_eval as single  # noqa: E402
+from documents import Document, DocumentError, default_cache, ensure, load_documents  # noqa: E402
+from reporting import log_heldout_run, merge_single_documents  # noqa: E402
+
+HALVES = ("tuning", "heldout")
+CONDITIONS = ("first", "follow-up", "ceiling", "alone")
+
+
+# Named settings over the defaults of the checkout under test (bench/retrieval_eval.py's too).
+def history(**rule: Any) -> dict[str, Any]:
+    return {"retrieval": {"history": rule}}
+
+
+METHODS: dict[str, dict[str, Any]] = {
+    **single.METHODS,
+    # What a follow-up is searched with (retrieval.history; docs/retrieval.md, Conversations).
+    "no history": history(turns=0, reply=0.0),
+    "1 turn, 0.5": history(turns=1, weight=0.5, reply=0.0),
+    "1 turn, 1": history(turns=1, weight=1.0, reply=0.0),
+    "2 turns, 0.5, decay 0.5": history(turns=2, weight=0.5, decay=0.5, reply=0.0),
+    "2 turns, 1, decay 0.5": history(turns=2, weight=1.0, decay=0.5, reply=0.0),
+    "3 turns, 1, decay 1": history(turns=3, weight=1.0, decay=1.0, reply=0.0),
+    "2 turns, 1, decay 1": history(turns=2, weight=1.0, decay=1.0, reply=0.0),
+    "2 turns, 1.5, decay 0.5": history(turns=2, weight=1.5, decay=0.5, reply=0.0),
+    "2 turns, 2, decay 0.5": history(turns=2, weight=2.0, decay=0.5, reply=0.0),
+    "4 turns, 1, decay 0.5": history(turns=4, weight=1.0, decay=0.5, reply=0.0),
+    "2 turns 1, reply 0.25": history(turns=2, weight=1.0, decay=0.5, reply=0.25),
+    "reply 0.5 alone": history(turns=0, reply=0.5),
+    "1 turn 0.5, reply 0.25": history(turns=1, weight=0.5, reply=0.25),
+    "1 turn 1, reply 0.5": history(turns=1, weight=1.0, reply=0.5),
+    "2 turns 1, reply 0.5": history(turns=2, weight=1.0, decay=0.5, reply=0.5),
+}
+
+
+# ---------------------------------------------------------------------------------------------
+# The conversations
+
+
+@dataclass(frozen=True)
+class Turn:
+    q: str
+    answers: tuple[str, ...]
+    reply: str
+    standalone: str = ""
+    leans: str = ""
+
+
+@dataclass(frozen=True)
+class Conversation:
+    id: str
+    docs: tuple[str, ...]
+    lang: str
+    turns: tuple[Turn, ...]
+    half: str
+
+
+def load_conversations(halves: Iterable[str]) -> tuple[list[Conversation], dict[str, Document]]:
+    conversations: list[Conversation] = []
+    halves = tuple(halves)
+    for half in halves:
+        path = EVAL / f"{half}_conversations.json"
+        if not path.exists():
+            raise SystemExit(f"{path} does not exist (yet)")
+        spec = json.loads(path.read_text(encoding="utf-8"))
+        for item in spec["conversations"]:
+            turns = tuple(
+                Turn(
+                    turn["q"],
+                    single.answers_of(turn),
+                    turn.get("reply", ""),
+                    turn.get("standalone", ""),
+                    turn.get("leans", ""),
+                )
+                for turn in item["turns"]
+            )
+            conversations.append(
+                Conversation(item["id"], tuple(item["docs"]), item.get("lang", ""), turns, half)
+            )
+    documents = {document.id: document for document in load_documents(EVAL, halves)}
+    unknown = {doc for conversation in conversations for doc in conversation.docs} - set(documents)
+    if unknown:
+        raise SystemExit(f"conversations about documents with no entry: {len(unknown)}")
+    return conversations, documents
+
+
+def messages(
+    conversation: Conversation,
+    upto: int,
+    parts: dict[str, dict[str, Any]],
+    last: str | None = None,
+) -> list[dict[str, Any]]:
+    """The request a chat client sends for turn `upto`: the documents on the first user
+    message, every earlier turn with its reply, and the turn's question (or `last`)."""
+    out: list[dict[str, Any]] = []
+    for index, turn in enumerate(conversation.turns[: upto + 1]):
+        text = last if (index == upto and last is not None) else turn.q
+        if index == 0:
+            files = [parts[doc] for doc in conversation.docs]
+            out.append({"role": "user", "content": [{"type": "text", "text": text}, *files]})
+        else:
+            out.append({"role": "user", "content": text})
+        if index < upto:
+            out.append({"role": "assistant", "content": turn.reply})
+    return out
+
+
+def alone(
+    conversation: Conversation, upto: int, parts: dict[str, dict[str, Any]]
+) -> list[dict[str, Any]]:
+    """The turn's question asked alone, its documents attached to it."""
+    files = [parts[doc] for doc in conversation.docs]
+    text = conversation.turns[upto].q
+    return [{"role": "user", "content": [{"type": "text", "text": text}, *files]}]
+
+
+# ---------------------------------------------------------------------------------------------
+# Running a half
+
+
+@dataclass
+class Row:
+    conversation: Conversation
+    turn: int
+    condition: str
+    hit: bool
+    rr: float
+    error: str | None = None
+    searched: list[dict[str, Any]] = field(default_factory=list)  # what retrieval searched for
+    seconds: float = 0.0  # the preview's time
+
+    @property
+    def leans(self) -> str:
+        return self.conversation.turns[self.turn].leans
+
+
+@dataclass
+class Run:
+    method: str
+    rows: list[Row] = field(default_factory=list)
+    seconds: float = 0.0
+    index_seconds: float = 0.0
+
+
+def progress(text: str) -> None:
+    print(text, file=sys.stderr, flush=True)
+
+
+def preview(proxy: single.Proxy, body: list[dict[str, Any]]) -> tuple[str, dict[str, Any]]:
+    """The forwarded last user message and the decision for one request."""
+    result = proxy.post("/v1/enrich/preview", {"model": "m", "messages": body})
+    return single.last_user_text(result["upstream"]["body"]), result["decision"]
+
+
+def asked(conversation: Conversation) -> list[tuple[int, str, list[str] | None]]:
+    """(turn, condition, None: as written | [replacement] | [] alone) for every request."""
+    plan: list[tuple[int, str, list[str] | None]] = [(0, "first", None)]
+    for index, turn in enumerate(conversation.turns[1:], 1):
+        plan.append((index, "follow-up", None))
+        plan.append((index, "ceiling", [turn.standalone or turn.q]))
+        plan.append((index, "alone", []))
+    return plan
+
+
+def run_method(
+    method: str,
+    conversations: list[Conversation],
+    paths: dict[str, Path],
+    upstream_kind: str,
+    data_dir: Path | None,
+) -> Run:
+    from tests.fakes.servers import ServerThread
+
+    servers = ServerThread()
+    folder = Path(tempfile.mkdtemp(prefix="conversation-eval-"))
+    run = Run(method)
+    started = time.perf_counter()
+    upstream = None
+    try:
+        upstream = single.Upstream(upstream_kind, servers, folder)
+        proxy = single.Proxy(servers, upstream, data_dir or folder / "data", METHODS[method])
+        parts = {doc: single.file_part(path) for doc, path in paths.items()}
+        heldout = any(conversation.half == "heldout" for conversation in conversations)
+        for doc in parts:
+            try:
+                single.wait_indexed(proxy, parts[doc])
+            except (RuntimeError, TimeoutError) as exc:
+                # its turns fail in turn, each counted as a miss with its error
+                progress(f"  {'a held-out document' if heldout else doc}: not indexed: {exc}")
+        run.index_seconds = time.perf_counter() - started
+        progress(f"  {len(parts)} documents indexed in {run.index_seconds:.0f} s")
+        for number, conversation in enumerate(conversations, 1):
+            for turn, condition, replacement in asked(conversation):
+                if replacement == []:
+                    body = alone(conversation, turn, parts)
+                else:
+                    last = replacement[0] if replacement else None
+                    body = messages(conversation, turn, parts, last)
+                began = time.perf_counter()
+                try:
+                    prompt, decision = preview(proxy, body)
+                    error = None
+                except (RuntimeError, httpx.HTTPError) as exc:
+                    prompt, decision, error = "", {}, str(exc) or type(exc).__name__
+                hit, rr = single.judge(prompt, list(conversation.turns[turn].answers))
+                record = decision.get("retrieval") or {}
+                searched = list(record.get("searched") or [])
+                seconds = time.perf_counter() - began
+                row = Row(conversation, turn, condition, hit, rr, error, searched, seconds)
+                run.rows.append(row)
+            if number % 5 == 0:
+                progress(f"  {method}: {number}/{len(conversations)} conversations")
+    finally:
+        if upstream is not None:
+            upstream.close()
+        servers.close()
+        shutil.rmtree(folder, ignore_errors=True)  # a --data-dir of yours is left alone
+    run.seconds = time.perf_counter() - started
+    return run
+
+
+# ---------------------------------------------------------------------------------------------
+# Reporting
+
+
+def score(rows: list[Row]) -> str:
+    """Hits, and the mean reciprocal rank of the first citation holding the answer."""
+    if not rows:
+        return "–"
+    hits = sum(row.hit for row in rows)
+    mrr = sum(row.rr for row in rows) / len(rows)
+    return f"{hits}/{len(rows)} ({hits / len(rows):.0%}), MRR {mrr:.2f}"
+
+
+def of(rows: list[Row], condition: str) -> list[Row]:
+    return [row for row in rows if row.condition == condition]
+
+
+def figures(rows: list[Row]) -> str:
+    """The run's aggregate figures, one line (the held-out log's `figures`)."""
+    return "; ".join(f"{condition} {score(of(rows, condition))}" for condition in CONDITIONS)
+
+
+TABLE_HEADER = (
+    "| half | method | split | first turns | follow-ups | ceiling (standalone, in conversation) "
+    "| follow-ups alone (no history) |\n|---|---|---|---|---|---|---|"
+)
+
+
+def table_row(half: str, method: str, split: str, rows: list[Row]) -> str:
+    cells = " | ".join(score(of(rows, condition)) for condition in CONDITIONS)
+    return f"| {half} | {method} | {split} | {cells} |"
+
+
+def groups(rows: list[Row], key: Callable[[Row], str], half: str) -> dict[str, list[Row]]:
+    found: dict[str, list[Row]] = {}
+    for row in rows:
+        found.setdefault(key(row), []).append(row)
+    if half == "heldout":
+        return merge_single_documents(found, lambda row: row.conversation.docs)
+    return found
+
+
+def report(
+    half: str, runs: list[Run], documents: dict[str, Document], show_misses: bool
+) -> list[str]:
+    def language(row: Row) -> str:
+        langs = {documents[doc].lang for doc in row.conversation.docs}
+        doc_lang = "+".join(sorted(langs))
+        if row.conversation.lang == doc_lang:
+            return row.conversation.lang or "?"
+        return f"{row.conversation.lang} about {doc_lang}"
+
+    def leans(row: Row) -> str:
+        return row.leans if row.turn else "(first turn)"
+
+    def fmt(row: Row) -> str:
+        return "+".join(sorted({documents[doc].format for doc in row.conversation.docs}))
+
+    lines = []
+    for run in runs:
+        rows = [row for row in run.rows if row.conversation.half == half]
+        if not rows:
+            continue
+        lines.append(table_row(half, run.method, "all", rows))
+        for label, key in (("language", language), ("format", fmt), ("leans", leans)):
+            for name, group in sorted(groups(rows, key, half).items()):
+                lines.append(table_row(half, run.method, f"{label}: {name}", group))
+        times = [row.seconds for row in of(rows, "follow-up")]
+        if times:
+            lines.append(
+                f"| {half} | {run.method} | a follow-up's request (median / mean) | | "
+                f"{statistics.median(times):.2f} s / {statistics.fmean(times):.2f} s | | |"
+            )
+        errors = sum(row.error is not None for row in rows)
+        if errors:
+            lines.append(f"| {half} | {run.method} | requests that failed | {errors} | | | |")
+    if show_misses and half == "tuning":
+        for run in runs:
+            lines.append(f"\nmissed ({run.method}):")
+            for row in run.rows:
+                if row.conversation.half != half or row.hit:
+                    continue
+                turn = row.conversation.turns[row.turn]
+                text = turn.standalone if row.condition == "ceiling" else turn.q
+                where = f" [{row.error}]" if row.error else ""
+                lines.append(
+                    f"  {row.conversation.id}#{row.turn} {row.condition}"
+                    f" ({row.leans or 'first'}): {text}{where}"
+                )
+    return lines
+
+
+def result_json(half: str, runs: list[Run]) -> dict[str, Any]:
+    """Per-turn rows for the tuning half; only the counts for the held-out one."""
+    out = []
+    for run in runs:
+        rows = [row for row in run.rows if row.conversation.half == half]
+        entry: dict[str, Any] = {
+            "half": half,
+            "method": run.method,
+            **{
+                condition: [sum(r.hit for r in of(rows, condition)), len(of(rows, condition))]
+                for condition in CONDITIONS
+            },
+        }
+        if half == "tuning":
+            entry["rows"] = [
+                {
+                    "id": row.conversation.id,
+                    "turn": row.turn,
+                    "condition": row.condition,
+                    "hit": row.hit,
+                    "rr": row.rr,
+                    "error": row.error,
+                    "searched": row.searched,
+                }
+                for row in rows
+            ]
+        out.append(entry)
+    return {"runs": out}
+
+
+# ---------------------------------------------------------------------------------------------
+# --check
+
+
+def check(
+    conversations: list[Conversation], documents: dict[str, Document], paths: dict[str, Path]
+) -> list[str]:
+    """Every answer in its documents' parsed text (listed for the tuning half, counted for the
+    held-out one), and how many of a half's documents are documents of the other half."""
+    import asyncio
+
+    from proxy.documents import DocumentParser
+
+    async def texts(cache: Path) -> dict[str, str]:
+        parser = DocumentParser(cache)
+        try:
+            found = {}
+            for doc, path in paths.items():
+                parsed = await parser.parse(path.name, path.read_bytes())
+                found[doc] = single.normalise(parsed.text)
+            return found
+        finally:
+            await parser.close()
+
+    with tempfile.TemporaryDirectory(prefix="conversation-eval-check-") as cache:
+        extracted = asyncio.run(texts(Path(cache)))
+    lines = []
+    for half in HALVES:
+        mine = [conversation for conversation in conversations if conversation.half == half]
+        if not mine:
+            continue
+        missing = []
+        for conversation in mine:
+            text = " ".join(extracted[doc] for doc in conversation.docs)
+            for index, turn in enumerate(conversation.turns):
+                missing += [
+                    (conversation.id, index, answer)
+                    for answer in turn.answers
+                    if single.normalise(answer) not in text
+                ]
+                if index and not (turn.standalone and turn.leans):
+                    missing.append((conversation.id, index, "(no standalone or leans)"))
+        turns = sum(len(conversation.turns) for conversation in mine)
+        lines.append(
+            f"{half}: {len(mine)} conversations, {turns} turns, "
+            f"{len(missing)} answers not in their documents' text (or follow-ups incomplete)"
+        )
+        if half == "tuning":
+            lines += [f"  {cid}#{index}: {answer[:100]}" for cid, index, answer in missing]
+        other = [h for h in HALVES if h != half]
+        theirs = load_documents(EVAL, other)
+        mine_docs = {doc for conversation in mine for doc in conversation.docs}
+        hashes = {d.sha256 for d in theirs} | {d.source_sha256 for d in theirs if d.source_sha256}
+        shared = [doc for doc in mine_docs if documents[doc].sha256 in hashes]
+        lines.append(f"{half}: {len(shared)} of its documents are documents of the other half")
+    return lines
+
+
+# ---------------------------------------------------------------------------------------------
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--set", default="tuning", choices=[*HALVES, "all"])
+    parser.add_argument("--upstream", default="fake", help="fake | spawn | http://host:port")
+    parser.add_argument("--methods", default="default", help="names joined by ;")
+    parser.add_argument("--proxy-root", type=Path, default=BENCH.parent)
+    parser.add_argument("--data-dir", type=Path, help="keep the indexes between runs")
+    parser.add_argument("--cache", type=Path, help="the documents' cache")
+    parser.add_argument("--check", action="store_true", help="only check the answers")
+    parser.add_argument("--show-misses", action="store_true", help="tuning half only")
+    parser.add_argument("--json", type=Path, help="write the results here")
+    parser.add_argument("--verbose", action="store_true", help="the proxy's own log lines")
+    parser.add_argument(
+        "--window", type=int, default=single.WINDOW, help="the fake upstream's context window"
+    )
+    args = parser.parse_args()
+    single.WINDOW = args.window
+    sys.path.insert(0, str(args.proxy_root.resolve()))
+    halves = HALVES if args.set == "all" else (args.set,)
+    level = single.proxy_log_level(halves, args.verbose)
+    if level is not None:
+        single.quiet_logs(level)
+    os.environ.setdefault("TIKTOKEN_CACHE_DIR", str(Path.home() / ".cache" / "tiktoken"))
+
+    conversations, documents = load_conversations(halves)
+    needed = {doc: documents[doc] for c in conversations for doc in c.docs}
+    try:
+        fetched = ensure(needed.values(), args.cache or default_cache())
+    except DocumentError as exc:
+        raise SystemExit(f"{exc}\n(run: python bench/eval/documents.py)") from exc
+    paths = {doc: result.path for doc, result in fetched.items()}
+    if args.check:
+        print("\n".join(check(conversations, documents, paths)))
+        return
+
+    names = [name.strip() for name in args.methods.split(";") if name.strip()]
+    unknown = [name for name in names if name not in METHODS]
+    if unknown:
+        raise SystemExit(f"unknown methods {unknown}; known: {', '.join(METHODS)}")
+    runs = []
+    for name in names:
+        progress(f"{name} / upstream {args.upstream}: {len(conversations)} conversations")
+        run = run_method(name, conversations, paths, args.upstream, args.data_dir)
+        runs.append(run)
+        progress(f"{name}: {run.seconds:.0f} s")
+        if "heldout" in halves:
+            rows = [row for row in run.rows if row.conversation.half == "heldout"]
+            log_heldout_run(
+                "conversation_eval", "heldout", name, f"warm, window {args.window}",
+                args.upstream, figures(rows), args.proxy_root.resolve(),
+            )  # fmt: skip
+
+    turns = sum(len(conversation.turns) for conversation in conversations)
+    print(
+        f"{len(conversations)} conversations, {turns} turns, over {len(needed)} documents; "
+        f"window {single.WINDOW:,}; upstream {args.upstream}; checkout "
+        f"{args.proxy_root.resolve()}"
+    )
+    print(TABLE_HEADER)
+    for half in halves:
+        print("\n".join(report(half, runs, documents, args.show_misses)))
+    if args.show_misses and "heldout" in halves:
+        print("\n(--show-misses lists the tuning half only: the held-out half stays unseen)")
+    if "heldout" in halves:
+        print("\n(held-out runs are logged in bench/results/heldout-runs.tsv)")
+    if args.json:
+        payload = {half: result_json(half, runs) for half in halves}
+        args.json.write_text(json.dumps(payload, indent=1, ensure_ascii=False))
+
+
+if __name__ == "__main__":
+    main()

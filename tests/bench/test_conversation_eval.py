@@ -1,0 +1,190 @@
+"""bench/conversation_eval.py: the requests a chat client sends, what the held-out half may show,
+and a conversation through the proxy."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(ROOT / "bench"))
+
+import conversation_eval as ce  # noqa: E402
+from documents import Document, load_documents  # noqa: E402
+
+SECRET_Q = "And which ingredient does the other chapter name?"
+SECRET_A = "The secret ingredient is saffron from the high valley."
+PARTS = {"doc": {"type": "file", "file": {"filename": "d.md", "file_data": "data:,x"}}}
+
+
+def conversation(half: str = "tuning", doc: str = "doc", cid: str = "c-1") -> ce.Conversation:
+    return ce.Conversation(
+        cid,
+        (doc,),
+        "en",
+        (
+            ce.Turn("Which spices does chapter one name?", ("Pepper and salt.",), "Pepper."),
+            ce.Turn(
+                SECRET_Q, (SECRET_A,), "Saffron.", "Which spice does chapter two name?", "other-one"
+            ),
+        ),
+        half,
+    )
+
+
+def test_a_follow_up_resends_the_conversation_with_the_documents_on_the_first_message() -> None:
+    sent = ce.messages(conversation(), 1, PARTS)
+    assert [m["role"] for m in sent] == ["user", "assistant", "user"]
+    assert sent[0]["content"] == [
+        {"type": "text", "text": "Which spices does chapter one name?"},
+        PARTS["doc"],
+    ]
+    assert sent[1] == {"role": "assistant", "content": "Pepper."}
+    assert sent[2] == {"role": "user", "content": SECRET_Q}
+    ceiling = ce.messages(conversation(), 1, PARTS, "Which spice does chapter two name?")
+    assert ceiling[:2] == sent[:2] and ceiling[2]["content"] == "Which spice does chapter two name?"
+    first = ce.messages(conversation(), 0, PARTS)
+    assert len(first) == 1 and first[0]["content"][1] == PARTS["doc"]
+    [alone] = ce.alone(conversation(), 1, PARTS)
+    assert alone["content"] == [{"type": "text", "text": SECRET_Q}, PARTS["doc"]]
+
+
+def test_every_follow_up_is_asked_as_written_as_its_rewrite_and_alone() -> None:
+    plan = ce.asked(conversation())
+    assert plan == [
+        (0, "first", None),
+        (1, "follow-up", None),
+        (1, "ceiling", ["Which spice does chapter two name?"]),
+        (1, "alone", []),
+    ]
+
+
+def run_with(rows: list[tuple[str, str, str, bool]]) -> tuple[ce.Run, dict[str, Document]]:
+    documents = {
+        doc: Document(doc, half, f"{doc}.{fmt}", "corpus:x", "0" * 64, lang="en")
+        for doc, half, fmt in (
+            ("t-doc", "tuning", "pdf"),
+            ("h-md", "heldout", "md"),
+            ("h-pdf", "heldout", "pdf"),
+            ("h-pdf2", "heldout", "pdf"),
+        )
+    }
+    run = ce.Run("default")
+    for number, (doc, half, condition, hit) in enumerate(rows):
+        found = conversation(half, doc, f"{doc}-{number}")
+        turn = 0 if condition == "first" else 1
+        run.rows.append(ce.Row(found, turn, condition, hit, 1.0 if hit else 0.0))
+    return run, documents
+
+
+def test_the_heldout_report_is_aggregates_without_a_group_of_one_document() -> None:
+    rows = [
+        ("h-md", "heldout", "first", True),
+        ("h-md", "heldout", "follow-up", False),
+        ("h-pdf", "heldout", "follow-up", True),
+        ("h-pdf2", "heldout", "follow-up", True),
+        ("h-pdf2", "heldout", "ceiling", True),
+        ("t-doc", "tuning", "follow-up", False),
+    ]
+    run, documents = run_with(rows)
+    text = "\n".join(ce.report("heldout", [run], documents, show_misses=True))
+    assert "| heldout | default | all | 1/1 (100%), MRR 1.00 | 2/3 (67%), MRR 0.67 |" in text
+    # Markdown is one document: merged into the PDFs' group, never shown alone
+    assert "format: PDF + groups of one document, merged | 1/1 (100%)" in text
+    assert "format: MD" not in text
+    for secret in (SECRET_Q, SECRET_A, "h-md-0", "h-pdf-2", "missed"):
+        assert secret not in text
+    tuning = "\n".join(ce.report("tuning", [run], documents, show_misses=True))
+    assert f"t-doc-5#1 follow-up (other-one): {SECRET_Q}" in tuning
+    assert "| tuning | default | leans: other-one | – | 0/1 (0%), MRR 0.00 |" in tuning
+
+
+def test_the_heldout_json_and_log_line_have_counts_only(tmp_path: Path) -> None:
+    run, _ = run_with([("h-md", "heldout", "follow-up", True), ("t-doc", "tuning", "first", True)])
+    heldout = json.dumps(ce.result_json("heldout", [run]))
+    assert '"follow-up": [1, 1]' in heldout and '"first": [0, 0]' in heldout
+    for secret in (SECRET_Q, SECRET_A, "h-md", '"rows"'):
+        assert secret not in heldout
+    tuning = ce.result_json("tuning", [run])
+    assert tuning["runs"][0]["rows"][0]["id"] == "t-doc-1"
+    rows = [row for row in run.rows if row.conversation.half == "heldout"]
+    assert ce.figures(rows) == ("first –; follow-up 1/1 (100%), MRR 1.00; ceiling –; alone –")
+
+
+def test_the_tuning_conversations_are_what_the_evaluation_promises() -> None:
+    conversations, documents = ce.load_conversations(["tuning"])
+    assert len(conversations) >= 22
+    used = {doc for c in conversations for doc in c.docs}
+    assert len(used) >= 5
+    assert len({documents[doc].format for doc in used}) >= 3
+    assert {c.lang for c in conversations} - {"en"}  # another language than English
+    for c in conversations:
+        assert 2 <= len(c.turns) <= 4, c.id
+        assert all(turn.q and turn.answers and turn.reply for turn in c.turns), c.id
+        for turn in c.turns[1:]:
+            assert turn.standalone and turn.leans, c.id
+    leans = {turn.leans for c in conversations for turn in c.turns[1:]}
+    assert {"pronoun", "ellipsis", "other-one", "place", "previous-answer"} <= leans
+    assert {"topic-shift", "self-contained"} <= leans  # questions that must not lose
+    # none of them is a document of the held-out halves (compared by checksum, never shown)
+    heldout = {d.sha256 for d in load_documents(ROOT / "bench" / "eval", ["heldout"])}
+    assert not {documents[doc].sha256 for doc in used} & heldout
+
+
+def handbook(path: Path) -> ce.Conversation:
+    """A handbook too long for a 4,096-token window, and a conversation about it."""
+    sections = [
+        f"## Pump {n}\n\nRoutine note {n} for the pumping station. Valves of group {n} are "
+        f"inspected every {n + 3} weeks by the duty engineer, who records the pressure and the "
+        "state of the seals in the log book. Nothing else of note happens here."
+        for n in range(60)
+    ]
+    sections[17] += (
+        "\n\nThe emergency generator runs on diesel. It holds fuel for 72 hours of running."
+    )
+    path.write_text("# Pumping station handbook\n\n" + "\n\n".join(sections), encoding="utf-8")
+    return ce.Conversation(
+        "gen-1",
+        ("handbook",),
+        "en",
+        (
+            ce.Turn(
+                "What does the emergency generator run on?",
+                ("The emergency generator runs on diesel.",),
+                "Diesel.",
+            ),
+            ce.Turn(
+                "How long does its fuel last?",
+                ("It holds fuel for 72 hours of running.",),
+                "72 hours.",
+                "How long does the emergency generator's fuel last?",
+                "pronoun",
+            ),
+        ),
+        "tuning",
+    )
+
+
+@pytest.mark.slow
+def test_a_conversation_goes_through_the_proxy_turn_by_turn(tmp_path: Path, cl100k: Any) -> None:
+    path = tmp_path / "handbook.md"
+    found = handbook(path)
+    run = ce.run_method("default", [found], {"handbook": path}, "fake", None)
+    assert [(row.turn, row.condition) for row in run.rows] == [
+        (0, "first"),
+        (1, "follow-up"),
+        (1, "ceiling"),
+        (1, "alone"),
+    ]
+    assert all(row.error is None for row in run.rows)
+    hits = {row.condition: row.hit for row in run.rows}
+    assert hits["first"] and hits["follow-up"] and hits["ceiling"]
+    # the follow-up was searched with its conversation; alone, with itself only
+    follow_up, alone = run.rows[1], run.rows[3]
+    assert [text["from"] for text in follow_up.searched][:2] == ["question", "conversation"]
+    assert "What does the emergency generator run on?" in follow_up.searched[1]["text"]
+    assert [text["from"] for text in alone.searched] == ["question"]  # no history to search

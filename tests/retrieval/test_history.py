@@ -1,0 +1,113 @@
+"""What a follow-up is searched for: the question, then the question with its conversation."""
+
+from __future__ import annotations
+
+from proxy.retrieval.fusion import RRF_K, reciprocal_rank_fusion
+from proxy.retrieval.history import (
+    MAX_WORDS,
+    HistoryRule,
+    SearchText,
+    Turn,
+    earlier_turns,
+    first_words,
+    last_words,
+    message_text,
+    search_texts,
+)
+
+CONVERSATION = [
+    Turn("user", "Is libcurl thread-safe?"),
+    Turn("assistant", "Yes, as long as no handle is shared between threads."),
+    Turn("user", "How do I stop a transfer?"),
+    Turn("assistant", "Return an error from a callback; with the multi interface, remove it."),
+]
+
+
+def test_the_question_comes_first_then_each_earlier_question_latest_first() -> None:
+    texts = search_texts("And the other one?", CONVERSATION, HistoryRule(turns=2, weight=0.5))
+    assert texts == [
+        SearchText("And the other one?", 1.0, "question"),
+        SearchText("How do I stop a transfer?\nAnd the other one?", 0.5, "conversation"),
+        SearchText("Is libcurl thread-safe?\nAnd the other one?", 0.25, "conversation"),
+    ]
+
+
+def test_recency_the_weight_shrinks_by_the_decay_at_each_step_back() -> None:
+    rule = HistoryRule(turns=3, weight=0.8, decay=0.25)
+    earlier = [Turn("user", f"question {n}") for n in range(1, 5)]
+    weights = [text.weight for text in search_texts("q", earlier, rule)]
+    assert weights == [1.0, 0.8, 0.2, 0.05]  # three turns back at most, the oldest left out
+    assert [t.text for t in search_texts("q", earlier, rule)][1] == "question 4\nq"
+
+
+def test_the_last_answer_is_searched_with_the_question_at_its_own_weight() -> None:
+    texts = search_texts("And with the other interface?", CONVERSATION, HistoryRule(0, reply=0.5))
+    assert texts[1:] == [
+        SearchText(
+            "Return an error from a callback; with the multi interface, remove it.\n"
+            "And with the other interface?",
+            0.5,
+            "reply",
+        )
+    ]
+
+
+def test_no_history_no_weight_or_no_words_leave_the_question_alone() -> None:
+    rule = HistoryRule(turns=2, weight=0.5, reply=0.5)
+    assert search_texts("What is it?", [], rule) == [SearchText("What is it?", 1.0, "question")]
+    off = HistoryRule(turns=0, reply=0.0)
+    alone = [SearchText("What is it?", 1.0, "question")]
+    assert search_texts("What is it?", CONVERSATION, off) == alone
+    assert len(search_texts(" ", CONVERSATION, rule)) == 1  # a file alone: nothing to lean on
+    zero = HistoryRule(turns=2, weight=0.0, reply=0.0)
+    assert len(search_texts("What is it?", CONVERSATION, zero)) == 1
+
+
+def test_an_answer_is_only_the_last_one_when_it_is_the_last_turn() -> None:
+    # Two user messages in a row: the answer before them is not "the last answer".
+    earlier = [*CONVERSATION, Turn("user", "Thanks.")]
+    texts = search_texts("And then?", earlier, HistoryRule(turns=0, reply=0.5))
+    assert [text.source for text in texts] == ["question"]
+
+
+def test_earlier_turns_are_the_user_and_assistant_words_before_the_last_question() -> None:
+    messages = [
+        {"role": "system", "content": "Be brief."},
+        {
+            "role": "user",
+            "content": [
+                {"type": "text", "text": "Is libcurl thread-safe?"},
+                {"type": "text", "text": "[attached: faq.md]"},  # a file part, taken out
+            ],
+        },
+        {"role": "assistant", "content": None, "tool_calls": [{"id": "c"}]},
+        {"role": "tool", "content": "result"},
+        {"role": "assistant", "content": [{"type": "output_text", "text": " Yes. "}]},
+        {"role": "user", "content": "And the other one?"},
+        {"role": "assistant", "content": "after the question: not history"},
+    ]
+    assert earlier_turns(messages, 5) == [
+        Turn("user", "Is libcurl thread-safe?"),
+        Turn("assistant", "Yes."),
+    ]
+    assert earlier_turns(messages, None) == []
+    assert message_text({"role": "user", "content": 42}) == ""
+
+
+def test_long_texts_are_cut_to_their_words_nearest_the_question() -> None:
+    long = " ".join(f"w{n}" for n in range(200))
+    assert last_words(long).split() == [f"w{n}" for n in range(200 - MAX_WORDS, 200)]
+    assert first_words(long).split() == [f"w{n}" for n in range(MAX_WORDS)]
+    assert last_words("short one") == first_words("short one") == "short one"
+    [_, conversation, _] = search_texts("q", [Turn("user", long)] * 2, HistoryRule())
+    assert conversation.text == last_words(long) + "\nq"
+
+
+def test_rankings_are_fused_at_their_weights() -> None:
+    # The question's ranking puts 1 first; the conversation's, at half weight, 2.
+    fused = dict(reciprocal_rank_fusion([[1, 2], [2, 3]], weights=[1.0, 0.5]))
+    assert fused[1] == 1 / (RRF_K + 1)
+    assert fused[2] == 1 / (RRF_K + 2) + 0.5 / (RRF_K + 1)
+    assert fused[3] == 0.5 / (RRF_K + 2)
+    assert reciprocal_rank_fusion([[1], [2]], weights=[1.0, 0.5])[0][0] == 1
+    assert reciprocal_rank_fusion([[1], [2]], weights=[0.5, 1.0])[0][0] == 2
