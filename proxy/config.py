@@ -410,6 +410,8 @@ ImageDetail = Literal["none", "low", "high", "auto"]
 """How a vision model gets a document's drawn pages: not at all, small, large, or large while
 the budget allows and small after (see docs/vision.md)."""
 Projector = Literal["gemma3", "qwen2vl", "qwen3vl", "llava", "estimate"]
+SearchMode = Literal["auto", "tool", "once"]
+"""Who writes the searches: the model in a tool loop, the proxy once, or chosen per request."""
 """Image-cost families: the tokens an image of a given size takes (proxy/upstream/image_cost)."""
 
 
@@ -427,6 +429,10 @@ class EnrichFields(BaseModel):
     vector_store_ids: list[Annotated[str, Field(max_length=64)]] | None = Field(None, max_length=16)
     # Drawn pages (charts, figures, scans) as images for a vision model.
     images: ImageDetail | None = None
+    # Who searches: the model, calling the proxy's search function in a loop (tool), the proxy
+    # once for the last user message (once), or tool for a Responses file_search tool and once
+    # otherwise (auto); docs/vector-stores.md.
+    search: SearchMode | None = None
 
 
 class ModelSettings(Section):
@@ -648,6 +654,40 @@ class VectorStoresSettings(Section):
     max_chunkings_per_file: int = Field(4, ge=1, le=64)
 
 
+class ToolSearchSettings(Section):
+    """Searches the model decides on: the search loop the proxy runs for a model whose server
+    parses tool calls (docs/vector-stores.md)."""
+
+    rounds: int = Field(
+        4,
+        ge=1,
+        le=16,
+        description=(
+            "Model turns in one request that may call the search function; a model still "
+            "searching after them is asked once more, without tools, for its answer."
+        ),
+    )
+    queries_per_call: int = Field(
+        5,
+        ge=1,
+        le=16,
+        description=(
+            "Queries one call of the search function may carry (OpenAI's own file search takes "
+            "up to five); the first ones are run and the model is told the rest were not."
+        ),
+    )
+    max_tokens: int = Field(
+        4096,
+        ge=64,
+        le=1_000_000,
+        description=(
+            "Tokens the model may write across the search turns (its queries, and its thinking "
+            "for a model that reasons aloud), checked after each turn; past them the answer is "
+            "asked for without tools."
+        ),
+    )
+
+
 class Settings(Section):
     """Everything the proxy can be told; see config.example.yaml."""
 
@@ -663,6 +703,7 @@ class Settings(Section):
     formats: FormatSettings = Field(default_factory=FormatSettings)
     files: FileStoreSettings = Field(default_factory=FileStoreSettings)
     vector_stores: VectorStoresSettings = Field(default_factory=VectorStoresSettings)
+    tool_search: ToolSearchSettings = Field(default_factory=ToolSearchSettings)
 
     def model_settings(self, model: str | None) -> ModelSettings:
         """The settings for `model`: an exact key first, then the first matching glob."""

@@ -142,7 +142,7 @@ def test_the_tour_runs_as_written(
     """The tour's two Python examples, as the README prints them, against a proxy in front of an
     upstream that answers with a fixed text: the PDF goes whole, and inline citations name it."""
     tour = README.read_text().split("## A two-minute tour", 1)[1].split("\n## ", 1)[0]
-    attach, cite = re.findall(r"^```python\n(.*?)^```$", tour, re.M | re.S)
+    attach, cite, *_ = re.findall(r"^```python\n(.*?)^```$", tour, re.M | re.S)
     base = make_proxy()
     monkeypatch.chdir(tmp_path)
     (tmp_path / "report.pdf").write_bytes(pdf_bytes(["The report concludes that sardines win."]))

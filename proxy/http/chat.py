@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import time
-from collections.abc import Mapping
 from typing import Any
 
 import aiohttp
@@ -16,7 +15,6 @@ from proxy.http.decorate import as_chunk, decorate_json, decorate_stream
 from proxy.http.keys import (
     CALLER,
     EXCHANGE,
-    FAILURE,
     HELD_BODY,
     REQUEST_ID,
     ROUTE,
@@ -24,14 +22,15 @@ from proxy.http.keys import (
     UPSTREAM_SECONDS,
 )
 from proxy.http.recording import recorded
+from proxy.http.search_loop import loop_chat
 from proxy.http.status import StatusChannel
+from proxy.http.streams import end_with_error, event_stream, outgoing_headers
 from proxy.pipeline.exchange import Exchange, FileSearch
 from proxy.pipeline.flow import run_pipeline
 from proxy.pipeline.services import Services
-from proxy.pipeline.stages.options import OPTION_HEADERS
 from proxy.upstream.client import CLIENT_AUTHORIZATION
 from proxy.upstream.forward import Answer, Outgoing, forward
-from proxy.upstream.headers import client_response_headers, upstream_request_headers
+from proxy.upstream.headers import client_response_headers
 from proxy.upstream.relay import (
     Ending,
     is_stream,
@@ -50,32 +49,6 @@ def status_channel(request: web.Request, services: Services) -> StatusChannel:
         delay_s=services.settings.server.status_delay_s,
         request_id=request[REQUEST_ID],
     )
-
-
-async def end_with_error(
-    request: web.Request,
-    started: web.StreamResponse,
-    error: ProxyError,
-    ending: Ending = sse_error_event,
-) -> web.StreamResponse:
-    """A stream already started cannot get an error status: it ends with the error event."""
-    request[FAILURE] = error
-    await started.write(ending(error))
-    await started.write_eof()
-    return started
-
-
-async def event_stream(
-    request: web.Request, started: web.StreamResponse | None, headers: Mapping[str, str]
-) -> web.StreamResponse:
-    """The stream the statuses started, or a new one with `headers`."""
-    if started is not None:
-        return started
-    response = web.StreamResponse(
-        headers={**headers, "Content-Type": "text/event-stream", "Cache-Control": "no-cache"}
-    )
-    await response.prepare(request)
-    return response
 
 
 async def prepare_exchange(
@@ -146,6 +119,8 @@ async def chat_completions(request: web.Request) -> web.StreamResponse:
     if exchange is None:
         assert started is not None
         return started
+    if exchange.model_search is not None:  # the model writes the searches: a tool loop
+        return await loop_chat(request, services, exchange, status, started)
 
     async def answer(response: aiohttp.ClientResponse) -> web.StreamResponse:
         return await relay_chat(request, exchange, response, started, status)
@@ -164,16 +139,7 @@ async def forward_exchange(
     """Send the prepared body upstream; `answer` turns the upstream's response into the client's."""
     services.metrics.strategies.labels(exchange.strategy).inc()
     upstream = services.upstream
-    headers = upstream_request_headers(
-        request.headers,
-        authorization=upstream.settings.authorization,
-        request_id=exchange.request_id,
-        proxy_keys=bool(services.settings.server.api_keys),
-        # We may rewrite the answer, so ask for it unencoded; the body is new JSON.
-        drop=("accept-encoding", "content-type", "content-encoding", *OPTION_HEADERS),
-    )
-    headers["Content-Type"] = "application/json"
-    headers["Accept-Encoding"] = "identity"
+    headers = outgoing_headers(request, services, exchange)
     data = await serialise(exchange.body)
     held = request.get(HELD_BODY)
     if held is not None:

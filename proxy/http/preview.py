@@ -8,6 +8,7 @@ from aiohttp import web
 
 from proxy.http.chat import prepare_exchange
 from proxy.http.keys import ROUTE, SERVICES
+from proxy.toolloop.loop import first_turn
 
 
 async def preview_route(request: web.Request) -> web.Response:
@@ -15,6 +16,9 @@ async def preview_route(request: web.Request) -> web.Response:
     request[ROUTE] = "preview"
     services = request.app[SERVICES]
     exchange = await prepare_exchange(request, services)
+    body = exchange.body
+    if exchange.model_search is not None:  # the search loop's first turn
+        body = first_turn(exchange, services.settings.tool_search)
     return web.json_response(
         {
             "object": "enrich.preview",
@@ -27,7 +31,7 @@ async def preview_route(request: web.Request) -> web.Response:
             "search_results": exchange.search_results,
             "upstream": {
                 "url": services.upstream.url(exchange.upstream_path),
-                "body": exchange.body,
+                "body": body,
             },
         },
         dumps=lambda value: json.dumps(value, ensure_ascii=False, indent=2),

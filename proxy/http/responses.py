@@ -15,15 +15,15 @@ from proxy.errors import ProxyError, bad_upstream
 from proxy.http.body import read_json_body, serialise
 from proxy.http.chat import (
     converted_error,
-    end_with_error,
-    event_stream,
     forward_exchange,
     prepare_or_fail,
 )
 from proxy.http.decorate import Transform, chat_events, citation_fields, is_done
 from proxy.http.keys import ROUTE, SERVICES
 from proxy.http.recording import recorded
+from proxy.http.search_loop import loop_responses
 from proxy.http.status import StatusChannel
+from proxy.http.streams import end_with_error, event_stream
 from proxy.pipeline.exchange import Exchange
 from proxy.responses.answer import Cited, Ids, file_search_item, response_from_chat
 from proxy.responses.events import ResponseStream, sse
@@ -76,6 +76,8 @@ async def create_response(request: web.Request) -> web.StreamResponse:
     if exchange is None:
         assert started is not None
         return started
+    if exchange.model_search is not None:  # the model writes the searches: a tool loop
+        return await loop_responses(request, services, exchange, status, started, asked, stream)
 
     async def answer(response: aiohttp.ClientResponse) -> web.StreamResponse:
         extra = {**exchange.response_headers, "X-Request-ID": exchange.request_id}

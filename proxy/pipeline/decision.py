@@ -167,6 +167,37 @@ class ImagesRecord:
 
 
 @dataclass
+class SearchCall:
+    """One call of the search function the model made, and what came of it."""
+
+    round: int  # the model turn it was made in (1-based)
+    queries: list[str]
+    found: int = 0  # passages above the threshold, each once
+    given: int = 0  # passages the model got back (within max_num_results and the budget)
+    left_out: int = 0  # found but not given: past max_num_results, given before, over budget
+    error: str = ""  # what the model was told instead (bad arguments, an unknown function)
+
+
+@dataclass
+class SearchesRecord:
+    """Who wrote the searches — the model in a tool loop (`tool`), the proxy once for the last
+    user message (`once`), nobody (`off`: tool_choice none) — why, and each search made."""
+
+    mode: str
+    asked: str  # enrich.search: auto | tool | once
+    reason: str
+    scope: list[str] = field(default_factory=list)  # the files and stores the function covers
+    calls: list[SearchCall] = field(default_factory=list)
+    rounds: int = 0  # model turns sent upstream, the answer's included
+    tokens: int = 0  # tokens the model wrote in the turns that searched
+    forced: str = ""  # why the answer was asked for without tools, if it was
+    stopped: str = ""  # why the loop ended early: a function of the client's was called
+    budget_limit: int | None = None  # the passage budget of all the searches together
+    budget_used: int = 0
+    budget_unit: str = ""
+
+
+@dataclass
 class Decision:
     """Written by the stages in order; read by the preview, the debug log and the headers."""
 
@@ -184,6 +215,7 @@ class Decision:
     window: WindowShare | None = None
     upstream: UpstreamRecord | None = None
     images: ImagesRecord | None = None
+    searches: SearchesRecord | None = None  # who wrote the searches, and each one made
     documents: list[dict[str, Any]] = field(default_factory=list)
     """Each parsed document: kind, title, locations, OCR'd pages, warnings (documents.report)."""
     warnings: list[str] = field(default_factory=list)
@@ -216,6 +248,7 @@ class Decision:
             ("window", self.window),
             ("upstream", self.upstream),
             ("images", self.images),
+            ("searches", self.searches),
         ):
             if part is not None:
                 record[name] = dataclasses.asdict(part)

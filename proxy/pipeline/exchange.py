@@ -8,7 +8,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol
 
-from proxy.config import CitationStyle, ImageDetail
+from proxy.config import CitationStyle, ImageDetail, SearchMode
 from proxy.documents.model import ParsedDocument
 from proxy.pipeline.decision import Decision
 from proxy.pipeline.references import FileRef
@@ -17,6 +17,7 @@ from proxy.pipeline.strategy import Strategy
 if TYPE_CHECKING:
     from proxy.pipeline.inflight import Held
     from proxy.pipeline.page_state import PagesState
+    from proxy.pipeline.search_space import ModelSearch
     from proxy.stores.filters import Filter
     from proxy.stores.records import StoreRecord
 
@@ -50,6 +51,7 @@ class Options:
     retrieval_limit_given: bool = False  # sent by the client: honoured exactly, no budget fill
     vector_store_ids: tuple[str, ...] = ()  # searched as if their files were old files
     images: ImageDetail = "auto"  # drawn pages as images, for a model that sees
+    search: SearchMode = "auto"  # who writes the searches: the model (tool), the proxy (once)
 
 
 @dataclass(frozen=True)
@@ -60,6 +62,7 @@ class FileSearch:
     max_num_results: int | None = None
     filters: Filter | None = None
     score_threshold: float | None = None
+    forced: bool = False  # tool_choice {"type": "file_search"}: the model's first turn searches
 
 
 @dataclass
@@ -107,6 +110,7 @@ class Exchange:
     whole_documents: list[dict[str, Any]] = field(default_factory=list)
     file_search: FileSearch | None = None  # asked for by a Responses file_search tool
     store_search: StoreSearch | None = None  # the vector stores searched, and what was found
+    model_search: ModelSearch | None = None  # the model writes the searches (a tool loop)
     upstream_path: str = "/v1/chat/completions"
     fixed_route: bool = False  # the body goes where the caller sends it (native Responses)
     response_converter: ResponseConverter | None = None

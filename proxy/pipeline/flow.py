@@ -17,6 +17,7 @@ from proxy.pipeline.stages.names import name_references
 from proxy.pipeline.stages.options import read_options
 from proxy.pipeline.stages.pages import send_pages
 from proxy.pipeline.stages.references import extract_references
+from proxy.pipeline.stages.search_mode import choose_search
 from proxy.pipeline.stages.stores import find_stores
 from proxy.pipeline.stages.validate import validate_request
 from proxy.pipeline.stages.window import measure_window, settle_window
@@ -31,6 +32,7 @@ STAGES: list[tuple[str, Stage]] = [
     ("names", name_references),  # basenames; placeholders and hashes → document-N (or title)
     ("documents", parse_new_documents),  # new documents → pages of text (cached by sha256)
     ("stores", find_stores),  # vector stores to search, searched like old files (file_search)
+    ("search", choose_search),  # who writes the searches: the model (a tool loop) or the proxy
     ("decide", decide),  # token counts + context window → strategy (SPEC §1)
     ("inject", inject),  # full content, or retrieval + passage budget + citations (§1, §2)
     ("pages", send_pages),  # drawn pages (charts, scans) as images, for a model that sees

@@ -37,6 +37,10 @@ class Ids:
     def file_search(self) -> str:
         return f"fs_{self.token}"
 
+    def search(self, number: int) -> str:
+        """The id of the model's `number`th search call (a loop may make several)."""
+        return f"fs_{self.token}_{number}"
+
 
 @dataclass(frozen=True)
 class Cited:
@@ -46,6 +50,7 @@ class Cited:
     block: str = ""  # the "Sources:" block appended to the text (inline or both), else ''
     fields: dict[str, Any] = field(default_factory=dict)  # citations + search_results, or {}
     file_search: dict[str, Any] | None = None  # the file_search_call item, when one was asked
+    searches: list[dict[str, Any]] = field(default_factory=list)  # the model's own, in order
 
 
 def file_citations(
@@ -198,6 +203,7 @@ def response_from_chat(
     finish = choice.get("finish_reason") if isinstance(choice, dict) else None
     status = "incomplete" if finish in INCOMPLETE else "completed"
     output: list[dict[str, Any]] = [cited.file_search] if cited.file_search else []
+    output += cited.searches
     text = _text_of(message.get("content"))
     listed = message.get("tool_calls")
     calls: list[Any] = listed if isinstance(listed, list) else []

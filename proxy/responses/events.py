@@ -12,6 +12,7 @@ from proxy.responses.answer import (
     Cited,
     Ids,
     file_citations,
+    file_search_item,
     function_call_item,
     message_item,
     output_text,
@@ -59,6 +60,7 @@ class ResponseStream:
     message: _Message | None = None
     calls: dict[int, _Call] = field(default_factory=dict)
     done_items: dict[int, dict[str, Any]] = field(default_factory=dict)
+    searching: dict[str, int] = field(default_factory=dict)  # search item id → output index
     started: bool = False
 
     def _event(self, kind: str, **fields: Any) -> dict[str, Any]:
@@ -93,16 +95,30 @@ class ResponseStream:
         item = self.cited.file_search
         if item is None:
             return []
+        return [*self.search_begun(item["id"]), *self.search_done(item)]
+
+    def search_begun(self, item_id: str) -> list[dict[str, Any]]:
+        """A search starts: its `file_search_call` item opens at the next output index."""
         index, self.items = self.items, self.items + 1
-        self.done_items[index] = item
-        where = {"output_index": index, "item_id": item["id"]}
-        opened = {**item, "status": "in_progress", "queries": [], "results": None}
+        self.searching[item_id] = index
+        where = {"output_index": index, "item_id": item_id}
+        opened = file_search_item(item_id, [], [], False, "in_progress")
         return [
             self._event("response.output_item.added", output_index=index, item=opened),
             *[
                 self._event(f"response.file_search_call.{stage}", **where)
-                for stage in ("in_progress", "searching", "completed")
+                for stage in ("in_progress", "searching")
             ],
+        ]
+
+    def search_done(self, item: dict[str, Any]) -> list[dict[str, Any]]:
+        """The search begun for `item["id"]` has run: its item is complete."""
+        index = self.searching.pop(item["id"])
+        self.done_items[index] = item
+        return [
+            self._event(
+                "response.file_search_call.completed", output_index=index, item_id=item["id"]
+            ),
             self._event("response.output_item.done", output_index=index, item=item),
         ]
 

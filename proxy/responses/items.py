@@ -148,8 +148,10 @@ def translate_input(
             message = _message(item, where)
         elif kind == "function_call_output":
             message = _tool_output(item, where)
-        elif kind == "reasoning":
-            continue  # a model's reasoning summary: not something a chat upstream can take back
+        elif kind in ("reasoning", "file_search_call"):
+            # A model's reasoning summary, a search the proxy ran (a client that sends a
+            # response's output back): nothing a chat upstream can take back.
+            continue
         elif kind == "item_reference":
             raise bad(STATELESS, where, "unsupported_parameter")
         else:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -213,10 +214,12 @@ def chat_request(
     if tools:
         chat["tools"] = tools
     choice = body.get("tool_choice")
-    if choice is not None and not (
-        isinstance(choice, dict) and choice.get("type") == "file_search"
-    ):
-        # Forcing file_search means nothing more here: the proxy searches whenever it is given.
+    if isinstance(choice, dict) and choice.get("type") == "file_search":
+        # The model's first turn searches (when the model writes the searches; searched once,
+        # the proxy searches whenever the tool is given).
+        if file_search is not None:
+            file_search = dataclasses.replace(file_search, forced=True)
+    elif choice is not None:
         chat["tool_choice"] = _tool_choice(choice)
     if isinstance(body.get("parallel_tool_calls"), bool):
         chat["parallel_tool_calls"] = body["parallel_tool_calls"]

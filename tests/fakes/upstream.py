@@ -16,6 +16,8 @@ from aiohttp import web
 from aiohttp.typedefs import Handler
 from multidict import CIMultiDict
 
+from tests.fakes.tool_calls import ToolModel
+
 UPSTREAM_SERVER = "fake-upstream/1.0"
 UPSTREAM_DATE = "Mon, 01 Jan 2001 00:00:00 GMT"
 ANSWER = ["Hello", " from", " the", " fake", " upstream", "."]
@@ -181,6 +183,8 @@ class FakeUpstream:
     # A model that translates: the proxy's translation prompts (a few-shot completion, or a
     # system instruction and example turns) are answered with the question's entry here.
     translations: dict[str, str] = field(default_factory=dict)
+    # A model that calls tools (tests/fakes/tool_calls.py): its script answers every chat turn.
+    tool_model: ToolModel | None = None
 
     def authorised(self, request: web.Request) -> None:
         if (
@@ -269,6 +273,8 @@ class FakeUpstream:
         refusal = self.refused(body)
         if refusal is not None:
             return refusal
+        if self.tool_model is not None:
+            return await self.tool_model.answer(request, body)
         messages = body.get("messages") or [{}]
         if "Translate the user's question" in str(messages[0].get("content", "")):
             translated = self.translations.get(str(messages[-1].get("content", "")))

@@ -225,6 +225,23 @@ function imagesLine(images) {
   return el("p", { class: "budget images", text });
 }
 
+function searchesLine(searches) {
+  if (!searches) return null;
+  const calls = (searches.calls || []).map((c) => c.error
+    ? `turn ${c.round}: ${c.error}`
+    : `turn ${c.round}: ${c.queries.map((q) => `"${q}"`).join(", ")} → ${c.given} passage${c.given === 1 ? "" : "s"}` +
+      (c.left_out ? ` (${c.left_out} left out)` : ""));
+  const budget = searches.budget_limit
+    ? ` · ${n(searches.budget_used)} of ${n(searches.budget_limit)} ${searches.budget_unit}` : "";
+  const text =
+    `searches (${searches.mode}): ${searches.reason}` +
+    (calls.length ? ` — ${calls.join("; ")}` : "") +
+    (searches.mode === "tool" ? ` · ${searches.rounds} turn${searches.rounds === 1 ? "" : "s"}${budget}` : "") +
+    (searches.forced ? `; answer asked without tools: ${searches.forced}` : "") +
+    (searches.stopped ? `; ${searches.stopped}` : "");
+  return el("p", { class: "budget searches", text });
+}
+
 function renderRecord(record, showCaller) {
   const d = record.decision || {};
   const strategy = record.strategy || UNDECIDED;
@@ -253,6 +270,7 @@ function renderRecord(record, showCaller) {
     warnings.length ? el("ul", { class: "warnings" }, ...warnings) : null,
     guardLine(d.guard),
     imagesLine(d.images),
+    searchesLine(d.searches),
     cites.length ? el("ol", { class: "citations" }, ...cites) : null,
     timingsLine(record.timings_s),
     passagesTable(d.retrieval),

@@ -8,17 +8,40 @@ from proxy.pipeline.citing import whole_document
 from proxy.pipeline.exchange import Exchange
 from proxy.pipeline.prompts import full_content_prompt
 from proxy.pipeline.rewrite import replace_last_user_text
+from proxy.pipeline.search_space import open_space
 from proxy.pipeline.services import Services
 from proxy.pipeline.stages.guard_report import note_guard
 from proxy.pipeline.stages.retrieve import retrieve
-from proxy.pipeline.strategy import INJECT, RETRIEVAL
+from proxy.pipeline.strategy import INJECT, NONE, RETRIEVAL
 
 
 async def inject(exchange: Exchange, services: Services) -> None:
-    if exchange.strategy == INJECT:
+    if exchange.model_search is not None:
+        await offer_search(exchange, services)
+    elif exchange.strategy == INJECT:
         await inject_full_content(exchange, services)
     elif exchange.strategy == RETRIEVAL:
         await retrieve(exchange, services)
+
+
+async def offer_search(exchange: Exchange, services: Services) -> None:
+    """The model writes the searches: documents that fit go in whole as ever, the rest and the
+    vector stores are what its search function covers; the question stays as it was asked."""
+    search = exchange.model_search
+    assert search is not None
+    if exchange.strategy == INJECT:
+        await inject_full_content(exchange, services)
+    if exchange.strategy != NONE:
+        await open_space(exchange, services, documents=exchange.strategy == RETRIEVAL)
+    if not search.armed:
+        search.record.mode = "off"
+        search.record.reason = (
+            "enrich.strategy none: nothing is searched"
+            if exchange.strategy == NONE
+            else "nothing left to search: the documents were given whole"
+        )
+        exchange.response_headers["X-Enrich-Search"] = "off"
+        exchange.model_search = None
 
 
 async def inject_full_content(exchange: Exchange, services: Services) -> None:

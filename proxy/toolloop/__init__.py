@@ -1,0 +1,1 @@
+"""The search loop the proxy runs for a model that calls tools: OpenAI's hosted file search."""

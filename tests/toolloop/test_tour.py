@@ -1,0 +1,71 @@
+"""The README tour's search loop (part 4), as printed, against a proxy in front of the stand-in
+for llama-server whose scripted model calls tools: it prints exactly the output shown there."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+from typing import Any
+
+import httpx
+import openai
+import pytest
+
+from tests.conftest import ROOT
+from tests.fakes.tool_calls import Calls, Reply, Say, search, tool_results
+from tests.fakes.upstream import FakeUpstream
+from tests.stores.support import FAST
+from tests.test_enrich import pdf_bytes
+from tests.toolloop.support import Proxy, chat_turns, model
+
+# Each page long enough to be a passage of its own (its sentence again and again).
+PAGES = [
+    "The report concludes that sardines win. " * 30,
+    "Sales figures: sardines outsold anchovies three to one. " * 30,
+]
+
+
+def conversation(body: dict[str, Any]) -> Reply:
+    """A model that searches for the first two questions (rephrasing the second) and answers
+    the third from the conversation."""
+    asked = sum(1 for m in body["messages"] if m["role"] == "user")
+    found = tool_results(body)
+    if asked == 1:
+        if not found:
+            return Calls.of(search("what the report concludes", "main findings of the report"))
+        return Say("The report concludes that sardines win.")
+    if asked == 2:
+        if not found:
+            return Calls.of(search("sales figures of sardines"))
+        return Say("The sales figures: sardines outsold anchovies three to one.")
+    return Say("You are welcome.")
+
+
+def test_the_search_tour_prints_what_the_readme_shows(
+    make_proxy: Proxy,
+    upstream: FakeUpstream,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    readme = (ROOT / "README.md").read_text()
+    part = readme.split("### 4. Let the model search", 1)[1].split("\n## ", 1)[0]
+    [code] = re.findall(r"^```python\n(.*?)^```$", part, re.M | re.S)
+    [shown] = re.findall(r"^```text\n(.*?)^```$", part, re.M | re.S)
+    model(upstream, conversation)
+    base = make_proxy(vector_stores=FAST)
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "report.pdf").write_bytes(pdf_bytes(PAGES))
+    client = openai.OpenAI(base_url=base + "/v1", api_key="unused", max_retries=0)
+    scope: dict[str, Any] = {"client": client}
+    exec(compile(code, "README: let the model search", "exec"), scope)
+    printed = capsys.readouterr().out.splitlines()  # the proxy's own log lines go there too
+    lines = [line for line in printed if line.startswith(("Q: ", "  searched: ", "A: "))]
+    assert lines == shown.splitlines()
+    # The first two answers cite the report; the third needed no search.
+    turns = chat_turns(upstream)
+    assert len(turns) == 5
+    assert "sardines outsold anchovies" in turns[3]["messages"][-1]["content"]
+    records = httpx.get(base + "/v1/enrich/decisions?limit=3", timeout=30).json()["data"]
+    cited = [{c.split("#")[0] for c in record["citations"]} for record in reversed(records)]
+    assert cited == [{"report.pdf"}, {"report.pdf"}, set()]
