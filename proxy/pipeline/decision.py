@@ -73,6 +73,9 @@ class RetrievalRecord:
     English), ranked by its cosines put on the embedder's scale, held to the same threshold."""
     overview: list[str] = field(default_factory=list)
     """Files whose opening and conclusion came first: the question is about a whole document."""
+    store_down: dict[str, str] = field(default_factory=dict)
+    """Files ranked by their words because the vector store could not be read or written (a
+    Chroma server restarting, a full disk), with the reason; they are in ranked_by_words too."""
 
 
 @dataclass

@@ -35,6 +35,12 @@ from proxy.retrieval.vectors import IndexLockedError as IndexLockedError
 
 T = TypeVar("T")
 
+
+class VectorStoreUnavailable(UpstreamError):
+    """The Chroma server failed or is unreachable (502): requests rank by words meanwhile,
+    and background indexing waits for it (proxy.retrieval.indexing)."""
+
+
 # Chunks per embed-and-upsert round: big enough for efficient batches, small enough that
 # an interrupted run loses little and a resumed one skips what was stored.
 WRITE_BATCH = 128
@@ -313,7 +319,7 @@ class VectorIndex:
                 ) from exc
             # The server may have restarted with other data: look the collections up again.
             self._chunks = self._manifest = None
-            raise UpstreamError(
+            raise VectorStoreUnavailable(
                 f"Chroma server {self.server_url}: {reason}", code="vector_store_failed"
             ) from exc
 

@@ -16,7 +16,7 @@ from proxy.retrieval.chunking import CHUNKER_VERSION, Chunk, chunk_document
 from proxy.retrieval.embeddings import Embedder
 from proxy.retrieval.fusion import reciprocal_rank_fusion
 from proxy.retrieval.index import VectorIndex
-from proxy.retrieval.indexing import Indexer, Vectors
+from proxy.retrieval.indexing import STORE_DOWN, Indexer, Vectors
 from proxy.retrieval.lease import Leases
 from proxy.retrieval.lexical import detect_language, query_language
 from proxy.retrieval.overview import OverviewRouter, overview_passages
@@ -200,8 +200,11 @@ class Retriever:
         """Index the whole document at the background's pace, waiting for it: True once it is
         indexed, False while another proxy holds its lease (ask again later)."""
         space, passages = await self._space_of(document)
-        if await space.index.is_indexed(document.sha256, space.settings):
-            return True
+        try:
+            if await space.index.is_indexed(document.sha256, space.settings):
+                return True
+        except STORE_DOWN:
+            pass  # the indexing run waits for the store to answer again
         return await space.indexer.complete(document, passages)
 
     async def passages(self, document: ParsedDocument) -> DocumentPassages:
@@ -232,6 +235,7 @@ class Retriever:
         window: WindowShape = NO_WINDOW,
         resolve: Resolve | None = None,
         translate: Translate | None = None,
+        store_down: dict[str, str] | None = None,
     ) -> tuple[list[list[Scored]], dict[str, int]]:
         """Each document's best `depth` passages for the query, best first, and how much of
         each document's dense index was ready (percent) when it was searched. With
@@ -241,7 +245,10 @@ class Retriever:
         windows that meet merged. A document given by reference only (no pages) whose passages
         are not stored here is replaced by `resolve(document)`, the document itself. With
         `translate`, a document in another language than the query is also searched with the
-        query translated into its language, both rankings fused."""
+        query translated into its language, both rankings fused. With `store_down`, a
+        document whose vectors cannot be read or stored (the vector store is down or full) is
+        ranked by its words alone, as one in a language the embedder does not read, and named
+        there with the reason; without it, that failure is raised."""
         embeddings: dict[tuple[str, str], list[float]] = {}
         ranked: list[list[Scored]] = []
         ready: dict[str, int] = {}
@@ -261,12 +268,23 @@ class Retriever:
                 # if none is, as before translations); the multilingual one reads them all.
                 meant = (read or words) if space is self.primary else words
                 vectors = [await space.embedded(text, embeddings) for text in meant]
-                dense, ready[document.name] = await self._dense(
-                    space, document, passages, words, status
-                )
-                found = self._rank(passages, words, space.on_scale(dense), vectors)
-                if space is not self.primary:
-                    found = [replace(item, multilingual=True) for item in found]
+                try:
+                    dense, ready[document.name] = await self._dense(
+                        space, document, passages, words, status
+                    )
+                except STORE_DOWN as error:
+                    if store_down is None:
+                        raise
+                    # Its words still rank it: the question is answered, not refused.
+                    store_down[document.name] = error.message
+                    status(f"Vector store unavailable: ranking {document.name} by its words...")
+                    ready[document.name] = space.indexer.progress(passages).percent
+                    found = self._rank(passages, words, lambda vector: {}, [])
+                    found = [replace(item, by_meaning=False) for item in found]
+                else:
+                    found = self._rank(passages, words, space.on_scale(dense), vectors)
+                    if space is not self.primary:
+                        found = [replace(item, multilingual=True) for item in found]
             else:
                 # Its cosines would be noise: ranked by its words (and its translation's).
                 ready[document.name] = 100
@@ -410,9 +428,9 @@ class Retriever:
             for i, score in scores.items():
                 lexical[i] = max(score, lexical.get(i, score))
         order: list[tuple[int, float | None]]
-        if self.ranking == "dense":
+        if self.ranking == "dense" and embeddings:
             order = _fused(dense_orders)
-        elif self.ranking == "lexical":
+        elif self.ranking == "lexical" or not embeddings:
             order = _fused(word_orders)
         else:
             order = _fused([*dense_orders, *word_orders])

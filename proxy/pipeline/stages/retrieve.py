@@ -58,6 +58,7 @@ async def retrieve(exchange: Exchange, services: Services) -> None:
     indexed: dict[str, int] = {}
     translator = QuestionTranslations(exchange, services)
     shape = WindowShape(settings.window_before, settings.window_after)
+    store_down: dict[str, str] = {}
     if sources:
         ranked, indexed = await retriever.search(
             sources,
@@ -67,6 +68,7 @@ async def retrieve(exchange: Exchange, services: Services) -> None:
             neighbours=1 if fill == "neighbours" else 0,
             window=shape,
             translate=translator.into if services.translator is not None else None,
+            store_down=store_down,
         )
     names = {ref.name: ref.file_id for ref in [*exchange.new_refs, *exchange.old_refs]}
     origins = [Origin(names.get(document.name)) for document in sources]
@@ -130,6 +132,7 @@ async def retrieve(exchange: Exchange, services: Services) -> None:
             for doc, hits in zip(sources, ranked, strict=False)
             if hits and hits[0].overview
         ],
+        store_down=store_down,
     )
     note_guard(exchange, reports)
 
