@@ -133,6 +133,9 @@ class ServerSettings(Section):
     max_messages: int = Field(4096, ge=1)
     # Values (strings, numbers, arrays, objects) a JSON body may hold, bounded before parsing.
     max_json_values: int = Field(250_000, ge=1000)
+    # Kept free on data_dir's disk: uploads and the embedded index's writes are refused (507)
+    # and cache entries are not written below it (docs/operations.md, faults).
+    min_free_disk_mb: float = Field(64, ge=0)
 
     @field_validator("allowed_hosts")
     @classmethod

@@ -13,6 +13,7 @@ import numpy as np
 import numpy.typing as npt
 import structlog
 
+from proxy.disk import DiskFull
 from proxy.documents.model import ParsedDocument
 from proxy.retrieval.chunking import Chunk, head
 from proxy.retrieval.embeddings import Embedder
@@ -38,8 +39,9 @@ RESUME_AFTER_S = 1.0
 this, then twice as long each time up to RESUME_EVERY_S, for RESUME_FOR_S at most."""
 RESUME_EVERY_S = 30.0
 RESUME_FOR_S = 15 * 60.0
-STORE_DOWN = (VectorStoreUnavailable,)
-"""Failures that are the store's, not the document's: the run waits for the store to answer."""
+STORE_DOWN = (VectorStoreUnavailable, DiskFull)
+"""Failures that are the store's, not the document's (a Chroma server down, the embedded
+store's disk full): requests rank by words meanwhile, and the run waits for the store."""
 
 Vector = npt.NDArray[np.float32]
 Vectors = dict[int, Vector]
@@ -263,7 +265,7 @@ class Indexer:
                     if waited >= self.resume_for_s:
                         raise
                     log.warning(
-                        "vector store unavailable: indexing resumes when it answers",
+                        "indexing waits for the vector store: it resumes by itself",
                         file=doc.name,
                         retry_in_s=pause,
                         error=str(error)[:300],

@@ -11,6 +11,7 @@ from pathlib import Path
 
 import numpy as np
 
+from proxy.disk import DiskRoom
 from proxy.documents.model import ParsedDocument
 from proxy.retrieval.chunking import CHUNKER_VERSION, Chunk, chunk_document
 from proxy.retrieval.embeddings import Embedder
@@ -103,6 +104,8 @@ class Retriever:
     """With a multilingual embedder: the languages of the documents the embedder keeps (the
     rest go to the multilingual one); None: those it reads. MiniLM half reads German, enough
     for a German question about an English text, but e5 ranks German documents better."""
+    disk: DiskRoom | None = None
+    """The data folder's disk: passages are not written below its reserve."""
     indexer: Indexer = field(init=False)
     store: PassageStore = field(init=False)
     router: OverviewRouter | None = field(init=False)
@@ -115,7 +118,9 @@ class Retriever:
             raise ValueError(f"unknown ranking {self.ranking!r} (expected one of {RANKINGS})")
         least = self.overview_affinity
         self.router = None if least is None else OverviewRouter(least)
-        self.store = PassageStore(self.passages_dir, self.chunking_settings, self.chunks_of)
+        self.store = PassageStore(
+            self.passages_dir, self.chunking_settings, self.chunks_of, self.disk
+        )
         self.indexer = Indexer(self.index, self.embedder, self.settings, leases=self.leases)
         self.primary = Space(self.embedder, self.index, self.indexer, self.settings)
         self.second = None
