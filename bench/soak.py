@@ -465,8 +465,9 @@ async def soak(
     return rows
 
 
-def summary(rows: list[Row], minutes: float) -> dict[str, Any]:
-    warm = max(1, round(minutes * WARMUP_SHARE))
+def summary(rows: list[Row], minutes: float, warmup: float | None) -> dict[str, Any]:
+    share = round(minutes * WARMUP_SHARE) if warmup is None else round(warmup)
+    warm = min(max(1, share), len(rows))
     after = rows[warm:] or rows[-1:]
     base_rss, base_fds = rows[warm - 1].rss_mb, rows[warm - 1].open_files
     growth = (max(r.rss_mb for r in after) / base_rss - 1) * 100 if base_rss else 0.0
@@ -519,12 +520,14 @@ def plot(rows: list[Row], result: dict[str, Any], path: Path) -> bool:
     axes[0].set_ylabel("MB")
     axes[1].plot(minutes, [r.open_files for r in rows], label="open files")
     axes[1].set_ylabel("files")
+    axes[1].set_ylim(bottom=0)
     axes[2].plot(minutes, [r.plain_p50_ms for r in rows], label="plain chat p50")
     axes[2].plot(minutes, [r.plain_p99_ms for r in rows], label="plain chat p99")
     axes[2].set_ylabel("ms")
     axes[3].bar(minutes, [r.errors for r in rows], label="errors")
     axes[3].plot(minutes, [r.incomplete_streams for r in rows], "r.", label="incomplete streams")
     axes[3].set_ylabel("per minute")
+    axes[3].set_ylim(bottom=0, top=max(5, *(r.errors for r in rows)))
     axes[3].set_xlabel("minute")
     for axis in axes:
         axis.axvspan(0.5, result["warmup_minutes"] + 0.5, color="0.92")
@@ -558,6 +561,9 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--minutes", type=float, default=60.0)
     parser.add_argument("--clients", type=int, default=6)
+    parser.add_argument(
+        "--warmup-minutes", type=float, help="before the targets apply (default: a fifth)"
+    )
     parser.add_argument("--out", type=Path, default=ROOT / "test-artifacts" / "soak")
     parser.add_argument("--corpus", type=Path, default=CORPUS, help="the shared corpus")
     args = parser.parse_args()
@@ -596,7 +602,7 @@ def main() -> None:
             stop(process, grace_s=15)
             fakes.thread.close()
             chroma.stop()
-    result = summary(rows, args.minutes)
+    result = summary(rows, args.minutes, args.warmup_minutes)
     result["load_average_end"] = round(os.getloadavg()[0], 2)
     (args.out / "soak.json").write_text(json.dumps(result, indent=2))
     plotted = plot(rows, result, args.out / "soak.png")
