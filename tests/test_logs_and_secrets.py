@@ -6,8 +6,11 @@ import base64
 import contextlib
 import json
 import logging
+import subprocess
+import sys
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from pathlib import Path
 from typing import Any
 
 import httpx
@@ -16,6 +19,8 @@ import structlog
 
 from proxy.logs import configure_logging
 from tests.fakes.upstream import FakeUpstream
+
+ROOT = Path(__file__).resolve().parent.parent
 
 DOC_MARKER = "DOCMARKER-8d1f2a-confidential-paragraph"
 CLIENT_KEY = "sk-secret-marker"
@@ -208,3 +213,21 @@ def test_the_proxy_key_is_not_forwarded_upstream(
         # The upstream's own key, or none at all: never the client's proxy key.
         expected = f"Bearer {upstream_key}" if upstream_key else None
         assert request.headers.get("Authorization") == expected, request.path
+
+
+def test_a_library_that_lowers_its_own_log_level_stays_quiet() -> None:
+    """bm25s sets its logger to DEBUG when imported: its debug lines (one per document indexed)
+    must not reach a JSON log as plain text lines."""
+    script = (
+        "from proxy.logs import configure_logging\n"
+        "configure_logging('json', 'info')\n"
+        "from proxy.retrieval.lexical import LexicalIndex\n"
+        "LexicalIndex.build(['the harbour master', 'the bakery'])\n"
+        "import structlog; structlog.get_logger('t').warning('a line of ours')\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, timeout=120, cwd=ROOT
+    )
+    assert done.returncode == 0, done.stderr
+    lines = done.stderr.strip().splitlines()
+    assert [json.loads(line)["event"] for line in lines] == ["a line of ours"], lines

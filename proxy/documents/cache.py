@@ -11,6 +11,7 @@ from pathlib import Path
 
 import structlog
 
+from proxy.disk import DiskRoom
 from proxy.documents.model import DocumentWarning, Page, ParsedDocument
 
 log = structlog.get_logger(__name__)
@@ -66,9 +67,14 @@ class DocumentCache:
     """Entries are keyed by sha256 and kind; the name stored is whatever the first caller used."""
 
     def __init__(
-        self, directory: Path, memory_entries: int = 32, max_bytes: int | None = None
+        self,
+        directory: Path,
+        memory_entries: int = 32,
+        max_bytes: int | None = None,
+        disk: DiskRoom | None = None,
     ) -> None:
         self._directory = directory
+        self._disk = disk  # no entry is written below its reserve
         self._memory: OrderedDict[tuple[str, str], ParsedDocument] = OrderedDict()
         self._memory_entries = memory_entries
         # Bounded by text held as well as by count: a few 5M-character books are plenty.
@@ -127,6 +133,9 @@ class DocumentCache:
 
     def store(self, document: ParsedDocument) -> None:
         path = self._path(document.sha256, document.kind)
+        if self._disk is not None and self._disk.low():
+            log.warning("cache entry not written: the data folder is nearly full", path=str(path))
+            return
         try:
             path.parent.mkdir(parents=True, exist_ok=True)
             fd, temp = tempfile.mkstemp(dir=path.parent, prefix=".tmp-", suffix=".json")

@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING
 
 import structlog
 
+from proxy.disk import DiskRoom
 from proxy.documents.cache import DocumentCache
 from proxy.documents.collect import PageCollector
 from proxy.documents.detect import LIBRARY, PAGED_KINDS, TEXT_KINDS, Kind, declared_kind, detect
@@ -71,10 +72,11 @@ class DocumentParser:
         per_key: int | None = None,
         shared: SharedParseCache | None = None,
         count: Callable[[str], None] = _quiet,
+        disk: DiskRoom | None = None,
     ) -> None:
         self.limits = limits or ParseLimits()
         self.ocr = ocr
-        self.cache = DocumentCache(cache_dir, max_bytes=cache_max_bytes)
+        self.cache = DocumentCache(cache_dir, max_bytes=cache_max_bytes, disk=disk)
         # The second level, shared with other replicas through the object store (files: s3).
         self.shared = shared
         self.count = count  # where a document's text came from: parsed | cache | shared

@@ -16,6 +16,7 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import Any, BinaryIO
 
+from proxy.disk import DiskRoom
 from proxy.files.protocol import (
     FILE_ID,
     FileNotFound,
@@ -64,10 +65,17 @@ class DiskFileStore:
     counted. Reads take no lock. The methods block: call them off the loop.
     """
 
-    def __init__(self, root: Path, max_bytes: int, quota_bytes: int | None = None) -> None:
+    def __init__(
+        self,
+        root: Path,
+        max_bytes: int,
+        quota_bytes: int | None = None,
+        disk: DiskRoom | None = None,
+    ) -> None:
         self.root = root
         self.max_bytes = max_bytes
         self.quota_bytes = quota_bytes
+        self.disk = disk  # uploads are refused below its reserve
         self.other_usage: Callable[[str], int] = nothing_else
         self.blobs = root / "blobs"
         self.meta = root / "meta"
@@ -120,6 +128,8 @@ class DiskFileStore:
         return self._ledger()["usage"].get(owner, 0)
 
     def begin_upload(self, owner: str) -> DiskUpload:
+        if self.disk is not None:
+            self.disk.check("the upload")
         used = 0 if self.quota_bytes is None else self.usage(owner) + self.other_usage(owner)
         room = Room.for_owner(self.max_bytes, self.quota_bytes, used)
         return DiskUpload(self, owner, room)

@@ -4,13 +4,13 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import errno
 import os
 from urllib.parse import quote
 
 from aiohttp import BodyPartReader, web
 from aiohttp.http_exceptions import HttpProcessingError
 
+from proxy.disk import DiskFull, disk_full
 from proxy.documents.naming import basename
 from proxy.errors import BadRequest, ProxyError
 from proxy.files.protocol import FileStore, Owner, Upload
@@ -33,14 +33,8 @@ def owner_scope(request: web.Request) -> Owner:
 
 def storage_error(exc: OSError) -> ProxyError:
     """A failed write to the store as the client should see it (no paths: they are ours)."""
-    if exc.errno in (errno.ENOSPC, errno.EDQUOT):
-        return ProxyError(
-            "the proxy's file store is out of space; the upload was not saved: delete files you"
-            " no longer need, or ask the operator to free space in server.data_dir",
-            status=507,
-            type="server_error",
-            code="insufficient_storage",
-        )
+    if disk_full(exc):
+        return DiskFull("the upload")
     return ProxyError(
         f"the proxy could not store the upload ({exc.strerror or type(exc).__name__});"
         " it was not saved: upload it again, and if this repeats, check that server.data_dir"

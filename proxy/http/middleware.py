@@ -16,6 +16,7 @@ from aiohttp.typedefs import Handler
 
 from proxy import logs
 from proxy.config import ApiKey
+from proxy.disk import DiskFull, disk_full
 from proxy.errors import BadRequest, PayloadTooLarge, ProxyError
 from proxy.http.browsers import BrowserPolicy, is_preflight
 from proxy.http.keys import (
@@ -236,7 +237,12 @@ async def proxy_middleware(request: web.Request, handler: Handler) -> web.Stream
         # cancelled: nobody is left to answer, and nothing went wrong here.
         status = 499
         return web.Response(status=499)
-    except Exception:
+    except Exception as exc:
+        if disk_full(exc):
+            # Whichever write met the full disk: a 507 saying so, not an internal error.
+            log.warning("data folder full", request_id=request_id, error=str(exc)[:300])
+            status = 507
+            return error_response(DiskFull("what this request had to write"), request_id)
         log.exception("unhandled error", request_id=request_id, path=request.path)
         response = error_response(internal_error(request_id), request_id)
         status = 500

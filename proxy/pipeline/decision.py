@@ -77,6 +77,9 @@ class RetrievalRecord:
     """What the files were searched for: the question, and the question with its
     conversation's earlier turns, each `{text, weight, from}` (question | conversation |
     reply); the rankings are fused at those weights."""
+    store_down: dict[str, str] = field(default_factory=dict)
+    """Files ranked by their words because the vector store could not be read or written (a
+    Chroma server restarting, a full disk), with the reason; they are in ranked_by_words too."""
 
 
 @dataclass

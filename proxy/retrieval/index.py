@@ -17,6 +17,7 @@ from chromadb.api import ClientAPI
 from chromadb.api.models.Collection import Collection
 from chromadb.config import Settings
 
+from proxy.disk import DiskFull, DiskRoom
 from proxy.documents.model import ParsedDocument
 from proxy.errors import ProxyError, UpstreamError
 from proxy.retrieval.chunking import Chunk
@@ -34,6 +35,12 @@ from proxy.retrieval.vectors import Hit as Hit
 from proxy.retrieval.vectors import IndexLockedError as IndexLockedError
 
 T = TypeVar("T")
+
+
+class VectorStoreUnavailable(UpstreamError):
+    """The Chroma server failed or is unreachable (502): requests rank by words meanwhile,
+    and background indexing waits for it (proxy.retrieval.indexing)."""
+
 
 # Chunks per embed-and-upsert round: big enough for efficient batches, small enough that
 # an interrupted run loses little and a resumed one skips what was stored.
@@ -67,8 +74,10 @@ class VectorIndex:
         lock_fd: int | None = None,
         cache_bytes: int = CACHE_BYTES,
         owns_client: bool = True,
+        disk: DiskRoom | None = None,
     ) -> None:
         self.embedder = embedder
+        self.disk = disk  # embedded: no write below its reserve (Chroma fails on a full disk)
         self._owns_client = owns_client
         self.server_url = server_url
         self.path = path
@@ -85,9 +94,15 @@ class VectorIndex:
 
     @classmethod
     def embedded(
-        cls, path: Path, embedder: Embedder, *, cache_bytes: int = CACHE_BYTES
+        cls,
+        path: Path,
+        embedder: Embedder,
+        *,
+        cache_bytes: int = CACHE_BYTES,
+        disk_reserve_bytes: int = 0,
     ) -> VectorIndex:
-        """A store in `path`, served by this process alone (locked against other processes)."""
+        """A store in `path`, served by this process alone (locked against other processes);
+        its writes stop while its disk has less than `disk_reserve_bytes` free."""
         path.mkdir(parents=True, exist_ok=True)
         lock_fd = lock_exclusively(path)
         settings = Settings(anonymized_telemetry=False)
@@ -97,6 +112,7 @@ class VectorIndex:
             path=path,
             lock_fd=lock_fd,
             cache_bytes=cache_bytes,
+            disk=DiskRoom(path, disk_reserve_bytes) if disk_reserve_bytes else None,
         )
 
     @classmethod
@@ -122,6 +138,7 @@ class VectorIndex:
             path=self.path,
             cache_bytes=self._cache.max_bytes,
             owns_client=False,
+            disk=self.disk,
         )
 
     def _shared_client(self) -> ClientAPI:
@@ -182,11 +199,13 @@ class VectorIndex:
     ) -> None:
         """Store passages with their vectors (replacing what their ids held)."""
         settings = self.settings_of(fingerprint)
+        self._room_to_write()
         await self._run(functools.partial(self._upsert, chunks, vectors, settings))
 
     async def finish(self, doc: ParsedDocument, count: int, fingerprint: str | None = None) -> None:
         """Drop passages past `count` (left by other settings) and record the document complete."""
         settings = self.settings_of(fingerprint)
+        self._room_to_write()
         stored = await self._run(lambda: self._stored_texts(doc.sha256))
         wanted = {chunk_id(doc.sha256, i) for i in range(count)}
         stale = [key for key in stored if key not in wanted]
@@ -272,6 +291,10 @@ class VectorIndex:
         ]
         return sorted(hits, key=lambda hit: hit.score, reverse=True)
 
+    def _room_to_write(self) -> None:
+        if self.disk is not None:
+            self.disk.check("the document's vector index")
+
     async def close(self) -> None:
         """Release the Chroma client and the store's lock."""
         with self._connect_lock:
@@ -312,6 +335,9 @@ class VectorIndex:
             raise
         except Exception as exc:
             reason = f"{type(exc).__name__}: {exc}"[:300]
+            if self.server_url is None and self.disk is not None and self.disk.low():
+                # Chroma's errors do not say so (`Failed to apply logs to the metadata segment`).
+                raise DiskFull("the document's vector index") from exc
             if self.server_url is None:
                 message = (
                     f"vector store {self.path}: {reason}; ask again, and if this repeats, check"
@@ -322,7 +348,7 @@ class VectorIndex:
                 ) from exc
             # The server may have restarted with other data: look the collections up again.
             self._chunks = self._manifest = None
-            raise UpstreamError(
+            raise VectorStoreUnavailable(
                 f"Chroma server {self.server_url}: {reason}; check that it runs (chroma run) at"
                 " vector_store.host and port, then ask again",
                 code="vector_store_failed",

@@ -13,10 +13,11 @@ import numpy as np
 import numpy.typing as npt
 import structlog
 
+from proxy.disk import DiskFull
 from proxy.documents.model import ParsedDocument
 from proxy.retrieval.chunking import Chunk, head
 from proxy.retrieval.embeddings import Embedder
-from proxy.retrieval.index import VectorIndex
+from proxy.retrieval.index import WRITE_BATCH, VectorIndex, VectorStoreUnavailable
 from proxy.retrieval.lease import Leases
 from proxy.retrieval.passages import DocumentPassages
 from proxy.retrieval.vectors import DocumentVectors, chunk_id
@@ -32,6 +33,15 @@ passage (bench/indexing.py); small ones leave requests' candidates less to wait 
 NEARBY = 1
 """Passages on either side of a question's hit that the background embeds first with it (the
 answer often starts or ends in the passage next to the one that matched)."""
+
+RESUME_AFTER_S = 1.0
+"""A background run stopped by the vector store (a Chroma server restarting) tries again after
+this, then twice as long each time up to RESUME_EVERY_S, for RESUME_FOR_S at most."""
+RESUME_EVERY_S = 30.0
+RESUME_FOR_S = 15 * 60.0
+STORE_DOWN = (VectorStoreUnavailable, DiskFull)
+"""Failures that are the store's, not the document's (a Chroma server down, the embedded
+store's disk full): requests rank by words meanwhile, and the run waits for the store."""
 
 Vector = npt.NDArray[np.float32]
 Vectors = dict[int, Vector]
@@ -77,6 +87,9 @@ class Progress:
     first: list[int] = field(default_factory=list)
     """Passages the background embeds before the rest: around the lexical hits of the questions
     asked meanwhile, the latest question's first."""
+    unsaved: set[int] = field(default_factory=set)
+    """Passages embedded here whose vectors the store did not take (it was down): written
+    before the document is recorded complete, never embedded again."""
 
     @property
     def percent(self) -> int:
@@ -101,12 +114,18 @@ class Indexer:
         *,
         leases: Leases | None = None,
         batch: int = BACKGROUND_BATCH,
+        resume_after_s: float = RESUME_AFTER_S,
+        resume_every_s: float = RESUME_EVERY_S,
+        resume_for_s: float = RESUME_FOR_S,
     ) -> None:
         self.index = index
         self.embedder = embedder
         self.settings = settings
         self.leases = leases
         self.batch = batch
+        self.resume_after_s = resume_after_s
+        self.resume_every_s = resume_every_s
+        self.resume_for_s = resume_for_s
         self.gate = ForegroundGate()
         self._progress: dict[str, Progress] = {}
         self._tasks: dict[str, asyncio.Task[bool]] = {}
@@ -235,6 +254,30 @@ class Indexer:
         return task
 
     async def _complete(self, doc: ParsedDocument, passages: DocumentPassages) -> bool:
+        """Finish the document; while the vector store is down (a Chroma server restarting),
+        wait for it and go on from where the run stopped, for `resume_for_s` at most."""
+        pause, waited = self.resume_after_s, 0.0
+        try:
+            while True:
+                try:
+                    return await self._complete_once(doc, passages)
+                except STORE_DOWN as error:
+                    if waited >= self.resume_for_s:
+                        raise
+                    log.warning(
+                        "indexing waits for the vector store: it resumes by itself",
+                        file=doc.name,
+                        retry_in_s=pause,
+                        error=str(error)[:300],
+                    )
+                await asyncio.sleep(pause)
+                waited += pause
+                pause = min(pause * 2, self.resume_every_s)
+        finally:
+            if self._tasks.get(doc.sha256) is asyncio.current_task():
+                self._tasks.pop(doc.sha256, None)
+
+    async def _complete_once(self, doc: ParsedDocument, passages: DocumentPassages) -> bool:
         progress = self.progress(passages)
         claimed = False
         try:
@@ -252,6 +295,7 @@ class Indexer:
             renewed = time.monotonic()
             while True:
                 await self.gate.background_turn()
+                await self._store_unsaved(passages, progress)
                 # Passages a request embedded meanwhile, or is embedding now, are left to it.
                 batch = self._next_batch(progress, rest)
                 if not batch:
@@ -282,8 +326,6 @@ class Indexer:
             if claimed and self.leases is not None:
                 with contextlib.suppress(Exception):
                     await self.leases.release(doc.sha256)
-            if self._tasks.get(doc.sha256) is asyncio.current_task():
-                self._tasks.pop(doc.sha256, None)
 
     def _next_batch(self, progress: Progress, rest: list[int]) -> list[int]:
         """The next passages to embed in the background: the preferred ones first, then the
@@ -307,32 +349,48 @@ class Indexer:
         return batch
 
     async def _embed(self, batch: list[Chunk], progress: Progress) -> Vectors:
-        """Embed and store passages, announcing them so that nobody embeds them twice."""
+        """Embed and store passages, announcing them so that nobody embeds them twice. Vectors
+        the store did not take are kept (`Progress.unsaved`) and the store's error raised."""
         loop = asyncio.get_running_loop()
         pending = {chunk.index: loop.create_future() for chunk in batch}
         progress.embedding.update(pending)
         try:
-            vectors = await self.embedder.embed_documents([chunk.embedded for chunk in batch])
-            await self.index.add(batch, vectors, self.settings)
-        except BaseException as error:
-            for future in pending.values():
-                future.set_exception(error if isinstance(error, Exception) else RuntimeError())
-                future.exception()  # retrieved: nobody may be waiting
-            raise
+            try:
+                vectors = await self.embedder.embed_documents([chunk.embedded for chunk in batch])
+            except BaseException as error:
+                for future in pending.values():
+                    future.set_exception(error if isinstance(error, Exception) else RuntimeError())
+                    future.exception()  # retrieved: nobody may be waiting
+                raise
+            made = {
+                chunk.index: np.asarray(vector, dtype=np.float32)
+                for chunk, vector in zip(batch, vectors, strict=True)
+            }
+            progress.vectors.update(made)
+            for index, vector in made.items():
+                pending[index].set_result(vector)
+            try:
+                await self.index.add(batch, vectors, self.settings)
+            except BaseException:
+                progress.unsaved.update(made)
+                raise
         finally:
             for index in pending:
                 progress.embedding.pop(index, None)
-        made = {
-            chunk.index: np.asarray(vector, dtype=np.float32)
-            for chunk, vector in zip(batch, vectors, strict=True)
-        }
-        progress.vectors.update(made)
-        for index, vector in made.items():
-            pending[index].set_result(vector)
         return made
+
+    async def _store_unsaved(self, passages: DocumentPassages, progress: Progress) -> None:
+        """Write the vectors made while the store was down (they are not embedded again)."""
+        while progress.unsaved:
+            indexes = sorted(progress.unsaved)[:WRITE_BATCH]
+            chunks = [passages.chunks[i] for i in indexes]
+            rows = [progress.vectors[i].tolist() for i in indexes]
+            await self.index.add(chunks, rows, self.settings)
+            progress.unsaved.difference_update(indexes)
 
     async def _finish(self, doc: ParsedDocument, passages: DocumentPassages) -> None:
         progress = self.progress(passages)
+        await self._store_unsaved(passages, progress)
         await self.index.finish(doc, len(passages.chunks), self.settings)
         if len(progress.vectors) == len(passages.chunks):
             ids = [chunk_id(doc.sha256, i) for i in range(len(passages.chunks))]

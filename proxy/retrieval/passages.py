@@ -11,12 +11,16 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
+import structlog
 from cachetools import LRUCache
 
+from proxy.disk import DiskRoom
 from proxy.documents.model import ParsedDocument
 from proxy.retrieval.chunking import Chunk
 from proxy.retrieval.lexical import LexicalIndex
 from proxy.retrieval.windows import document_text
+
+log = structlog.get_logger(__name__)
 
 KEPT_IN_MEMORY = 16
 """Documents whose passages stay in memory: a 352-page book's take ~1.5 MB."""
@@ -63,9 +67,14 @@ class PassageStore:
     """
 
     def __init__(
-        self, root: Path | None, settings: str, chunker: Callable[[ParsedDocument], list[Chunk]]
+        self,
+        root: Path | None,
+        settings: str,
+        chunker: Callable[[ParsedDocument], list[Chunk]],
+        disk: DiskRoom | None = None,
     ) -> None:
         self.root = root
+        self.disk = disk  # passages are not written below its reserve (made again when needed)
         self.settings = settings
         self._folder = hashlib.sha256(settings.encode()).hexdigest()[:16]
         self._chunker = chunker
@@ -114,6 +123,9 @@ class PassageStore:
             return
         passages = done.result()
         path = self._path(passages.sha256)
+        if self.disk is not None and self.disk.low():
+            log.warning("passages not written: the data folder is nearly full", file=passages.name)
+            return
         if path is not None and passages.fresh:
             task = asyncio.ensure_future(asyncio.to_thread(self._save, passages, path))
             self._saving.add(task)
@@ -140,9 +152,15 @@ class PassageStore:
         return DocumentPassages(doc.sha256, doc.name, chunks, lexical)
 
     def _save(self, passages: DocumentPassages, path: Path) -> None:
-        path.mkdir(parents=True, exist_ok=True)
-        passages.lexical.save(path / "bm25")
-        rows = [dataclasses.asdict(chunk) for chunk in passages.chunks]
-        partial = path / "chunks.json.partial"
-        partial.write_text(json.dumps(rows, ensure_ascii=False))
-        partial.replace(path / "chunks.json")  # the chunks last: their presence means complete
+        try:
+            path.mkdir(parents=True, exist_ok=True)
+            passages.lexical.save(path / "bm25")
+            rows = [dataclasses.asdict(chunk) for chunk in passages.chunks]
+            partial = path / "chunks.json.partial"
+            partial.write_text(json.dumps(rows, ensure_ascii=False))
+            partial.replace(path / "chunks.json")  # the chunks last: their presence means complete
+        except OSError as error:
+            # Made again from the document when next needed; a half-written index is never read
+            # (without chunks.json it is not loaded, and a damaged one is rebuilt).
+            log.warning("passages not written", file=passages.name, error=str(error)[:200])
+            (path / "chunks.json.partial").unlink(missing_ok=True)

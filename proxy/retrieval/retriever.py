@@ -11,13 +11,14 @@ from pathlib import Path
 
 import numpy as np
 
+from proxy.disk import DiskRoom
 from proxy.documents.model import ParsedDocument
 from proxy.retrieval.chunking import CHUNKER_VERSION, Chunk, chunk_document
 from proxy.retrieval.embeddings import Embedder
 from proxy.retrieval.fusion import reciprocal_rank_fusion
 from proxy.retrieval.history import SearchText
 from proxy.retrieval.index import VectorIndex
-from proxy.retrieval.indexing import Indexer, Vectors
+from proxy.retrieval.indexing import STORE_DOWN, Indexer, Vectors
 from proxy.retrieval.lease import Leases
 from proxy.retrieval.lexical import detect_language, query_language
 from proxy.retrieval.overview import OverviewRouter, overview_passages
@@ -104,6 +105,8 @@ class Retriever:
     """With a multilingual embedder: the languages of the documents the embedder keeps (the
     rest go to the multilingual one); None: those it reads. MiniLM half reads German, enough
     for a German question about an English text, but e5 ranks German documents better."""
+    disk: DiskRoom | None = None
+    """The data folder's disk: passages are not written below its reserve."""
     indexer: Indexer = field(init=False)
     store: PassageStore = field(init=False)
     router: OverviewRouter | None = field(init=False)
@@ -116,7 +119,9 @@ class Retriever:
             raise ValueError(f"unknown ranking {self.ranking!r} (expected one of {RANKINGS})")
         least = self.overview_affinity
         self.router = None if least is None else OverviewRouter(least)
-        self.store = PassageStore(self.passages_dir, self.chunking_settings, self.chunks_of)
+        self.store = PassageStore(
+            self.passages_dir, self.chunking_settings, self.chunks_of, self.disk
+        )
         self.indexer = Indexer(self.index, self.embedder, self.settings, leases=self.leases)
         self.primary = Space(self.embedder, self.index, self.indexer, self.settings)
         self.second = None
@@ -223,8 +228,13 @@ class Retriever:
         """Index the whole document at the background's pace, waiting for it: True once it is
         indexed, False while another proxy holds its lease (ask again later)."""
         space, passages = await self._space_of(document)
-        if space is None or await space.index.is_indexed(document.sha256, space.settings):
+        if space is None:
             return True
+        try:
+            if await space.index.is_indexed(document.sha256, space.settings):
+                return True
+        except STORE_DOWN:
+            pass  # the indexing run waits for the store to answer again
         return await space.indexer.complete(document, passages)
 
     async def passages(self, document: ParsedDocument) -> DocumentPassages:
@@ -256,6 +266,7 @@ class Retriever:
         resolve: Resolve | None = None,
         translate: Translate | None = None,
         also: Sequence[SearchText] = (),
+        store_down: dict[str, str] | None = None,
     ) -> tuple[list[list[Scored]], dict[str, int]]:
         """Each document's best `depth` passages for the query, best first, and how much of
         each document's dense index was ready (percent) when it was searched. With
@@ -268,7 +279,10 @@ class Retriever:
         query translated into its language, both rankings fused. Each text of `also` (the
         question in its conversation: proxy.retrieval.history) is ranked too, its rankings fused
         at its weight; it neither decides a question about the whole document nor picks a new
-        document's candidates, which are the question's own."""
+        document's candidates, which are the question's own. With `store_down`, a document whose
+        vectors cannot be read or stored (the vector store is down or full) is ranked by its
+        words alone, as one in a language the embedder does not read, and named there with the
+        reason; without it, that failure is raised."""
         embeddings: dict[tuple[str, str], list[float]] = {}
         ranked: list[list[Scored]] = []
         ready: dict[str, int] = {}
@@ -299,12 +313,23 @@ class Retriever:
                 vectors = [
                     (await space.embedded(text, embeddings), weight) for text, weight in meant
                 ]
-                dense, ready[document.name] = await self._dense(
-                    space, document, passages, words, status
-                )
-                found = self._rank(passages, weighted, space.on_scale(dense), vectors)
-                if space is not self.primary:
-                    found = [replace(item, multilingual=True) for item in found]
+                try:
+                    dense, ready[document.name] = await self._dense(
+                        space, document, passages, words, status
+                    )
+                except STORE_DOWN as error:
+                    if store_down is None:
+                        raise
+                    # Its words still rank it: the question is answered, not refused.
+                    store_down[document.name] = error.message
+                    status(f"Vector store unavailable: ranking {document.name} by its words...")
+                    ready[document.name] = space.indexer.progress(passages).percent
+                    found = self._rank(passages, weighted, lambda vector: {}, [])
+                    found = [replace(item, by_meaning=False) for item in found]
+                else:
+                    found = self._rank(passages, weighted, space.on_scale(dense), vectors)
+                    if space is not self.primary:
+                        found = [replace(item, multilingual=True) for item in found]
             else:
                 # Its cosines would be noise: ranked by its words (and its translation's).
                 ready[document.name] = 100
@@ -451,9 +476,9 @@ class Retriever:
             for i, score in scores.items():
                 lexical[i] = max(score, lexical.get(i, score))
         order: list[tuple[int, float | None]]
-        if self.ranking == "dense":
+        if self.ranking == "dense" and embeddings:
             order = _fused(dense_orders)
-        elif self.ranking == "lexical":
+        elif self.ranking == "lexical" or not embeddings:
             order = _fused(word_orders)
         else:
             order = _fused([*dense_orders, *word_orders])

@@ -32,6 +32,7 @@ class FakeEmbeddings:
     inputs: list[list[str]] = field(default_factory=list)
     fail: bool = False
     paused: threading.Event = field(default_factory=threading.Event)  # set: requests wait
+    delay_s: float = 0.0  # each request takes this long (a model on a busy CPU)
 
     def app(self) -> web.Application:
         app = web.Application()
@@ -41,6 +42,8 @@ class FakeEmbeddings:
     async def embeddings(self, request: web.Request) -> web.Response:
         while self.paused.is_set():
             await asyncio.sleep(0.01)
+        if self.delay_s:
+            await asyncio.sleep(self.delay_s)
         if self.fail:
             return web.json_response({"error": {"message": "embedder down"}}, status=500)
         body: dict[str, Any] = await request.json()

@@ -6,11 +6,13 @@ from __future__ import annotations
 import asyncio
 from collections.abc import AsyncIterator
 from pathlib import Path
+from typing import Any
 
+import pytest
 import pytest_asyncio
 
 from proxy.retrieval.chunking import chunk_document
-from proxy.retrieval.index import VectorIndex
+from proxy.retrieval.index import VectorIndex, VectorStoreUnavailable
 from proxy.retrieval.indexing import Indexer, nearby_first
 from proxy.retrieval.passages import PassageStore
 from proxy.retrieval.retriever import Retriever
@@ -121,5 +123,66 @@ async def test_a_passage_left_to_a_request_that_failed_is_embedded_in_the_backgr
     assert await index.is_indexed(DOC.sha256, "s")
     assert embedder.documents[-1] == passages.chunks[12].text
     assert sorted(embedder.documents) == sorted(chunk.text for chunk in passages.chunks)
+    await indexer.close()
+    await index.close()
+
+
+def word_passages() -> PassageStore:
+    return PassageStore(
+        None,
+        "s",
+        lambda d: chunk_document(
+            d, chunk_tokens=24, overlap=0, count_tokens=lambda t: len(t.split())
+        ),
+    )
+
+
+class FlakyIndex(VectorIndex):
+    """An embedded index whose writes fail while `down` (a Chroma server restarting)."""
+
+    down = False
+
+    async def add(self, chunks: Any, vectors: Any, fingerprint: str | None = None) -> None:
+        if self.down:
+            raise VectorStoreUnavailable("Chroma server: refused", code="vector_store_failed")
+        await super().add(chunks, vectors, fingerprint)
+
+
+async def test_the_background_waits_for_a_store_that_went_down_and_embeds_nothing_twice(
+    tmp_path: Path,
+) -> None:
+    embedder = CountingEmbedder(HashEmbedder())
+    index = FlakyIndex.embedded(tmp_path / "chroma", embedder)
+    assert isinstance(index, FlakyIndex)
+    passages = await word_passages().open(DOC)
+    indexer = Indexer(index, embedder, "s", resume_after_s=0.01, resume_every_s=0.02)
+    index.down = True
+    indexer.complete_later(DOC, passages)
+    while not embedder.documents:  # a batch embedded, then refused by the store
+        await asyncio.sleep(0.01)
+    await asyncio.sleep(0.1)  # the background is waiting for the store
+    assert indexer.running(DOC.sha256)
+    assert len(embedder.documents) == indexer.batch  # nothing more while the store is down
+    index.down = False
+    assert await indexer.complete(DOC, passages)
+    assert await index.is_indexed(DOC.sha256, "s")
+    stored = await index.stored_indexes(DOC.sha256, "s")
+    assert stored == set(range(len(passages.chunks)))
+    # The refused batch was stored from the vectors kept, not embedded again.
+    assert sorted(embedder.documents) == sorted(chunk.text for chunk in passages.chunks)
+    await indexer.close()
+    await index.close()
+
+
+async def test_the_background_gives_up_on_a_store_down_for_too_long(tmp_path: Path) -> None:
+    embedder = CountingEmbedder(HashEmbedder())
+    index = FlakyIndex.embedded(tmp_path / "chroma", embedder)
+    assert isinstance(index, FlakyIndex)
+    passages = await word_passages().open(DOC)
+    indexer = Indexer(index, embedder, "s", resume_after_s=0.01, resume_for_s=0.05)
+    index.down = True
+    with pytest.raises(VectorStoreUnavailable):
+        await indexer.complete(DOC, passages)
+    assert not indexer.running(DOC.sha256)
     await indexer.close()
     await index.close()

@@ -252,7 +252,7 @@ def test_by_default_minilm_reads_english_and_e5_the_rest(monkeypatch: pytest.Mon
         raise Stop
 
     monkeypatch.setattr("proxy.retrieval.retriever.Retriever", capture)
-    monkeypatch.setattr(VectorIndex, "embedded", classmethod(lambda cls, path, embedder: None))
+    monkeypatch.setattr(VectorIndex, "embedded", classmethod(lambda cls, path, embedder, **_: None))
     monkeypatch.setattr("proxy.retrieval.multilingual.unavailable", lambda: None)
     with pytest.raises(Stop):
         wiring.make_retriever(settings_of())

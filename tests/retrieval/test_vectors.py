@@ -20,7 +20,7 @@ def test_the_cache_drops_the_least_recently_used_beyond_its_size() -> None:
     def entry() -> DocumentVectors:
         return DocumentVectors.build(["x"], [[0.5] * 256])  # 1 KiB
 
-    cache = VectorCache(max_bytes=2048)
+    cache = VectorCache(max_bytes=2 * entry().nbytes + 100)  # two fit, not three
     cache.put("one", entry())
     cache.put("two", entry())
     assert cache.get("one") is not None  # now the most recently used
@@ -29,3 +29,15 @@ def test_the_cache_drops_the_least_recently_used_beyond_its_size() -> None:
     assert cache.get("one") is not None and cache.get("three") is not None
     cache.put("huge", DocumentVectors.build(["y"], [[0.5] * 1024]))
     assert cache.get("huge") is None and cache.get("one") is not None
+
+
+def test_the_cache_counts_the_ids_too() -> None:
+    """Short vectors with their ids: the ids take half as much as the matrix, and count."""
+    ids = [f"{'a' * 64}:{i}" for i in range(100)]
+    entry = DocumentVectors.build(ids, [[0.5] * 64] * 100)
+    assert entry.matrix.nbytes == 25_600
+    assert entry.nbytes > 1.4 * entry.matrix.nbytes
+    cache = VectorCache(max_bytes=2 * entry.matrix.nbytes + 1000)  # two, by the matrix alone
+    cache.put("one", entry)
+    cache.put("two", DocumentVectors.build(ids, [[0.5] * 64] * 100))
+    assert cache.get("one") is None and cache.get("two") is not None  # only one fits

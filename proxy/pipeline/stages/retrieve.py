@@ -62,6 +62,7 @@ async def retrieve(exchange: Exchange, services: Services) -> None:
     translator = QuestionTranslations(exchange, services)
     shape = WindowShape(settings.window_before, settings.window_after)
     searched = conversation_texts(exchange, services)
+    store_down: dict[str, str] = {}
     if sources:
         ranked, indexed = await retriever.search(
             sources,
@@ -72,6 +73,7 @@ async def retrieve(exchange: Exchange, services: Services) -> None:
             window=shape,
             translate=translator.into if services.translator is not None else None,
             also=searched[1:],
+            store_down=store_down,
         )
     names = {ref.name: ref.file_id for ref in [*exchange.new_refs, *exchange.old_refs]}
     origins = [Origin(names.get(document.name)) for document in sources]
@@ -136,6 +138,7 @@ async def retrieve(exchange: Exchange, services: Services) -> None:
             if hits and hits[0].overview
         ],
         searched=[text.record() for text in searched] if sources else [],
+        store_down=store_down,
     )
     if sources and len(searched) > 1:
         exchange.response_headers["X-Enrich-Searched"] = searched_header(searched)
