@@ -25,6 +25,7 @@ from proxy.offline import embedding_model_missing, tiktoken_missing
 from proxy.retrieval.embedding_server import OpenAIEmbedder
 from proxy.retrieval.index import VectorIndex, dimensions_changed
 from proxy.retrieval.rerank import Reranker
+from proxy.toolloop.loop import turn_refused
 from proxy.upstream import encodings
 from proxy.upstream.client import upstream_failure
 from proxy.upstream.relay import stream_broken, translate_client_error
@@ -61,6 +62,11 @@ def vector_store_error(server_url: str | None) -> ProxyError:
 
 # code, how the proxy makes it, the next step its message must give
 NEXT_STEPS: list[tuple[str, Callable[[], ProxyError], str]] = [
+    (
+        "upstream_error",
+        lambda: turn_refused(500, 2, "boom"),
+        "its log says why: ask again, or search once instead (enrich.search: once",
+    ),
     (
         "upstream_unreachable",
         lambda: translate_client_error(asyncio.run(refused_connection()), URL),
@@ -104,7 +110,7 @@ NEXT_STEPS: list[tuple[str, Callable[[], ProxyError], str]] = [
     (
         "insufficient_storage",
         lambda: storage_error(OSError(errno.ENOSPC, "No space left on device")),
-        ": delete files you no longer need, or ask the operator to free space in server.data_dir",
+        "Try again later; the proxy's operator must free space on its disk (server.data_dir)",
     ),
     (
         "storage_error",

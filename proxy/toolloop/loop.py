@@ -82,6 +82,19 @@ Event = Text | Searching | Searched | Answer
 Send = Callable[[dict[str, Any]], Awaitable[aiohttp.ClientResponse]]
 
 
+def turn_refused(status: int, number: int, message: str) -> ProxyError:
+    """The upstream refused one of the search loop's turns: its own status and words, and what
+    to do (its own log says why; one search instead of the loop goes without those turns)."""
+    return ProxyError(
+        f"the upstream answered {status} to turn {number} of the search loop: {message}; its "
+        "log says why: ask again, or search once instead (enrich.search: once, X-Enrich-Search: "
+        "once)",
+        status=status,
+        type="upstream_error",
+        code="upstream_error",
+    )
+
+
 def added_usage(
     total: dict[str, Any] | None, usage: dict[str, Any] | None
 ) -> dict[str, Any] | None:
@@ -201,13 +214,7 @@ class SearchLoop:
                 except ValueError:
                     payload = None
                 message = error_message(payload) or raw.decode("utf-8", "replace")[:2000]
-                raise ProxyError(
-                    f"the upstream answered {response.status} to turn {number} of the search "
-                    f"loop: {message}",
-                    status=response.status,
-                    type="upstream_error",
-                    code="upstream_error",
-                )
+                raise turn_refused(response.status, number, message)
             if response.content_type != "text/event-stream":
                 payload = jsonio.loads(await response.read())
                 if not isinstance(payload, dict):
