@@ -86,6 +86,18 @@ METHODS: dict[str, dict[str, Any]] = {
     "1 turn 0.5, reply 0.25": history(turns=1, weight=0.5, reply=0.25),
     "1 turn 1, reply 0.5": history(turns=1, weight=1.0, reply=0.5),
     "2 turns 1, reply 0.5": history(turns=2, weight=1.0, decay=0.5, reply=0.5),
+    # Second round (docs/retrieval.md, Conversations, What was tried): over the 2-turn default.
+    "terms 0.5": history(terms=0.5),
+    "terms 1": history(terms=1.0),
+    "terms 1, 2 words": history(terms=1.0, term_count=2),
+    "terms 1, 8 words": history(terms=1.0, term_count=8),
+    "region 0.5": history(region=0.5),
+    "region 1": history(region=1.0),
+    "lean": history(lean=True),
+    "lean, reply 0.5": history(lean=True, reply=0.5),
+    "lean, terms 1": history(lean=True, terms=1.0),
+    "terms 1, region 0.5": history(terms=1.0, region=0.5),
+    "lean, terms 1, region 0.5": history(lean=True, terms=1.0, region=0.5),
 }
 
 

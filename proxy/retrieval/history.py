@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
+import math
 import re
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -27,14 +28,25 @@ class Turn:
 @dataclass(frozen=True)
 class SearchText:
     """One text a request's passages are ranked for, and its weight where rankings are fused
-    (the question's own is 1). `source`: question | conversation | reply."""
+    (the question's own is 1). `source`: question | conversation | reply | terms | region.
+
+    A `terms` text is ranked by words alone: the question with the `carried` words that are
+    rare in the document searched (chosen per document, `salient_words`). A `region` text is
+    the earlier question: the passages it finds, and their neighbours, are where a follow-up
+    usually stays."""
 
     text: str
     weight: float
     source: str
+    carried: tuple[str, ...] = ()
+    pick: int = 0
+    """How many of the `carried` words a document's rarest are searched (a `terms` text)."""
 
     def record(self) -> dict[str, Any]:
-        return {"text": self.text, "weight": round(self.weight, 4), "from": self.source}
+        found = {"text": self.text, "weight": round(self.weight, 4), "from": self.source}
+        if self.carried:
+            found["carried"] = list(self.carried)
+        return found
 
 
 @dataclass(frozen=True)
@@ -50,6 +62,16 @@ class HistoryRule:
     """Each step further back multiplies the weight by this."""
     reply: float = 0.0
     """The ranking of the question with the last answer (0: the answer is not searched)."""
+    terms: float = 0.0
+    """The ranking, by words alone, of the question with the rare words of the last answer and
+    the latest earlier question (0: none carried over)."""
+    term_count: int = 4
+    """How many carried words at most, the rarest in the document first."""
+    region: float = 0.0
+    """The ranking of the passages around the latest earlier question's best ones (0: none)."""
+    lean: bool = False
+    """Each history text's weight scaled by how much the question leans on its history
+    (`leaning`): a self-contained question's own passages keep the lead."""
 
 
 def message_text(message: dict[str, Any]) -> str:
@@ -103,17 +125,90 @@ def last_words(text: str, limit: int = MAX_WORDS) -> str:
 def search_texts(question: str, earlier: Sequence[Turn], rule: HistoryRule) -> list[SearchText]:
     """The question (weight 1), then the question with each of the `rule.turns` latest earlier
     questions (the latest at `rule.weight`, each further back `rule.decay` times less), then
-    with the last answer (`rule.reply`); texts of no weight are left out."""
+    with the last answer (`rule.reply`), then the question with the words it may refer to
+    (`rule.terms`), then the latest earlier question's region (`rule.region`); with
+    `rule.lean`, every history weight times `leaning(question)`. Texts of no weight are left
+    out."""
     texts = [SearchText(question, 1.0, "question")]
     if not question.strip():
         return texts
+    scale = leaning(question) if rule.lean else 1.0
     questions = [turn.text for turn in earlier if turn.role == "user"]
-    weight = rule.weight
+    weight = rule.weight * scale
     for asked in list(reversed(questions))[: rule.turns]:
         if weight > 0:
             texts.append(SearchText(f"{last_words(asked)}\n{question}", weight, "conversation"))
         weight *= rule.decay
-    answers = [turn.text for turn in earlier if turn.role == "assistant"]
-    if answers and rule.reply > 0 and earlier[-1].role == "assistant":
-        texts.append(SearchText(f"{first_words(answers[-1])}\n{question}", rule.reply, "reply"))
+    answer = last_answer(earlier)
+    if answer and rule.reply * scale > 0:
+        texts.append(SearchText(f"{first_words(answer)}\n{question}", rule.reply * scale, "reply"))
+    carried = carried_words(question, answer, questions[-1:])
+    if carried and rule.terms * scale > 0:
+        texts.append(
+            SearchText(question, rule.terms * scale, "terms", tuple(carried), rule.term_count)
+        )
+    if questions and rule.region * scale > 0:
+        texts.append(SearchText(last_words(questions[-1]), rule.region * scale, "region"))
     return texts
+
+
+def last_answer(earlier: Sequence[Turn]) -> str:
+    """The assistant's answer just before the question ('' when the last earlier turn is not
+    one: two user messages in a row)."""
+    return earlier[-1].text if earlier and earlier[-1].role == "assistant" else ""
+
+
+CUES = frozenset(
+    """it its that this these those they them their he him his she her hers one ones other others
+    another former latter last second first same such there then so also why else""".split()  # noqa: SIM905
+)
+"""Words by which a question points back at what was said (pronouns, demonstratives, "the
+other one", "the last one", "why?"), in English; other languages lean on length alone."""
+SHORT = 8
+"""A question of this many words or fewer says little on its own."""
+
+
+def leaning(question: str) -> float:
+    """How much a question leans on its history, 0.5 to 1.5: 1 as a rule, more for a short one
+    or one pointing back (`CUES`), less for a long one that points at nothing."""
+    found = [word.casefold() for word in WORD.findall(question)]
+    cues = sum(word in CUES for word in found)
+    short = len(found) <= SHORT
+    if short and cues:
+        return 1.5
+    if short or cues:
+        return 1.0
+    return 0.5
+
+
+MAX_CARRIED = 160
+"""Words of the last answer and earlier question offered as carried words, at most."""
+
+
+def carried_words(question: str, answer: str, questions: Sequence[str]) -> list[str]:
+    """The words a follow-up may refer to: the last answer's, then the earlier questions',
+    each once (case kept: names and acronyms), leaving out the question's own."""
+    own = {word.casefold() for word in WORD.findall(question)}
+    seen: dict[str, str] = {}
+    for text in [first_words(answer, MAX_CARRIED), *(last_words(q) for q in questions)]:
+        for word in WORD.findall(text):
+            key = word.casefold()
+            if key not in own and key not in seen and not word.isdigit():
+                seen[key] = word
+    return list(seen.values())
+
+
+def salient_words(
+    carried: Sequence[str], frequency: Callable[[str], int], passages: int, count: int
+) -> list[str]:
+    """The `count` carried words rarest in the document (by the document frequency of their
+    index term, IDF as BM25 computes it), leaving out words the document does not hold and
+    words in more than a quarter of its passages; ties in the order carried."""
+    scored = []
+    for order, word in enumerate(carried):
+        found = frequency(word)
+        if found <= 0 or found > passages / 4:
+            continue
+        idf = math.log(1 + (passages - found + 0.5) / (found + 0.5))
+        scored.append((-idf, order, word))
+    return [word for _, _, word in sorted(scored)[:count]]

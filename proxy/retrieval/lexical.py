@@ -200,6 +200,17 @@ class LexicalIndex:
         """As `search`, by the character runs of the query's words (`subword_terms`)."""
         return self._search(self.subwords, subword_terms(query, self.language), limit)
 
+    def frequency(self, word: str) -> int:
+        """In how many passages the word's index term occurs (0: none, or a stopword)."""
+        found = terms(word, self.language)
+        if len(found) != 1:
+            return 0
+        term = self.model.vocab_dict.get(found[0])
+        pointers = self.model.scores["indptr"]
+        if term is None or term + 1 >= len(pointers):
+            return 0
+        return int(pointers[term + 1] - pointers[term])
+
     def ranked(self, query: str, limit: int) -> tuple[list[int], dict[int, float]]:
         """Passages by the query's words, whole and in pieces, best first, and the BM25
         scores of those holding a whole word. The two rankings are fused by reciprocal rank:

@@ -2,16 +2,21 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 from proxy.retrieval.fusion import RRF_K, reciprocal_rank_fusion
 from proxy.retrieval.history import (
     MAX_WORDS,
     HistoryRule,
     SearchText,
     Turn,
+    carried_words,
     earlier_turns,
     first_words,
     last_words,
+    leaning,
     message_text,
+    salient_words,
     search_texts,
 )
 
@@ -111,3 +116,67 @@ def test_rankings_are_fused_at_their_weights() -> None:
     assert fused[3] == 0.5 / (RRF_K + 2)
     assert reciprocal_rank_fusion([[1], [2]], weights=[1.0, 0.5])[0][0] == 1
     assert reciprocal_rank_fusion([[1], [2]], weights=[0.5, 1.0])[0][0] == 2
+
+
+def test_a_short_question_pointing_back_leans_most_a_long_plain_one_least() -> None:
+    assert leaning("What is it for?") == 1.5  # short, and "it" points back
+    assert leaning("And for a GET?") == 1.0  # short, nothing pointing back
+    assert leaning("Why would it still work in my browser but not with curl then, I wonder?") == 1.0
+    long_plain = "Which file format does the cookie jar of libcurl use when it is saved to disk"
+    assert leaning(long_plain.replace(" it ", " the jar ")) == 0.5
+    assert leaning("Wie nehme ich das wieder zurück?") == 1.0  # other languages: by length
+
+
+def test_carried_words_come_from_the_last_answer_then_the_earlier_question() -> None:
+    words = carried_words(
+        "What is it for?",
+        "The ETag header, then ETag again; see RFC 7232.",
+        ["How does versioning work?"],
+    )
+    # Each once, case kept, numbers and the question's own words left out.
+    assert words == ["The", "ETag", "header", "then", "again", "see", "RFC", "How", "does",
+                     "versioning", "work"]  # fmt: skip
+    assert carried_words("q", "", []) == []
+
+
+def test_salient_words_are_the_rarest_in_the_document_that_it_holds() -> None:
+    frequency = {"ETag": 1, "header": 3, "RFC": 2, "the": 0, "versioning": 40, "work": 6}
+    found = salient_words(
+        ["the", "ETag", "header", "RFC", "versioning", "work", "absent"],
+        lambda word: frequency.get(word, 0),
+        passages=100,
+        count=2,
+    )
+    assert found == ["ETag", "RFC"]  # rarest first; absent, stopwords and common ones out
+    everything = salient_words(list(frequency), lambda w: frequency[w], passages=100, count=9)
+    assert everything == ["ETag", "RFC", "header", "work"]  # in 40 of 100 passages: too common
+
+
+def test_terms_and_region_texts_follow_the_rule_and_the_lean() -> None:
+    rule = HistoryRule(turns=1, weight=1.0, terms=1.0, term_count=3, region=0.5)
+    texts = search_texts("What is it for?", CONVERSATION, rule)
+    assert [(t.source, t.weight) for t in texts] == [
+        ("question", 1.0),
+        ("conversation", 1.0),
+        ("terms", 1.0),
+        ("region", 0.5),
+    ]
+    terms, region = texts[2], texts[3]
+    assert terms.text == "What is it for?" and terms.pick == 3
+    assert terms.carried[:3] == ("Return", "an", "error")  # the answer's words first
+    assert "stop" in terms.carried  # then the earlier question's
+    assert region.text == "How do I stop a transfer?"
+    assert terms.record() == {
+        "text": "What is it for?",
+        "weight": 1.0,
+        "from": "terms",
+        "carried": list(terms.carried),
+    }
+    leaned = search_texts("What is it for?", CONVERSATION, dataclasses.replace(rule, lean=True))
+    assert [t.weight for t in leaned] == [1.0, 1.5, 1.5, 0.75]  # the question keeps its 1
+    plain = "Which file format does the cookie jar of libcurl use when saved to disk"
+    assert [t.weight for t in search_texts(plain, CONVERSATION, HistoryRule(lean=True))] == [
+        1.0,
+        0.5,
+        0.25,
+    ]

@@ -62,6 +62,7 @@ async def retrieve(exchange: Exchange, services: Services) -> None:
     translator = QuestionTranslations(exchange, services)
     shape = WindowShape(settings.window_before, settings.window_after)
     searched = conversation_texts(exchange, services)
+    carried: dict[str, list[str]] = {}
     if sources:
         ranked, indexed = await retriever.search(
             sources,
@@ -72,11 +73,12 @@ async def retrieve(exchange: Exchange, services: Services) -> None:
             window=shape,
             translate=translator.into if services.translator is not None else None,
             also=searched[1:],
+            carried=carried,
         )
     names = {ref.name: ref.file_id for ref in [*exchange.new_refs, *exchange.old_refs]}
     origins = [Origin(names.get(document.name)) for document in sources]
     thresholds = [threshold] * len(sources)
-    for record, hits in await search_stores(exchange, services, threshold):
+    for record, hits in await search_stores(exchange, services, threshold, searched[1:]):
         # Already ranked across the stores' files and held to the threshold there.
         sources.append(reference(record.filename, record.sha256, record.kind))
         ranked.append(hits)
@@ -135,7 +137,7 @@ async def retrieve(exchange: Exchange, services: Services) -> None:
             for doc, hits in zip(sources, ranked, strict=False)
             if hits and hits[0].overview
         ],
-        searched=[text.record() for text in searched] if sources else [],
+        searched=searched_record(searched, carried) if sources else [],
     )
     if sources and len(searched) > 1:
         exchange.response_headers["X-Enrich-Searched"] = searched_header(searched)
@@ -148,8 +150,31 @@ def conversation_texts(exchange: Exchange, services: Services) -> list[SearchTex
     rule = services.settings.retrieval.history
     messages = exchange.messages
     earlier = earlier_turns(messages, last_user_index(messages))
-    history = HistoryRule(rule.turns, rule.weight, rule.decay, rule.reply)
+    history = HistoryRule(
+        rule.turns,
+        rule.weight,
+        rule.decay,
+        rule.reply,
+        rule.terms,
+        rule.term_count,
+        rule.region,
+        rule.lean,
+    )
     return search_texts(exchange.query or " ", earlier, history)
+
+
+def searched_record(
+    searched: list[SearchText], carried: dict[str, list[str]]
+) -> list[dict[str, Any]]:
+    """The searched texts as the decision record lists them; a `terms` text with the words
+    each document searched it with (`words`, by file)."""
+    found = []
+    for text in searched:
+        entry = text.record()
+        if text.source == "terms":
+            entry["words"] = carried
+        found.append(entry)
+    return found
 
 
 def searched_header(searched: list[SearchText]) -> str:
@@ -229,10 +254,11 @@ class Origin:
 
 
 async def search_stores(
-    exchange: Exchange, services: Services, threshold: float
+    exchange: Exchange, services: Services, threshold: float, also: list[SearchText]
 ) -> list[tuple[FileRecord, list[Scored]]]:
-    """The request's vector stores searched for its query: the best passages across their
-    files (file_search's max_num_results, filters and score_threshold), grouped by file."""
+    """The request's vector stores searched for its query, with its conversation (`also`) as
+    attached files are: the best passages across their files (file_search's max_num_results,
+    filters and score_threshold), grouped by file."""
     found = exchange.store_search
     if found is None or services.vector_stores is None:
         return []
@@ -242,7 +268,7 @@ async def search_stores(
         threshold = asked.score_threshold
     found.queries = [exchange.query or " "]
     hits = await services.vector_stores.search_stores(
-        found.stores, found.queries, asked.filters, limit, threshold
+        found.stores, found.queries, asked.filters, limit, threshold, also
     )
     found.results = [hit.found() for hit in hits]
     return by_file(hits)
