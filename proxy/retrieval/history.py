@@ -8,6 +8,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from proxy.retrieval.lexical import function_word
+
 MARKER = re.compile(r"^\[attached: .*\]$", re.S)
 """The text a file part of an earlier message becomes (proxy.pipeline.references)."""
 WORD = re.compile(r"\w+")
@@ -41,11 +43,18 @@ class SearchText:
     carried: tuple[str, ...] = ()
     pick: int = 0
     """How many of the `carried` words a document's rarest are searched (a `terms` text)."""
+    near: int = 0
+    """How many of the first `carried` words stand next to the question's own words where
+    they were said: those go first (`salient_words`)."""
+    by_meaning: bool = False
+    """A `terms` text ranked by meaning too, not by its words alone."""
 
     def record(self) -> dict[str, Any]:
         found = {"text": self.text, "weight": round(self.weight, 4), "from": self.source}
         if self.carried:
             found["carried"] = list(self.carried)
+        if self.near:
+            found["near"] = self.near
         return found
 
 
@@ -62,16 +71,21 @@ class HistoryRule:
     """Each step further back multiplies the weight by this."""
     reply: float = 0.0
     """The ranking of the question with the last answer (0: the answer is not searched)."""
-    terms: float = 0.0
+    terms: float = 1.0
     """The ranking, by words alone, of the question with the rare words of the last answer and
     the latest earlier question (0: none carried over)."""
     term_count: int = 4
     """How many carried words at most, the rarest in the document first."""
     region: float = 0.0
     """The ranking of the passages around the latest earlier question's best ones (0: none)."""
-    lean: bool = False
+    lean: bool = True
     """Each history text's weight scaled by how much the question leans on its history
     (`leaning`): a self-contained question's own passages keep the lead."""
+    near: bool = True
+    """Carried words said next to the question's own words go first ("his brother Clarence"
+    for "What happens to the brother?")."""
+    terms_by_meaning: bool = False
+    """The question with its carried words ranked by meaning too."""
 
 
 def message_text(message: dict[str, Any]) -> str:
@@ -144,8 +158,19 @@ def search_texts(question: str, earlier: Sequence[Turn], rule: HistoryRule) -> l
         texts.append(SearchText(f"{first_words(answer)}\n{question}", rule.reply * scale, "reply"))
     carried = carried_words(question, answer, questions[-1:])
     if carried and rule.terms * scale > 0:
+        close = near_words(question, [answer, *questions[-1:]]) if rule.near else []
+        ordered = tuple(dict.fromkeys([*close, *carried]))
+        weight = rule.terms * scale
         texts.append(
-            SearchText(question, rule.terms * scale, "terms", tuple(carried), rule.term_count)
+            SearchText(
+                question,
+                weight,
+                "terms",
+                ordered,
+                rule.term_count,
+                len(close),
+                rule.terms_by_meaning,
+            )
         )
     if questions and rule.region * scale > 0:
         texts.append(SearchText(last_words(questions[-1]), rule.region * scale, "region"))
@@ -168,9 +193,23 @@ SHORT = 8
 """A question of this many words or fewer says little on its own."""
 
 
+SHIFT = re.compile(
+    r"^\W*(separate|different|unrelated|another (question|thing|topic|problem)"
+    r"|new (question|topic)|switching|changing|something else|by the way|btw|andere|anderes"
+    r"|etwas anderes|neue frage|übrigens|autre|nouvelle question|другой|другая|другое|кстати)"
+    r"\b[^:?.!]{0,40}[:\-—–]",
+    re.IGNORECASE,
+)
+"""A question opening by saying it changes the subject ("Separate problem: ...", "Different
+question: ...", "Something else: ...", "Andere Frage: ...")."""
+
+
 def leaning(question: str) -> float:
-    """How much a question leans on its history, 0.5 to 1.5: 1 as a rule, more for a short one
-    or one pointing back (`CUES`), less for a long one that points at nothing."""
+    """How much a question leans on its history, 0 to 1.5: 1 as a rule, more for a short one
+    or one pointing back (`CUES`), less for a long one that points at nothing, and nothing for
+    one that says it changes the subject (`SHIFT`: it is searched alone)."""
+    if SHIFT.search(question):
+        return 0.0
     found = [word.casefold() for word in WORD.findall(question)]
     cues = sum(word in CUES for word in found)
     short = len(found) <= SHORT
@@ -198,17 +237,59 @@ def carried_words(question: str, answer: str, questions: Sequence[str]) -> list[
     return list(seen.values())
 
 
+REACH = 2
+"""Words this close to one of the question's own words, where it was said, are near it."""
+PREFIX = 5
+"""Two words match when equal, or both this long and alike up to here ("tokens", "token")."""
+
+
+def near_words(question: str, texts: Sequence[str]) -> list[str]:
+    """The words of `texts` (the last answer, the earlier question) within `REACH` words of
+    one of the question's own words (function words aside), nearest first, each once."""
+
+    def key(word: str) -> str:
+        folded = word.casefold()
+        return folded[:PREFIX] if len(folded) >= PREFIX else folded
+
+    own = {key(word) for word in WORD.findall(question) if not function_word(word)}
+    found: dict[str, tuple[int, int]] = {}
+    for text in texts:
+        said = WORD.findall(first_words(text, MAX_CARRIED))
+        keys = [key(word) for word in said]
+        for at, word in enumerate(said):
+            if keys[at] in own or word.isdigit():
+                continue
+            gaps = [
+                abs(at - other)
+                for other in range(max(0, at - REACH), min(len(said), at + REACH + 1))
+                if keys[other] in own
+            ]
+            if gaps and word.casefold() not in found:
+                found[word.casefold()] = (min(gaps), len(found))
+    ordered = sorted(found.items(), key=lambda item: item[1])
+    originals = {word.casefold(): word for text in texts for word in WORD.findall(text)}
+    return [originals[folded] for folded, _ in ordered]
+
+
 def salient_words(
-    carried: Sequence[str], frequency: Callable[[str], int], passages: int, count: int
+    carried: Sequence[str],
+    frequency: Callable[[str], int],
+    passages: int,
+    count: int,
+    near: int = 0,
+    common: Callable[[str], bool] = lambda word: False,
 ) -> list[str]:
     """The `count` carried words rarest in the document (by the document frequency of their
-    index term, IDF as BM25 computes it), leaving out words the document does not hold and
-    words in more than a quarter of its passages; ties in the order carried."""
+    index term, IDF as BM25 computes it), the first `near` ones before the rest; leaving out
+    words the document does not hold, words of one or two letters, `common` ones (function
+    words) and words in more than a quarter of its passages (half, for a near one: where it
+    was said chose it, not its rarity); ties in the order carried."""
     scored = []
     for order, word in enumerate(carried):
         found = frequency(word)
-        if found <= 0 or found > passages / 4:
+        most = passages / 2 if order < near else passages / 4
+        if found <= 0 or found > most or len(word) < 3 or common(word):
             continue
         idf = math.log(1 + (passages - found + 0.5) / (found + 0.5))
-        scored.append((-idf, order, word))
-    return [word for _, _, word in sorted(scored)[:count]]
+        scored.append((order >= near, -idf, order, word))
+    return [word for *_, word in sorted(scored)[:count]]

@@ -123,6 +123,14 @@ def query_language(text: str, prefer: str | None = None) -> str | None:
     return leaders[0] if best and len(leaders) == 1 else None
 
 
+def function_word(word: str, language: str | None = None) -> bool:
+    """Whether the word is one of the language's stopwords or function words (of any language
+    told apart, when None)."""
+    if language is None:
+        return any(word.casefold() in _detection_words(known) for known in _STOPWORDS)
+    return word.casefold() in _detection_words(language)
+
+
 @functools.cache
 def _detection_words(language: str) -> frozenset[str]:
     words = _stopwords(language)

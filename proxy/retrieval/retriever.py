@@ -19,7 +19,7 @@ from proxy.retrieval.history import SearchText, salient_words
 from proxy.retrieval.index import VectorIndex
 from proxy.retrieval.indexing import Indexer, Vectors
 from proxy.retrieval.lease import Leases
-from proxy.retrieval.lexical import detect_language, query_language
+from proxy.retrieval.lexical import detect_language, function_word, query_language
 from proxy.retrieval.overview import OverviewRouter, overview_passages
 from proxy.retrieval.passages import DocumentPassages, PassagesMissing, PassageStore
 from proxy.retrieval.rerank import Reranker
@@ -277,14 +277,22 @@ class Retriever:
                 if translation is not None and translation.text:
                     queries.append((translation.text, language))
             words = [text for text, _ in queries]
-            ranked_also = [extra for extra in also if extra.source not in ("terms", "region")]
+            with_terms = [
+                (found, extra.weight, extra.by_meaning)
+                for extra, found in _carried(also, passages, carried, document.name)
+            ]
+            ranked_also = [
+                (extra.text, extra.weight)
+                for extra in also
+                if extra.source not in ("terms", "region")
+            ] + [(text, weight) for text, weight, meant in with_terms if meant]
+            by_words = [(text, weight) for text, weight, meant in with_terms if not meant]
             searched = [(text, lang, 1.0) for text, lang in queries] + [
-                (extra.text, query_language(extra.text, prefer=language), extra.weight)
-                for extra in ranked_also
+                (text, query_language(text, prefer=language), weight)
+                for text, weight in ranked_also
             ]
             weighted = [(text, weight) for text, _, weight in searched]
             read = [(text, weight) for text, lang, weight in searched if self.reads(lang)]
-            by_words = _carried(also, passages, carried, document.name)
             regions = [extra for extra in also if extra.source == "region"]
             space = self.space_for(language)
             if space is self.primary and not self.primary_ready():
@@ -558,7 +566,7 @@ def _carried(
     passages: DocumentPassages,
     chosen: dict[str, list[str]] | None,
     name: str,
-) -> list[tuple[str, float]]:
+) -> list[tuple[SearchText, str]]:
     """The `terms` texts as the document searches them: the question and the carried words
     rarest in this document (none: not searched), noted in `chosen` by document name."""
     lexical = passages.lexical
@@ -566,9 +574,16 @@ def _carried(
     for extra in also:
         if extra.source != "terms":
             continue
-        words = salient_words(extra.carried, lexical.frequency, lexical.size, extra.pick)
+        words = salient_words(
+            extra.carried,
+            lexical.frequency,
+            lexical.size,
+            extra.pick,
+            extra.near,
+            lambda word: function_word(word, lexical.language),
+        )
         if words:
-            found.append((f"{extra.text} {' '.join(words)}", extra.weight))
+            found.append((extra, f"{extra.text} {' '.join(words)}"))
             if chosen is not None:
                 chosen.setdefault(name, []).extend(words)
     return found

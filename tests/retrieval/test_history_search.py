@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest_asyncio
 
-from proxy.retrieval.history import SearchText
+from proxy.retrieval.history import HistoryRule, SearchText, Turn, search_texts
 from proxy.retrieval.index import VectorIndex
 from proxy.retrieval.retriever import Retriever
 from tests.retrieval.support import CountingEmbedder, HashEmbedder, text_document
@@ -90,3 +90,35 @@ async def test_the_earlier_questions_region_ranks_its_neighbours_up(make: Make) 
     # Its own words lend no score: the cosines are the question's.
     scores = {item.chunk.index: item.dense for item in plain[0]}
     assert [item.dense for item in ranked[0]] == [scores[item.chunk.index] for item in ranked[0]]
+
+
+async def test_a_topic_shift_keeps_its_own_passage_first_against_its_conversation(
+    make: Make,
+) -> None:
+    # Ten entries on stopping a transfer, each holding three of the earlier question's rare
+    # words, and one on cookie jars: the question in its conversation ranks the cookie entry
+    # last, the question alone first. Its own rankings must outweigh the conversation's at the
+    # default weights (and would not at eight times the conversation's weight).
+    rare = [f"knob{n}" for n in range(30)]
+    knobs = [" ".join(rare[3 * n : 3 * n + 3]) for n in range(10)]
+    pages = [f"Stop a running transfer from the callback: abort with {k}." for k in knobs]
+    pages.insert(5, "Cookie jar format: Netscape lines.")
+    doc = text_document(pages, name="faq.txt")
+    retriever = make(new_document_candidates=100)
+    earlier = [
+        Turn("user", f"How do I stop a running transfer from the callback? {' '.join(rare)}"),
+        Turn("assistant", "Return an error from the callback."),
+    ]
+    question = "Cookie jar format?"
+    texts = search_texts(question, earlier, HistoryRule())
+    assert [(text.source, text.weight) for text in texts] == [
+        ("question", 1.0),
+        ("conversation", 1.0),
+        ("terms", 1.0),
+    ]
+    ranked, _ = await retriever.search([doc], question, 3, also=texts[1:])
+    assert ranked[0][0].chunk.text.startswith("Cookie jar format")
+    # The conversation's own ranking puts the cookie entry last: weighed eight times, it wins.
+    heavy = [SearchText(texts[1].text, 8.0, "conversation")]
+    outweighed, _ = await retriever.search([doc], question, 3, also=heavy)
+    assert not outweighed[0][0].chunk.text.startswith("Cookie jar format")

@@ -295,13 +295,14 @@ def test_a_follow_up_searches_the_stores_with_its_conversation(
     assert [r["file_id"] for r in extra["search_results"]] == [ids["lighthouse.txt"]]
     assert "sardines" in sent_prompt(upstream)
     assert sent_prompt(upstream).endswith(f"User Query:\n\n{FOLLOW_UP}")
-    assert raw.headers["X-Enrich-Searched"] == "question 1; conversation 1"
+    assert raw.headers["X-Enrich-Searched"] == "question 1; conversation 1.5; terms 1.5"
     assert [f"{CATS}\n{FOLLOW_UP}"] in embeddings.inputs  # the stores' files ranked for it
     record = httpx.get(base + "/v1/enrich/decisions?limit=1", timeout=30).json()["data"][0]
     searched = record["decision"]["retrieval"]["searched"]
     assert [(text["from"], text["text"]) for text in searched] == [
         ("question", FOLLOW_UP),
         ("conversation", f"{CATS}\n{FOLLOW_UP}"),
+        ("terms", FOLLOW_UP),
     ]
 
     # The same follow-up asked alone finds nothing over the threshold.

@@ -139,6 +139,8 @@ async def retrieve(exchange: Exchange, services: Services) -> None:
         ],
         searched=searched_record(searched, carried) if sources else [],
     )
+    # Carried words no file held were not searched: neither the record nor the header says so.
+    searched = [text for text in searched if text.source != "terms" or carried]
     if sources and len(searched) > 1:
         exchange.response_headers["X-Enrich-Searched"] = searched_header(searched)
     note_guard(exchange, reports)
@@ -159,6 +161,8 @@ def conversation_texts(exchange: Exchange, services: Services) -> list[SearchTex
         rule.term_count,
         rule.region,
         rule.lean,
+        rule.near,
+        rule.terms_by_meaning,
     )
     return search_texts(exchange.query or " ", earlier, history)
 
@@ -167,11 +171,13 @@ def searched_record(
     searched: list[SearchText], carried: dict[str, list[str]]
 ) -> list[dict[str, Any]]:
     """The searched texts as the decision record lists them; a `terms` text with the words
-    each document searched it with (`words`, by file)."""
+    each document searched it with (`words`, by file), left out when no file held any."""
     found = []
     for text in searched:
         entry = text.record()
         if text.source == "terms":
+            if not carried:
+                continue
             entry["words"] = carried
         found.append(entry)
     return found
