@@ -65,13 +65,18 @@ CONDITIONS = ("first", "follow-up", "ceiling", "alone")
 
 # Named settings over the defaults of the checkout under test (bench/retrieval_eval.py's too).
 def history(**rule: Any) -> dict[str, Any]:
-    return {"retrieval": {"history": rule}}
+    """retrieval.history settings, each named one over the first round's rule (the earlier
+    questions alone: no carried words, no region, no lean), so that every method means the
+    same whatever the defaults."""
+    first_round = {"terms": 0.0, "region": 0.0, "lean": False, "near": False}
+    return {"retrieval": {"history": {**first_round, **rule}}}
 
 
 METHODS: dict[str, dict[str, Any]] = {
     **single.METHODS,
     # What a follow-up is searched with (retrieval.history; docs/retrieval.md, Conversations).
     "no history": history(turns=0, reply=0.0),
+    "first round": history(),  # the default before the second round
     "1 turn, 0.5": history(turns=1, weight=0.5, reply=0.0),
     "1 turn, 1": history(turns=1, weight=1.0, reply=0.0),
     "2 turns, 0.5, decay 0.5": history(turns=2, weight=0.5, decay=0.5, reply=0.0),
@@ -86,6 +91,39 @@ METHODS: dict[str, dict[str, Any]] = {
     "1 turn 0.5, reply 0.25": history(turns=1, weight=0.5, reply=0.25),
     "1 turn 1, reply 0.5": history(turns=1, weight=1.0, reply=0.5),
     "2 turns 1, reply 0.5": history(turns=2, weight=1.0, decay=0.5, reply=0.5),
+    # Second round (docs/retrieval.md, Conversations, What was tried): over the first round's
+    # rule; the default is "lean, near terms 1".
+    "terms 0.5": history(terms=0.5),
+    "terms 1": history(terms=1.0),
+    "terms 1, 2 words": history(terms=1.0, term_count=2),
+    "terms 1, 8 words": history(terms=1.0, term_count=8),
+    "region 0.5": history(region=0.5),
+    "region 1": history(region=1.0),
+    "lean": history(lean=True),
+    "lean, reply 0.5": history(lean=True, reply=0.5),
+    "lean, terms 1": history(lean=True, terms=1.0),
+    "terms 1, region 0.5": history(terms=1.0, region=0.5),
+    "lean, terms 1, region 0.5": history(lean=True, terms=1.0, region=0.5),
+    "near terms 0.5": history(terms=0.5, near=True),
+    "near terms 1": history(terms=1.0, near=True),
+    "near terms 1, 2 words": history(terms=1.0, near=True, term_count=2),
+    "near terms 2, 2 words": history(terms=2.0, near=True, term_count=2),
+    "lean, near terms 1": history(lean=True, terms=1.0, near=True),
+    "lean, near terms 1, 2 words": history(lean=True, terms=1.0, near=True, term_count=2),
+    "near terms 1 by meaning": history(terms=1.0, near=True, terms_by_meaning=True),
+    "near terms 1 by meaning, 2 words": history(
+        terms=1.0, near=True, terms_by_meaning=True, term_count=2
+    ),
+    "lean, near terms 1 by meaning": history(
+        lean=True, terms=1.0, near=True, terms_by_meaning=True
+    ),
+    "lean, near terms 0.5": history(lean=True, terms=0.5, near=True),
+    "lean, near terms 1, turns 1": history(lean=True, terms=1.0, near=True, turns=1),
+    "lean, near terms 1, reply 0.25": history(lean=True, terms=1.0, near=True, reply=0.25),
+    "terms only, near, by meaning": history(turns=0, terms=1.0, near=True, terms_by_meaning=True),
+    "terms only, near, by meaning, 2": history(
+        turns=0, terms=2.0, near=True, terms_by_meaning=True
+    ),
 }
 
 

@@ -535,6 +535,17 @@ class HistorySettings(Section):
     weight: float = Field(1.0, ge=0.0, le=4.0)
     decay: float = Field(0.5, ge=0.0, le=1.0)
     reply: float = Field(0.0, ge=0.0, le=4.0)
+    # `terms`: by words alone, the question with at most `term_count` words of the last answer
+    # and earlier question, rarest in the document, those said next to its own words first
+    # (`near`), ranked by meaning too with `terms_by_meaning`; `region`: the passages around the
+    # earlier question's best; `lean`: history weighs more for a short question pointing back,
+    # less for a long one pointing at nothing, nothing for one changing the subject.
+    terms: float = Field(1.0, ge=0.0, le=4.0)
+    term_count: int = Field(4, ge=1, le=16)
+    region: float = Field(0.0, ge=0.0, le=4.0)
+    lean: bool = True
+    near: bool = True
+    terms_by_meaning: bool = False
 
 
 class RetrievalSettings(Section):

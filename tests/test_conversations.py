@@ -66,17 +66,20 @@ def test_a_follow_up_finds_its_passage_only_with_its_conversation(
     prompt = forwarded(upstream)
     assert "With the multi interface, remove the easy handle" in prompt
     assert prompt.endswith(f"User Query:\n\n{follow_up}")  # the user's own words, unchanged
-    assert raw.headers["X-Enrich-Searched"] == "question 1; conversation 1"
+    # Short and pointing back ("the other"): its history weighs half as much again.
+    assert raw.headers["X-Enrich-Searched"] == "question 1; conversation 1.5; terms 1.5"
     record = httpx.get(base + "/v1/enrich/decisions?limit=1", timeout=30).json()["data"][0]
-    searched = record["decision"]["retrieval"]["searched"]
-    assert searched == [
-        {"text": follow_up, "weight": 1.0, "from": "question"},
-        {
-            "text": f"How do I stop a running transfer?\n{follow_up}",
-            "weight": 1.0,
-            "from": "conversation",
-        },
-    ]
+    question, earlier, terms = record["decision"]["retrieval"]["searched"]
+    assert question == {"text": follow_up, "weight": 1.0, "from": "question"}
+    assert earlier == {
+        "text": f"How do I stop a running transfer?\n{follow_up}",
+        "weight": 1.5,
+        "from": "conversation",
+    }
+    # The answer's and earlier question's words, and those the FAQ searched it with.
+    assert terms["from"] == "terms" and terms["text"] == follow_up
+    assert terms["carried"][:2] == ["Return", "an"]
+    assert terms["words"] == {"faq.md": ["Return", "error", "progress", "callback"]}
 
     # The same follow-up with no history: its own words find only the bindings.
     alone = [{"type": "text", "text": follow_up}, text_part("faq.md", faq())]
@@ -113,7 +116,11 @@ def test_without_history_settings_a_follow_up_is_searched_as_written(
     make_proxy: Callable[..., str], upstream: FakeUpstream
 ) -> None:
     base = make_proxy(
-        retrieval={"chunk_tokens": 60, "chunk_overlap": 0, "history": {"turns": 0, "reply": 0}}
+        retrieval={
+            "chunk_tokens": 60,
+            "chunk_overlap": 0,
+            "history": {"turns": 0, "reply": 0, "terms": 0},
+        }
     )
     raw = client(base).chat.completions.with_raw_response.create(
         model="m",
@@ -122,3 +129,24 @@ def test_without_history_settings_a_follow_up_is_searched_as_written(
     raw.parse()
     assert "remove the easy handle" not in forwarded(upstream)
     assert "X-Enrich-Searched" not in raw.headers
+
+
+def test_carried_words_no_file_holds_are_neither_searched_nor_reported(
+    make_proxy: Callable[..., str], upstream: FakeUpstream
+) -> None:
+    base = make_proxy(retrieval={"chunk_tokens": 60, "chunk_overlap": 0})
+    first = [{"type": "text", "text": "Zebras?"}, text_part("faq.md", faq())]
+    messages = [
+        {"role": "user", "content": first},
+        {"role": "assistant", "content": "Giraffes and okapis, mostly."},  # none in the FAQ
+        {"role": "user", "content": "And with the other interface?"},
+    ]
+    raw = client(base).chat.completions.with_raw_response.create(
+        model="m",
+        messages=messages,  # type: ignore[arg-type]
+    )
+    raw.parse()
+    assert raw.headers["X-Enrich-Searched"] == "question 1; conversation 1.5"
+    record = httpx.get(base + "/v1/enrich/decisions?limit=1", timeout=30).json()["data"][0]
+    searched = record["decision"]["retrieval"]["searched"]
+    assert [text["from"] for text in searched] == ["question", "conversation"]

@@ -282,7 +282,8 @@ async def test_a_follow_ups_card_shows_what_its_conversation_searched_for(
     make_proxy: Callable[..., str], browser: Browser
 ) -> None:
     base = make_proxy(retrieval=SMALL_CHUNKS)
-    first = [{"type": "text", "text": "Who feeds the cats?"}, text_part("town.txt", HANDBOOK)]
+    town = " ".join([HANDBOOK, *(f"The town hall opens on day {n} of the fair." for n in range(6))])
+    first = [{"type": "text", "text": "Who feeds the cats?"}, text_part("town.txt", town)]
     body = {
         "model": "m",
         "messages": [
@@ -299,6 +300,11 @@ async def test_a_follow_ups_card_shows_what_its_conversation_searched_for(
         "[...document.querySelectorAll('[data-id=follow-up] ul.searched li')]"
         ".map(li => li.textContent)"
     )
-    assert searched == ["question ×1 With what?", "conversation ×1 Who feeds the cats?\nWith what?"]
+    assert searched == [
+        "question ×1 With what?",
+        "conversation ×1 Who feeds the cats?\nWith what?",
+        # The answer's and the earlier question's words the file was searched with.
+        "terms ×1 With what? + lighthouse keeper cats (town.txt)",
+    ]
     await browser.screenshot(ARTIFACTS / "follow-up.png")
     assert browser.problems == []

@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import math
 import re
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
+
+from proxy.retrieval.lexical import function_word
 
 MARKER = re.compile(r"^\[attached: .*\]$", re.S)
 """The text a file part of an earlier message becomes (proxy.pipeline.references)."""
@@ -27,14 +30,32 @@ class Turn:
 @dataclass(frozen=True)
 class SearchText:
     """One text a request's passages are ranked for, and its weight where rankings are fused
-    (the question's own is 1). `source`: question | conversation | reply."""
+    (the question's own is 1). `source`: question | conversation | reply | terms | region.
+
+    A `terms` text is ranked by words alone: the question with the `carried` words that are
+    rare in the document searched (chosen per document, `salient_words`). A `region` text is
+    the earlier question: the passages it finds, and their neighbours, are where a follow-up
+    usually stays."""
 
     text: str
     weight: float
     source: str
+    carried: tuple[str, ...] = ()
+    pick: int = 0
+    """How many of the `carried` words a document's rarest are searched (a `terms` text)."""
+    near: int = 0
+    """How many of the first `carried` words stand next to the question's own words where
+    they were said: those go first (`salient_words`)."""
+    by_meaning: bool = False
+    """A `terms` text ranked by meaning too, not by its words alone."""
 
     def record(self) -> dict[str, Any]:
-        return {"text": self.text, "weight": round(self.weight, 4), "from": self.source}
+        found = {"text": self.text, "weight": round(self.weight, 4), "from": self.source}
+        if self.carried:
+            found["carried"] = list(self.carried)
+        if self.near:
+            found["near"] = self.near
+        return found
 
 
 @dataclass(frozen=True)
@@ -50,6 +71,21 @@ class HistoryRule:
     """Each step further back multiplies the weight by this."""
     reply: float = 0.0
     """The ranking of the question with the last answer (0: the answer is not searched)."""
+    terms: float = 1.0
+    """The ranking, by words alone, of the question with the rare words of the last answer and
+    the latest earlier question (0: none carried over)."""
+    term_count: int = 4
+    """How many carried words at most, the rarest in the document first."""
+    region: float = 0.0
+    """The ranking of the passages around the latest earlier question's best ones (0: none)."""
+    lean: bool = True
+    """Each history text's weight scaled by how much the question leans on its history
+    (`leaning`): a self-contained question's own passages keep the lead."""
+    near: bool = True
+    """Carried words said next to the question's own words go first ("his brother Clarence"
+    for "What happens to the brother?")."""
+    terms_by_meaning: bool = False
+    """The question with its carried words ranked by meaning too."""
 
 
 def message_text(message: dict[str, Any]) -> str:
@@ -103,17 +139,157 @@ def last_words(text: str, limit: int = MAX_WORDS) -> str:
 def search_texts(question: str, earlier: Sequence[Turn], rule: HistoryRule) -> list[SearchText]:
     """The question (weight 1), then the question with each of the `rule.turns` latest earlier
     questions (the latest at `rule.weight`, each further back `rule.decay` times less), then
-    with the last answer (`rule.reply`); texts of no weight are left out."""
+    with the last answer (`rule.reply`), then the question with the words it may refer to
+    (`rule.terms`), then the latest earlier question's region (`rule.region`); with
+    `rule.lean`, every history weight times `leaning(question)`. Texts of no weight are left
+    out."""
     texts = [SearchText(question, 1.0, "question")]
     if not question.strip():
         return texts
+    scale = leaning(question) if rule.lean else 1.0
     questions = [turn.text for turn in earlier if turn.role == "user"]
-    weight = rule.weight
+    weight = rule.weight * scale
     for asked in list(reversed(questions))[: rule.turns]:
         if weight > 0:
             texts.append(SearchText(f"{last_words(asked)}\n{question}", weight, "conversation"))
         weight *= rule.decay
-    answers = [turn.text for turn in earlier if turn.role == "assistant"]
-    if answers and rule.reply > 0 and earlier[-1].role == "assistant":
-        texts.append(SearchText(f"{first_words(answers[-1])}\n{question}", rule.reply, "reply"))
+    answer = last_answer(earlier)
+    if answer and rule.reply * scale > 0:
+        texts.append(SearchText(f"{first_words(answer)}\n{question}", rule.reply * scale, "reply"))
+    carried = carried_words(question, answer, questions[-1:])
+    if carried and rule.terms * scale > 0:
+        close = near_words(question, [answer, *questions[-1:]]) if rule.near else []
+        ordered = tuple(dict.fromkeys([*close, *carried]))
+        weight = rule.terms * scale
+        texts.append(
+            SearchText(
+                question,
+                weight,
+                "terms",
+                ordered,
+                rule.term_count,
+                len(close),
+                rule.terms_by_meaning,
+            )
+        )
+    if questions and rule.region * scale > 0:
+        texts.append(SearchText(last_words(questions[-1]), rule.region * scale, "region"))
     return texts
+
+
+def last_answer(earlier: Sequence[Turn]) -> str:
+    """The assistant's answer just before the question ('' when the last earlier turn is not
+    one: two user messages in a row)."""
+    return earlier[-1].text if earlier and earlier[-1].role == "assistant" else ""
+
+
+CUES = frozenset(
+    """it its that this these those they them their he him his she her hers one ones other others
+    another former latter last second first same such there then so also why else""".split()  # noqa: SIM905
+)
+"""Words by which a question points back at what was said (pronouns, demonstratives, "the
+other one", "the last one", "why?"), in English; other languages lean on length alone."""
+SHORT = 8
+"""A question of this many words or fewer says little on its own."""
+
+
+SHIFT = re.compile(
+    r"^\W*(separate|different|unrelated|another (question|thing|topic|problem)"
+    r"|new (question|topic)|switching|changing|something else|by the way|btw|andere|anderes"
+    r"|etwas anderes|neue frage|übrigens|autre|nouvelle question|другой|другая|другое|кстати)"
+    r"\b[^:?.!]{0,40}[:\-—–]",
+    re.IGNORECASE,
+)
+"""A question opening by saying it changes the subject ("Separate problem: ...", "Different
+question: ...", "Something else: ...", "Andere Frage: ...")."""
+
+
+def leaning(question: str) -> float:
+    """How much a question leans on its history, 0 to 1.5: 1 as a rule, more for a short one
+    or one pointing back (`CUES`), less for a long one that points at nothing, and nothing for
+    one that says it changes the subject (`SHIFT`: it is searched alone)."""
+    if SHIFT.search(question):
+        return 0.0
+    found = [word.casefold() for word in WORD.findall(question)]
+    cues = sum(word in CUES for word in found)
+    short = len(found) <= SHORT
+    if short and cues:
+        return 1.5
+    if short or cues:
+        return 1.0
+    return 0.5
+
+
+MAX_CARRIED = 160
+"""Words of the last answer and earlier question offered as carried words, at most."""
+
+
+def carried_words(question: str, answer: str, questions: Sequence[str]) -> list[str]:
+    """The words a follow-up may refer to: the last answer's, then the earlier questions',
+    each once (case kept: names and acronyms), leaving out the question's own."""
+    own = {word.casefold() for word in WORD.findall(question)}
+    seen: dict[str, str] = {}
+    for text in [first_words(answer, MAX_CARRIED), *(last_words(q) for q in questions)]:
+        for word in WORD.findall(text):
+            key = word.casefold()
+            if key not in own and key not in seen and not word.isdigit():
+                seen[key] = word
+    return list(seen.values())
+
+
+REACH = 2
+"""Words this close to one of the question's own words, where it was said, are near it."""
+PREFIX = 5
+"""Two words match when equal, or both this long and alike up to here ("tokens", "token")."""
+
+
+def near_words(question: str, texts: Sequence[str]) -> list[str]:
+    """The words of `texts` (the last answer, the earlier question) within `REACH` words of
+    one of the question's own words (function words aside), nearest first, each once."""
+
+    def key(word: str) -> str:
+        folded = word.casefold()
+        return folded[:PREFIX] if len(folded) >= PREFIX else folded
+
+    own = {key(word) for word in WORD.findall(question) if not function_word(word)}
+    found: dict[str, tuple[int, int]] = {}
+    for text in texts:
+        said = WORD.findall(first_words(text, MAX_CARRIED))
+        keys = [key(word) for word in said]
+        for at, word in enumerate(said):
+            if keys[at] in own or word.isdigit():
+                continue
+            gaps = [
+                abs(at - other)
+                for other in range(max(0, at - REACH), min(len(said), at + REACH + 1))
+                if keys[other] in own
+            ]
+            if gaps and word.casefold() not in found:
+                found[word.casefold()] = (min(gaps), len(found))
+    ordered = sorted(found.items(), key=lambda item: item[1])
+    originals = {word.casefold(): word for text in texts for word in WORD.findall(text)}
+    return [originals[folded] for folded, _ in ordered]
+
+
+def salient_words(
+    carried: Sequence[str],
+    frequency: Callable[[str], int],
+    passages: int,
+    count: int,
+    near: int = 0,
+    common: Callable[[str], bool] = lambda word: False,
+) -> list[str]:
+    """The `count` carried words rarest in the document (by the document frequency of their
+    index term, IDF as BM25 computes it), the first `near` ones before the rest; leaving out
+    words the document does not hold, words of one or two letters, `common` ones (function
+    words) and words in more than a quarter of its passages (half, for a near one: where it
+    was said chose it, not its rarity); ties in the order carried."""
+    scored = []
+    for order, word in enumerate(carried):
+        found = frequency(word)
+        most = passages / 2 if order < near else passages / 4
+        if found <= 0 or found > most or len(word) < 3 or common(word):
+            continue
+        idf = math.log(1 + (passages - found + 0.5) / (found + 0.5))
+        scored.append((order >= near, -idf, order, word))
+    return [word for *_, word in sorted(scored)[:count]]

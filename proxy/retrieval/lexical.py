@@ -123,6 +123,14 @@ def query_language(text: str, prefer: str | None = None) -> str | None:
     return leaders[0] if best and len(leaders) == 1 else None
 
 
+def function_word(word: str, language: str | None = None) -> bool:
+    """Whether the word is one of the language's stopwords or function words (of any language
+    told apart, when None)."""
+    if language is None:
+        return any(word.casefold() in _detection_words(known) for known in _STOPWORDS)
+    return word.casefold() in _detection_words(language)
+
+
 @functools.cache
 def _detection_words(language: str) -> frozenset[str]:
     words = _stopwords(language)
@@ -199,6 +207,17 @@ class LexicalIndex:
     def search_subwords(self, query: str, limit: int) -> list[tuple[int, float]]:
         """As `search`, by the character runs of the query's words (`subword_terms`)."""
         return self._search(self.subwords, subword_terms(query, self.language), limit)
+
+    def frequency(self, word: str) -> int:
+        """In how many passages the word's index term occurs (0: none, or a stopword)."""
+        found = terms(word, self.language)
+        if len(found) != 1:
+            return 0
+        term = self.model.vocab_dict.get(found[0])
+        pointers = self.model.scores["indptr"]
+        if term is None or term + 1 >= len(pointers):
+            return 0
+        return int(pointers[term + 1] - pointers[term])
 
     def ranked(self, query: str, limit: int) -> tuple[list[int], dict[int, float]]:
         """Passages by the query's words, whole and in pieces, best first, and the BM25

@@ -16,11 +16,11 @@ from proxy.documents.model import ParsedDocument
 from proxy.retrieval.chunking import CHUNKER_VERSION, Chunk, chunk_document
 from proxy.retrieval.embeddings import Embedder
 from proxy.retrieval.fusion import reciprocal_rank_fusion
-from proxy.retrieval.history import SearchText
+from proxy.retrieval.history import SearchText, salient_words
 from proxy.retrieval.index import VectorIndex
 from proxy.retrieval.indexing import STORE_DOWN, Indexer, Vectors
 from proxy.retrieval.lease import Leases
-from proxy.retrieval.lexical import detect_language, query_language
+from proxy.retrieval.lexical import detect_language, function_word, query_language
 from proxy.retrieval.overview import OverviewRouter, overview_passages
 from proxy.retrieval.passages import DocumentPassages, PassagesMissing, PassageStore
 from proxy.retrieval.rerank import Reranker
@@ -33,6 +33,8 @@ RANKINGS = ("hybrid", "dense", "lexical")
 POOL = 50
 """Candidates each ranking contributes before fusion: far more than any budget holds."""
 STATUS_EVERY_S = 1.0
+REGION_HITS = 3
+"""The earlier question's best passages whose neighbourhoods make a follow-up's region."""
 OPENING_PASSAGES = 3
 """A new document's first passages are always among its first question's candidates."""
 PREVIEW_TOKENS = 128
@@ -267,6 +269,7 @@ class Retriever:
         translate: Translate | None = None,
         also: Sequence[SearchText] = (),
         store_down: dict[str, str] | None = None,
+        carried: dict[str, list[str]] | None = None,
     ) -> tuple[list[list[Scored]], dict[str, int]]:
         """Each document's best `depth` passages for the query, best first, and how much of
         each document's dense index was ready (percent) when it was searched. With
@@ -279,10 +282,12 @@ class Retriever:
         query translated into its language, both rankings fused. Each text of `also` (the
         question in its conversation: proxy.retrieval.history) is ranked too, its rankings fused
         at its weight; it neither decides a question about the whole document nor picks a new
-        document's candidates, which are the question's own. With `store_down`, a document whose
-        vectors cannot be read or stored (the vector store is down or full) is ranked by its
-        words alone, as one in a language the embedder does not read, and named there with the
-        reason; without it, that failure is raised."""
+        document's candidates, which are the question's own. A `terms` text is ranked by words
+        alone, with the carried words rarest in each document (written into `carried`, by
+        document name); a `region` text's best passages and their neighbours make one more
+        ranking. With `store_down`, a document whose vectors cannot be read or stored (the vector
+        store is down or full) is ranked by its words alone, as one in a language the embedder
+        does not read, and named there with the reason; without it, that failure is raised."""
         embeddings: dict[tuple[str, str], list[float]] = {}
         ranked: list[list[Scored]] = []
         ready: dict[str, int] = {}
@@ -295,12 +300,23 @@ class Retriever:
                 if translation is not None and translation.text:
                     queries.append((translation.text, language))
             words = [text for text, _ in queries]
-            searched = [(text, lang, 1.0) for text, lang in queries] + [
-                (extra.text, query_language(extra.text, prefer=language), extra.weight)
+            with_terms = [
+                (found, extra.weight, extra.by_meaning)
+                for extra, found in _carried(also, passages, carried, document.name)
+            ]
+            ranked_also = [
+                (extra.text, extra.weight)
                 for extra in also
+                if extra.source not in ("terms", "region")
+            ] + [(text, weight) for text, weight, meant in with_terms if meant]
+            by_words = [(text, weight) for text, weight, meant in with_terms if not meant]
+            searched = [(text, lang, 1.0) for text, lang in queries] + [
+                (text, query_language(text, prefer=language), weight)
+                for text, weight in ranked_also
             ]
             weighted = [(text, weight) for text, _, weight in searched]
             read = [(text, weight) for text, lang, weight in searched if self.reads(lang)]
+            regions = [extra for extra in also if extra.source == "region"]
             space = self.space_for(language)
             if space is self.primary and not self.primary_ready():
                 # Its model is not on disk (yet): the multilingual model (shipped in its
@@ -324,16 +340,40 @@ class Retriever:
                     store_down[document.name] = error.message
                     status(f"Vector store unavailable: ranking {document.name} by its words...")
                     ready[document.name] = space.indexer.progress(passages).percent
-                    found = self._rank(passages, weighted, lambda vector: {}, [])
+                    around = [
+                        (
+                            self._region(passages, extra.text, lambda vector: {}, None),
+                            extra.weight,
+                        )
+                        for extra in regions
+                    ]
+                    found = self._rank(passages, weighted, lambda vector: {}, [], by_words, around)
                     found = [replace(item, by_meaning=False) for item in found]
                 else:
-                    found = self._rank(passages, weighted, space.on_scale(dense), vectors)
+                    scorer = space.on_scale(dense)
+                    around = [
+                        (
+                            self._region(
+                                passages,
+                                extra.text,
+                                scorer,
+                                await space.embedded(extra.text, embeddings),
+                            ),
+                            extra.weight,
+                        )
+                        for extra in regions
+                    ]
+                    found = self._rank(passages, weighted, scorer, vectors, by_words, around)
                     if space is not self.primary:
                         found = [replace(item, multilingual=True) for item in found]
             else:
                 # Its cosines would be noise: ranked by its words (and its translation's).
                 ready[document.name] = 100
-                found = self._rank(passages, weighted, lambda vector: {}, [])
+                around = [
+                    (self._region(passages, extra.text, lambda vector: {}, None), extra.weight)
+                    for extra in regions
+                ]
+                found = self._rank(passages, weighted, lambda vector: {}, [], by_words, around)
                 found = [replace(item, by_meaning=False) for item in found]
             if await self._about_the_whole(queries, embeddings):
                 found = _overview_first(passages, found)
@@ -453,16 +493,40 @@ class Retriever:
 
         return score_made
 
+    def _region(
+        self,
+        passages: DocumentPassages,
+        text: str,
+        dense_scores: Callable[[list[float]], dict[int, float]],
+        vector: list[float] | None,
+    ) -> list[int]:
+        """The passages around the text's best ones: each of its `REGION_HITS` best, then the
+        passage before and after it, each once, in that order."""
+        embeddings = [] if vector is None else [(vector, 1.0)]
+        best = self._rank(passages, [(text, 1.0)], dense_scores, embeddings)[:REGION_HITS]
+        last = len(passages.chunks) - 1
+        order = [
+            index
+            for hit in best
+            for index in (hit.chunk.index, hit.chunk.index - 1, hit.chunk.index + 1)
+            if 0 <= index <= last
+        ]
+        return list(dict.fromkeys(order))
+
     def _rank(
         self,
         passages: DocumentPassages,
         queries: list[tuple[str, float]],
         dense_scores: Callable[[list[float]], dict[int, float]],
         embeddings: list[tuple[list[float], float]],
+        by_words: Sequence[tuple[str, float]] = (),
+        around: Sequence[tuple[list[int], float]] = (),
     ) -> list[Scored]:
         """Passages ranked for the weighted queries (the question, its translation if any, the
         question in its conversation): each candidate's cosine and BM25 score are its best over
-        the queries; each query's rankings count at its weight in the fusion."""
+        the queries; each query's rankings count at its weight in the fusion. `by_words` are
+        ranked by their words alone and `around` are rankings made already (a follow-up's
+        region); neither lends its scores to a passage."""
         per_query = [(dense_scores(embedding), weight) for embedding, weight in embeddings]
         cosines: dict[int, float] = {}
         for scores, _ in per_query:
@@ -475,13 +539,16 @@ class Retriever:
         for (_, scores), _ in found:
             for i, score in scores.items():
                 lexical[i] = max(score, lexical.get(i, score))
+        word_orders += [
+            (passages.lexical.ranked(text, POOL)[0], weight) for text, weight in by_words
+        ]
         order: list[tuple[int, float | None]]
         if self.ranking == "dense" and embeddings:
-            order = _fused(dense_orders)
+            order = _fused([*dense_orders, *around])
         elif self.ranking == "lexical" or not embeddings:
-            order = _fused(word_orders)
+            order = _fused([*word_orders, *around])
         else:
-            order = _fused([*dense_orders, *word_orders])
+            order = _fused([*dense_orders, *word_orders, *around])
         return [
             Scored(
                 chunk=passages.chunks[i],
@@ -533,6 +600,34 @@ class Retriever:
             close = getattr(space.embedder, "close", None)
             if close is not None:
                 await close()
+
+
+def _carried(
+    also: Sequence[SearchText],
+    passages: DocumentPassages,
+    chosen: dict[str, list[str]] | None,
+    name: str,
+) -> list[tuple[SearchText, str]]:
+    """The `terms` texts as the document searches them: the question and the carried words
+    rarest in this document (none: not searched), noted in `chosen` by document name."""
+    lexical = passages.lexical
+    found = []
+    for extra in also:
+        if extra.source != "terms":
+            continue
+        words = salient_words(
+            extra.carried,
+            lexical.frequency,
+            lexical.size,
+            extra.pick,
+            extra.near,
+            lambda word: function_word(word, lexical.language),
+        )
+        if words:
+            found.append((extra, f"{extra.text} {' '.join(words)}"))
+            if chosen is not None:
+                chosen.setdefault(name, []).extend(words)
+    return found
 
 
 def characters_as_tokens(text: str) -> int:

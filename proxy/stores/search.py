@@ -14,6 +14,7 @@ from proxy.stores.records import FileRecord
 
 if TYPE_CHECKING:
     from proxy.retrieval.chunking import Chunk
+    from proxy.retrieval.history import SearchText
     from proxy.retrieval.retriever import Scored
 
 Load = Callable[[FileRecord, str], Awaitable[ParsedDocument]]
@@ -102,9 +103,17 @@ def best_hits(
 
 
 async def search_files(
-    variants: Variants, files: Sequence[FileRecord], queries: Sequence[str], depth: int, load: Load
+    variants: Variants,
+    files: Sequence[FileRecord],
+    queries: Sequence[str],
+    depth: int,
+    load: Load,
+    also: Sequence[SearchText] = (),
+    carried: dict[str, list[str]] | None = None,
 ) -> list[tuple[FileRecord, Scored]]:
-    """Every file's best `depth` passages for each query, by the retriever of its chunking."""
+    """Every file's best `depth` passages for each query, by the retriever of its chunking;
+    each query ranked with `also` too (a follow-up's conversation), as attached files are, the
+    words carried into each file's search written into `carried`."""
     groups: dict[tuple[int, int], list[FileRecord]] = {}
     for record in files:
         groups.setdefault(variants.sizes(record.chunking), []).append(record)
@@ -124,7 +133,9 @@ async def search_files(
             for record, key in zip(records, keys, strict=True)
         ]
         for query in queries:
-            ranked, _ = await retriever.search(documents, query, depth, resolve=resolve)
+            ranked, _ = await retriever.search(
+                documents, query, depth, resolve=resolve, also=also, carried=carried
+            )
             for record, hits in zip(records, ranked, strict=True):
                 found.extend((record, hit) for hit in hits)
     return found

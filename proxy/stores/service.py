@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from proxy.config import Settings
@@ -33,6 +33,7 @@ from proxy.stores.usage import IndexUsage
 if TYPE_CHECKING:
     from proxy.documents.parser import DocumentParser
     from proxy.files.protocol import FileStore
+    from proxy.retrieval.history import SearchText
     from proxy.retrieval.retriever import Retriever
 
 T = TypeVar("T")
@@ -249,8 +250,11 @@ class VectorStores:
         rule: Filter | None,
         limit: int,
         threshold: float,
+        also: Sequence[SearchText] = (),
+        carried: dict[str, list[str]] | None = None,
     ) -> list[StoreHit]:
-        """The best passages of the stores' completed files passing the filter, across files."""
+        """The best passages of the stores' completed files passing the filter, across files;
+        each query searched with `also` (a follow-up's conversation: proxy.retrieval.history)."""
         files: list[FileRecord] = []
         for store in stores:
             files += searchable(await self._run(self.registry.files, store.id), rule)
@@ -258,5 +262,6 @@ class VectorStores:
         if not files:
             return []
         depth = max(limit, CANDIDATES_PER_FILE)
-        found = await search_files(await self.variants(), files, queries, depth, self.files.load)
+        variants = await self.variants()
+        found = await search_files(variants, files, queries, depth, self.files.load, also, carried)
         return best_hits(found, threshold, limit)

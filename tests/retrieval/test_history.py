@@ -2,18 +2,27 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 from proxy.retrieval.fusion import RRF_K, reciprocal_rank_fusion
 from proxy.retrieval.history import (
     MAX_WORDS,
     HistoryRule,
     SearchText,
     Turn,
+    carried_words,
     earlier_turns,
     first_words,
     last_words,
+    leaning,
     message_text,
+    near_words,
+    salient_words,
     search_texts,
 )
+
+FIRST_ROUND = {"terms": 0.0, "lean": False, "near": False}
+"""The earlier questions and the last answer alone, as the first round searched them."""
 
 CONVERSATION = [
     Turn("user", "Is libcurl thread-safe?"),
@@ -24,7 +33,9 @@ CONVERSATION = [
 
 
 def test_the_question_comes_first_then_each_earlier_question_latest_first() -> None:
-    texts = search_texts("And the other one?", CONVERSATION, HistoryRule(turns=2, weight=0.5))
+    texts = search_texts(
+        "And the other one?", CONVERSATION, HistoryRule(turns=2, weight=0.5, **FIRST_ROUND)
+    )
     assert texts == [
         SearchText("And the other one?", 1.0, "question"),
         SearchText("How do I stop a transfer?\nAnd the other one?", 0.5, "conversation"),
@@ -33,7 +44,7 @@ def test_the_question_comes_first_then_each_earlier_question_latest_first() -> N
 
 
 def test_recency_the_weight_shrinks_by_the_decay_at_each_step_back() -> None:
-    rule = HistoryRule(turns=3, weight=0.8, decay=0.25)
+    rule = HistoryRule(turns=3, weight=0.8, decay=0.25, **FIRST_ROUND)
     earlier = [Turn("user", f"question {n}") for n in range(1, 5)]
     weights = [text.weight for text in search_texts("q", earlier, rule)]
     assert weights == [1.0, 0.8, 0.2, 0.05]  # three turns back at most, the oldest left out
@@ -41,7 +52,9 @@ def test_recency_the_weight_shrinks_by_the_decay_at_each_step_back() -> None:
 
 
 def test_the_last_answer_is_searched_with_the_question_at_its_own_weight() -> None:
-    texts = search_texts("And with the other interface?", CONVERSATION, HistoryRule(0, reply=0.5))
+    texts = search_texts(
+        "And with the other interface?", CONVERSATION, HistoryRule(0, reply=0.5, **FIRST_ROUND)
+    )
     assert texts[1:] == [
         SearchText(
             "Return an error from a callback; with the multi interface, remove it.\n"
@@ -53,20 +66,20 @@ def test_the_last_answer_is_searched_with_the_question_at_its_own_weight() -> No
 
 
 def test_no_history_no_weight_or_no_words_leave_the_question_alone() -> None:
-    rule = HistoryRule(turns=2, weight=0.5, reply=0.5)
+    rule = HistoryRule(turns=2, weight=0.5, reply=0.5, **FIRST_ROUND)
     assert search_texts("What is it?", [], rule) == [SearchText("What is it?", 1.0, "question")]
-    off = HistoryRule(turns=0, reply=0.0)
+    off = HistoryRule(turns=0, reply=0.0, **FIRST_ROUND)
     alone = [SearchText("What is it?", 1.0, "question")]
     assert search_texts("What is it?", CONVERSATION, off) == alone
     assert len(search_texts(" ", CONVERSATION, rule)) == 1  # a file alone: nothing to lean on
-    zero = HistoryRule(turns=2, weight=0.0, reply=0.0)
+    zero = HistoryRule(turns=2, weight=0.0, reply=0.0, **FIRST_ROUND)
     assert len(search_texts("What is it?", CONVERSATION, zero)) == 1
 
 
 def test_an_answer_is_only_the_last_one_when_it_is_the_last_turn() -> None:
     # Two user messages in a row: the answer before them is not "the last answer".
     earlier = [*CONVERSATION, Turn("user", "Thanks.")]
-    texts = search_texts("And then?", earlier, HistoryRule(turns=0, reply=0.5))
+    texts = search_texts("And then?", earlier, HistoryRule(turns=0, reply=0.5, **FIRST_ROUND))
     assert [text.source for text in texts] == ["question"]
 
 
@@ -99,7 +112,7 @@ def test_long_texts_are_cut_to_their_words_nearest_the_question() -> None:
     assert last_words(long).split() == [f"w{n}" for n in range(200 - MAX_WORDS, 200)]
     assert first_words(long).split() == [f"w{n}" for n in range(MAX_WORDS)]
     assert last_words("short one") == first_words("short one") == "short one"
-    [_, conversation, _] = search_texts("q", [Turn("user", long)] * 2, HistoryRule())
+    [_, conversation, _] = search_texts("q", [Turn("user", long)] * 2, HistoryRule(**FIRST_ROUND))
     assert conversation.text == last_words(long) + "\nq"
 
 
@@ -111,3 +124,129 @@ def test_rankings_are_fused_at_their_weights() -> None:
     assert fused[3] == 0.5 / (RRF_K + 2)
     assert reciprocal_rank_fusion([[1], [2]], weights=[1.0, 0.5])[0][0] == 1
     assert reciprocal_rank_fusion([[1], [2]], weights=[0.5, 1.0])[0][0] == 2
+
+
+def test_a_short_question_pointing_back_leans_most_a_long_plain_one_least() -> None:
+    assert leaning("What is it for?") == 1.5  # short, and "it" points back
+    assert leaning("And for a GET?") == 1.0  # short, nothing pointing back
+    assert leaning("Why would it still work in my browser but not with curl then, I wonder?") == 1.0
+    long_plain = "Which file format does the cookie jar of libcurl use when it is saved to disk"
+    assert leaning(long_plain.replace(" it ", " the jar ")) == 0.5
+    assert leaning("Wie nehme ich das wieder zurück?") == 1.0  # other languages: by length
+
+
+def test_carried_words_come_from_the_last_answer_then_the_earlier_question() -> None:
+    words = carried_words(
+        "What is it for?",
+        "The ETag header, then ETag again; see RFC 7232.",
+        ["How does versioning work?"],
+    )
+    # Each once, case kept, numbers and the question's own words left out.
+    assert words == ["The", "ETag", "header", "then", "again", "see", "RFC", "How", "does",
+                     "versioning", "work"]  # fmt: skip
+    assert carried_words("q", "", []) == []
+
+
+def test_salient_words_are_the_rarest_in_the_document_that_it_holds() -> None:
+    frequency = {"ETag": 1, "header": 3, "RFC": 2, "the": 0, "versioning": 40, "work": 6}
+    found = salient_words(
+        ["the", "ETag", "header", "RFC", "versioning", "work", "absent"],
+        lambda word: frequency.get(word, 0),
+        passages=100,
+        count=2,
+    )
+    assert found == ["ETag", "RFC"]  # rarest first; absent, stopwords and common ones out
+    everything = salient_words(list(frequency), lambda w: frequency[w], passages=100, count=9)
+    assert everything == ["ETag", "RFC", "header", "work"]  # in 40 of 100 passages: too common
+
+
+def test_terms_and_region_texts_follow_the_rule_and_the_lean() -> None:
+    rule = HistoryRule(turns=1, terms=1.0, term_count=3, region=0.5, lean=False, near=False)
+    texts = search_texts("What is it for?", CONVERSATION, rule)
+    assert [(t.source, t.weight) for t in texts] == [
+        ("question", 1.0),
+        ("conversation", 1.0),
+        ("terms", 1.0),
+        ("region", 0.5),
+    ]
+    terms, region = texts[2], texts[3]
+    assert terms.text == "What is it for?" and terms.pick == 3
+    assert terms.carried[:3] == ("Return", "an", "error")  # the answer's words first
+    assert "stop" in terms.carried  # then the earlier question's
+    assert region.text == "How do I stop a transfer?"
+    assert terms.record() == {
+        "text": "What is it for?",
+        "weight": 1.0,
+        "from": "terms",
+        "carried": list(terms.carried),
+    }
+    leaned = search_texts("What is it for?", CONVERSATION, dataclasses.replace(rule, lean=True))
+    assert [t.weight for t in leaned] == [1.0, 1.5, 1.5, 0.75]  # the question keeps its 1
+    plain = "Which file format does the cookie jar of libcurl use when saved to disk"
+    assert [t.weight for t in search_texts(plain, CONVERSATION, HistoryRule(terms=0))] == [
+        1.0,
+        0.5,
+        0.25,
+    ]
+
+
+def test_near_words_are_those_said_next_to_the_questions_own_words() -> None:
+    reply = "He laid plots to set his brother Clarence and the king in deadly hate."
+    # "brother" is the question's: the words around it where it was said, nearest first.
+    assert near_words("What happens to the brother?", [reply]) == ["his", "Clarence", "set", "and"]
+    tokens = near_words("How do the tokens limit it?", ["Over https with CORS and bearer token."])
+    assert tokens == ["bearer", "and"]  # "tokens" and "token" are alike
+    assert near_words("Was ist an dem Sonderfall anders?", ["Als Sonderfall Pre-Depends."]) == [
+        "Als",
+        "Pre",
+        "Depends",
+    ]
+    assert near_words("How does the second way work?", [reply]) == []  # nothing in common
+
+
+def test_near_words_go_first_and_function_words_are_never_salient() -> None:
+    frequency = {"Clarence": 30, "king": 20, "deadly": 2, "his": 1}
+    common = {"his", "and"}
+    pick = {
+        "carried": ["his", "Clarence", "deadly", "king"],
+        "frequency": lambda word: frequency.get(word, 0),
+        "passages": 1000,
+        "count": 2,
+        "common": lambda word: word in common,
+    }
+    assert salient_words(**pick) == ["deadly", "king"]  # the rarest
+    assert salient_words(**pick, near=2) == ["Clarence", "deadly"]  # the near one first
+    rule = HistoryRule(turns=0, terms=1.0, near=True)
+    earlier = [
+        Turn("user", "Who speaks first?"),
+        Turn("assistant", "Gloucester, then his brother Clarence."),
+    ]
+    [_, terms] = search_texts("What happens to the brother?", earlier, rule)
+    assert terms.carried[: terms.near] == ("his", "Clarence", "then")
+    assert terms.record()["near"] == 3
+
+
+def test_a_question_saying_it_changes_the_subject_leans_least() -> None:
+    for shift in (
+        "Separate problem: it can't log in to a server that wants NTLM. Why?",
+        "Different question: what is the Mozilla Festival?",
+        "Something else: I write my scripts in TypeScript, anything I should know?",
+        "Andere Frage: was ist ein metrischer Raum?",
+        "Другой вопрос: что это?",
+    ):
+        assert leaning(shift) == 0.0, shift
+    # Pointing back is not changing the subject, even with "other" or "new" in front.
+    assert leaning("Other one: what is it for?") == 1.5
+    assert leaning("New: how?") == 1.0
+    texts = search_texts("Different question: what is it?", CONVERSATION, HistoryRule(lean=True))
+    assert texts == [SearchText("Different question: what is it?", 1.0, "question")]
+
+
+def test_a_near_word_may_be_commoner_than_a_carried_one() -> None:
+    frequency = {"bearer": 40, "carries": 2}
+    pick = {"frequency": lambda word: frequency.get(word, 0), "passages": 100, "count": 1}
+    assert salient_words(["bearer", "carries"], near=1, **pick) == ["bearer"]  # in 40%: near
+    assert salient_words(["carries", "bearer"], near=0, **pick) == ["carries"]  # not near
+    assert salient_words(["bearer"], near=0, **pick) == []  # too common, when not near
+    frequency["bearer"] = 60
+    assert salient_words(["bearer"], near=1, **pick) == []  # in more than half: never

@@ -11,6 +11,7 @@ import openai
 import pytest
 
 from tests.callers import sdk
+from tests.fakes.embeddings import FakeEmbeddings
 from tests.fakes.upstream import ANSWER, FakeUpstream
 from tests.stores.support import FAST, upload_topics
 
@@ -266,3 +267,66 @@ def test_file_search_tools_are_validated(base: str) -> None:
         with pytest.raises(openai.BadRequestError) as caught:
             client.responses.create(model="m", input=CATS, tools=tools)  # type: ignore[arg-type]
         assert caught.value.body["param"] == param  # type: ignore[index]
+
+
+FOLLOW_UP = "Who waits there?"  # alone, it shares no word with any file
+
+
+def conversation() -> list[dict[str, Any]]:
+    return [
+        {"role": "user", "content": CATS},
+        {"role": "assistant", "content": "Fresh sardines from the harbour, every morning."},
+        {"role": "user", "content": FOLLOW_UP},
+    ]
+
+
+def test_a_follow_up_searches_the_stores_with_its_conversation(
+    base: str, upstream: FakeUpstream, embeddings: FakeEmbeddings
+) -> None:
+    client, store_id, ids = ready(base)
+    options = {"vector_store_ids": [store_id], "affinity_threshold": 0.6}
+    raw = client.chat.completions.with_raw_response.create(
+        model="m",
+        messages=conversation(),  # type: ignore[arg-type]
+        extra_body={"enrich": options},
+    )
+    answer = raw.parse()
+    extra = answer.model_extra or {}
+    assert [r["file_id"] for r in extra["search_results"]] == [ids["lighthouse.txt"]]
+    assert "sardines" in sent_prompt(upstream)
+    assert sent_prompt(upstream).endswith(f"User Query:\n\n{FOLLOW_UP}")
+    # Each file is one passage: no carried word is rarer there than in a quarter of its
+    # passages, so no terms were searched and none are reported.
+    assert raw.headers["X-Enrich-Searched"] == "question 1; conversation 1.5"
+    assert [f"{CATS}\n{FOLLOW_UP}"] in embeddings.inputs  # the stores' files ranked for it
+    record = httpx.get(base + "/v1/enrich/decisions?limit=1", timeout=30).json()["data"][0]
+    searched = record["decision"]["retrieval"]["searched"]
+    assert [(text["from"], text["text"]) for text in searched] == [
+        ("question", FOLLOW_UP),
+        ("conversation", f"{CATS}\n{FOLLOW_UP}"),
+    ]
+
+    # The same follow-up asked alone finds nothing over the threshold.
+    client.chat.completions.create(
+        model="m",
+        messages=[{"role": "user", "content": FOLLOW_UP}],
+        extra_body={"enrich": options},
+    )
+    assert sent_prompt(upstream).startswith("Important: No citations were found")
+
+
+def test_a_responses_follow_up_searches_its_file_search_stores_with_its_conversation(
+    base: str, upstream: FakeUpstream
+) -> None:
+    client, store_id, ids = ready(base)
+    response = client.responses.create(
+        model="m",
+        input=conversation(),  # type: ignore[arg-type]
+        tools=tool(store_id, ranking_options=SHARP),
+        include=["file_search_call.results"],
+    )
+    search = response.output[0]
+    assert search.type == "file_search_call"
+    assert search.queries == [FOLLOW_UP]  # the user's words, as the search item reports them
+    assert [r.file_id for r in search.results or []] == [ids["lighthouse.txt"]]
+    assert "sardines" in sent_prompt(upstream)

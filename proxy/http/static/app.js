@@ -153,9 +153,12 @@ function passagesTable(retrieval) {
   if (searched.length > 1) {
     const list = el("ul", { class: "searched" });
     for (const s of searched) {
+      // Carried words: the ones each file was searched with, by words alone.
+      const words = Object.entries(s.words || {}).map(([file, w]) => `${w.join(" ")} (${file})`);
       list.append(el("li", { "data-from": s.from },
         el("span", { class: "num", text: `${s.from} ×${s.weight}` }), " ",
-        el("span", { class: "searched-text", text: s.text })));
+        el("span", { class: "searched-text", text: s.text }),
+        words.length ? el("span", { class: "searched-words", text: ` + ${words.join("; ")}` }) : null));
     }
     box.append(el("p", { class: "budget", text: "searched for:" }), list);
   }

@@ -63,6 +63,7 @@ async def retrieve(exchange: Exchange, services: Services) -> None:
     shape = WindowShape(settings.window_before, settings.window_after)
     searched = conversation_texts(exchange, services)
     store_down: dict[str, str] = {}
+    carried: dict[str, list[str]] = {}
     if sources:
         ranked, indexed = await retriever.search(
             sources,
@@ -74,11 +75,12 @@ async def retrieve(exchange: Exchange, services: Services) -> None:
             translate=translator.into if services.translator is not None else None,
             also=searched[1:],
             store_down=store_down,
+            carried=carried,
         )
     names = {ref.name: ref.file_id for ref in [*exchange.new_refs, *exchange.old_refs]}
     origins = [Origin(names.get(document.name)) for document in sources]
     thresholds = [threshold] * len(sources)
-    for record, hits in await search_stores(exchange, services, threshold):
+    for record, hits in await search_stores(exchange, services, threshold, searched[1:], carried):
         # Already ranked across the stores' files and held to the threshold there.
         sources.append(reference(record.filename, record.sha256, record.kind))
         ranked.append(hits)
@@ -137,9 +139,11 @@ async def retrieve(exchange: Exchange, services: Services) -> None:
             for doc, hits in zip(sources, ranked, strict=False)
             if hits and hits[0].overview
         ],
-        searched=[text.record() for text in searched] if sources else [],
+        searched=searched_record(searched, carried) if sources else [],
         store_down=store_down,
     )
+    # Carried words no file held were not searched: neither the record nor the header says so.
+    searched = [text for text in searched if text.source != "terms" or carried]
     if sources and len(searched) > 1:
         exchange.response_headers["X-Enrich-Searched"] = searched_header(searched)
     note_guard(exchange, reports)
@@ -151,8 +155,35 @@ def conversation_texts(exchange: Exchange, services: Services) -> list[SearchTex
     rule = services.settings.retrieval.history
     messages = exchange.messages
     earlier = earlier_turns(messages, last_user_index(messages))
-    history = HistoryRule(rule.turns, rule.weight, rule.decay, rule.reply)
+    history = HistoryRule(
+        rule.turns,
+        rule.weight,
+        rule.decay,
+        rule.reply,
+        rule.terms,
+        rule.term_count,
+        rule.region,
+        rule.lean,
+        rule.near,
+        rule.terms_by_meaning,
+    )
     return search_texts(exchange.query or " ", earlier, history)
+
+
+def searched_record(
+    searched: list[SearchText], carried: dict[str, list[str]]
+) -> list[dict[str, Any]]:
+    """The searched texts as the decision record lists them; a `terms` text with the words
+    each document searched it with (`words`, by file), left out when no file held any."""
+    found = []
+    for text in searched:
+        entry = text.record()
+        if text.source == "terms":
+            if not carried:
+                continue
+            entry["words"] = carried
+        found.append(entry)
+    return found
 
 
 def searched_header(searched: list[SearchText]) -> str:
@@ -243,10 +274,16 @@ class Origin:
 
 
 async def search_stores(
-    exchange: Exchange, services: Services, threshold: float
+    exchange: Exchange,
+    services: Services,
+    threshold: float,
+    also: list[SearchText],
+    carried: dict[str, list[str]] | None = None,
 ) -> list[tuple[FileRecord, list[Scored]]]:
-    """The request's vector stores searched for its query: the best passages across their
-    files (file_search's max_num_results, filters and score_threshold), grouped by file."""
+    """The request's vector stores searched for its query, with its conversation (`also`) as
+    attached files are: the best passages across their files (file_search's max_num_results,
+    filters and score_threshold), grouped by file; the words carried into each file's search
+    are written into `carried`, by file name."""
     found = exchange.store_search
     if found is None or services.vector_stores is None:
         return []
@@ -256,7 +293,7 @@ async def search_stores(
         threshold = asked.score_threshold
     found.queries = [exchange.query or " "]
     hits = await services.vector_stores.search_stores(
-        found.stores, found.queries, asked.filters, limit, threshold
+        found.stores, found.queries, asked.filters, limit, threshold, also, carried
     )
     found.results = [hit.found() for hit in hits]
     return by_file(hits)
