@@ -8,6 +8,7 @@
     python bench/conversation_eval.py --data-dir /tmp/conv-data   # keep the indexes between runs
     python bench/conversation_eval.py --check                  # every answer in its document's text
     python bench/conversation_eval.py --show-misses            # the tuning half's misses
+    python bench/conversation_eval.py --rewrite-upstream http://127.0.0.1:8090   # a model rewrites
 
 The conversations are in `bench/eval/<half>_conversations.json` (see the tuning file's `about`);
 their documents are fetched by `bench/eval/documents.py`. Each conversation attaches its
@@ -15,7 +16,10 @@ documents to its first user message as file parts; each later turn resends the w
 conversation (the user turns as written, each turn's `reply` as the assistant's), as chat
 clients do. Every document is indexed completely first (warm); each request goes to
 `POST /v1/enrich/preview` of the checkout's proxy, default settings (a method changes named
-settings over them), in front of a fake upstream with a 4,096-token window.
+settings over them), in front of a fake upstream with a 4,096-token window. With
+`--rewrite-upstream URL` a follow-up that leans on its conversation is also rewritten as a
+standalone question by the instruction-tuned model served there (`retrieval.rewrite.base_url`);
+everything else stays as in the fake-upstream run.
 
 Each turn is asked as:
 
@@ -68,6 +72,10 @@ def history(**rule: Any) -> dict[str, Any]:
     return {"retrieval": {"history": rule}}
 
 
+def rewrite(**rule: Any) -> dict[str, Any]:
+    return {"retrieval": {"rewrite": rule}}
+
+
 METHODS: dict[str, dict[str, Any]] = {
     **single.METHODS,
     # What a follow-up is searched with (retrieval.history; docs/retrieval.md, Conversations).
@@ -86,6 +94,18 @@ METHODS: dict[str, dict[str, Any]] = {
     "1 turn 0.5, reply 0.25": history(turns=1, weight=0.5, reply=0.25),
     "1 turn 1, reply 0.5": history(turns=1, weight=1.0, reply=0.5),
     "2 turns 1, reply 0.5": history(turns=2, weight=1.0, decay=0.5, reply=0.5),
+    # The standalone question a model writes (retrieval.rewrite; needs --rewrite-upstream).
+    "no rewrite": rewrite(enabled=False),
+    "rewrite 0.5": rewrite(weight=0.5),
+    "rewrite 1": rewrite(weight=1.0),
+    "rewrite 1.5": rewrite(weight=1.5),
+    "rewrite 2": rewrite(weight=2.0),
+    "rewrite 1, no history": {
+        "retrieval": {"history": {"turns": 0, "reply": 0.0}, "rewrite": {"weight": 1.0}}
+    },
+    "rewrite 2, no history": {
+        "retrieval": {"history": {"turns": 0, "reply": 0.0}, "rewrite": {"weight": 2.0}}
+    },
 }
 
 
@@ -184,6 +204,7 @@ class Row:
     error: str | None = None
     searched: list[dict[str, Any]] = field(default_factory=list)  # what retrieval searched for
     seconds: float = 0.0  # the preview's time
+    rewrite: dict[str, Any] | None = None  # the standalone question written by the model
 
     @property
     def leans(self) -> str:
@@ -224,6 +245,7 @@ def run_method(
     paths: dict[str, Path],
     upstream_kind: str,
     data_dir: Path | None,
+    rewrite_at: dict[str, Any] | None = None,
 ) -> Run:
     from tests.fakes.servers import ServerThread
 
@@ -234,7 +256,13 @@ def run_method(
     upstream = None
     try:
         upstream = single.Upstream(upstream_kind, servers, folder)
-        proxy = single.Proxy(servers, upstream, data_dir or folder / "data", METHODS[method])
+        settings = METHODS[method]
+        if rewrite_at:
+            # The rewrite calls go to the model there; the method's own rewrite settings win.
+            asked = settings.get("retrieval", {}).get("rewrite", {})
+            retrieval = {**settings.get("retrieval", {}), "rewrite": {**rewrite_at, **asked}}
+            settings = {**settings, "retrieval": retrieval}
+        proxy = single.Proxy(servers, upstream, data_dir or folder / "data", settings)
         parts = {doc: single.file_part(path) for doc, path in paths.items()}
         heldout = any(conversation.half == "heldout" for conversation in conversations)
         for doc in parts:
@@ -263,6 +291,7 @@ def run_method(
                 searched = list(record.get("searched") or [])
                 seconds = time.perf_counter() - began
                 row = Row(conversation, turn, condition, hit, rr, error, searched, seconds)
+                row.rewrite = record.get("rewrite")
                 run.rows.append(row)
             if number % 5 == 0:
                 progress(f"  {method}: {number}/{len(conversations)} conversations")
@@ -348,6 +377,7 @@ def report(
                 f"| {half} | {run.method} | a follow-up's request (median / mean) | | "
                 f"{statistics.median(times):.2f} s / {statistics.fmean(times):.2f} s | | |"
             )
+        lines += rewrite_lines(half, run.method, rows)
         errors = sum(row.error is not None for row in rows)
         if errors:
             lines.append(f"| {half} | {run.method} | requests that failed | {errors} | | | |")
@@ -364,6 +394,35 @@ def report(
                     f"  {row.conversation.id}#{row.turn} {row.condition}"
                     f" ({row.leans or 'first'}): {text}{where}"
                 )
+                if row.rewrite:
+                    said = row.rewrite.get("text") or row.rewrite.get("why")
+                    lines.append(f"      rewrite {row.rewrite.get('outcome')}: {said}")
+    return lines
+
+
+def rewrite_lines(half: str, method: str, rows: list[Row]) -> list[str]:
+    """What became of the rewrites (counts per condition and outcome) and what a call cost."""
+    lines = []
+    for condition in ("follow-up", "ceiling"):
+        outcomes: dict[str, int] = {}
+        for row in of(rows, condition):
+            if row.rewrite:
+                outcome = row.rewrite.get("outcome", "?")
+                outcomes[outcome] = outcomes.get(outcome, 0) + 1
+        if outcomes:
+            said = ", ".join(f"{name} {count}" for name, count in sorted(outcomes.items()))
+            lines.append(f"| {half} | {method} | rewrites ({condition}) | | {said} | | |")
+    called = [
+        float(row.rewrite["seconds"])
+        for row in rows
+        if row.rewrite and "seconds" in row.rewrite and not row.rewrite.get("cached")
+    ]
+    if called:
+        lines.append(
+            f"| {half} | {method} | a rewrite call (median / mean / max, {len(called)} calls) | | "
+            f"{statistics.median(called):.2f} s / {statistics.fmean(called):.2f} s / "
+            f"{max(called):.2f} s | | |"
+        )
     return lines
 
 
@@ -390,6 +449,7 @@ def result_json(half: str, runs: list[Run]) -> dict[str, Any]:
                     "rr": row.rr,
                     "error": row.error,
                     "searched": row.searched,
+                    "rewrite": row.rewrite,
                 }
                 for row in rows
             ]
@@ -473,6 +533,14 @@ def main() -> None:
     parser.add_argument(
         "--window", type=int, default=single.WINDOW, help="the fake upstream's context window"
     )
+    parser.add_argument(
+        "--rewrite-upstream",
+        help="an OpenAI-compatible server whose instruction-tuned model rewrites follow-ups",
+    )
+    parser.add_argument("--rewrite-model", help="the model named in the rewrite calls")
+    parser.add_argument(
+        "--rewrite-timeout", type=float, default=120.0, help="seconds a rewrite call may take"
+    )
     args = parser.parse_args()
     single.WINDOW = args.window
     sys.path.insert(0, str(args.proxy_root.resolve()))
@@ -497,24 +565,32 @@ def main() -> None:
     unknown = [name for name in names if name not in METHODS]
     if unknown:
         raise SystemExit(f"unknown methods {unknown}; known: {', '.join(METHODS)}")
+    rewrite_at: dict[str, Any] | None = None
+    if args.rewrite_upstream:
+        rewrite_at = {"base_url": args.rewrite_upstream, "timeout_s": args.rewrite_timeout}
+        if args.rewrite_model:
+            rewrite_at["model"] = args.rewrite_model
     runs = []
     for name in names:
         progress(f"{name} / upstream {args.upstream}: {len(conversations)} conversations")
-        run = run_method(name, conversations, paths, args.upstream, args.data_dir)
+        run = run_method(name, conversations, paths, args.upstream, args.data_dir, rewrite_at)
         runs.append(run)
         progress(f"{name}: {run.seconds:.0f} s")
         if "heldout" in halves:
             rows = [row for row in run.rows if row.conversation.half == "heldout"]
+            upstream = args.upstream
+            if args.rewrite_upstream:
+                upstream += f", rewrites by {args.rewrite_model or args.rewrite_upstream}"
             log_heldout_run(
                 "conversation_eval", "heldout", name, f"warm, window {args.window}",
-                args.upstream, figures(rows), args.proxy_root.resolve(),
+                upstream, figures(rows), args.proxy_root.resolve(),
             )  # fmt: skip
 
     turns = sum(len(conversation.turns) for conversation in conversations)
     print(
         f"{len(conversations)} conversations, {turns} turns, over {len(needed)} documents; "
-        f"window {single.WINDOW:,}; upstream {args.upstream}; checkout "
-        f"{args.proxy_root.resolve()}"
+        f"window {single.WINDOW:,}; upstream {args.upstream}; rewrites "
+        f"{args.rewrite_upstream or 'none asked'}; checkout {args.proxy_root.resolve()}"
     )
     print(TABLE_HEADER)
     for half in halves:

@@ -76,7 +76,10 @@ class RetrievalRecord:
     searched: list[dict[str, Any]] = field(default_factory=list)
     """What the files were searched for: the question, and the question with its
     conversation's earlier turns, each `{text, weight, from}` (question | conversation |
-    reply); the rankings are fused at those weights."""
+    reply | rewrite); the rankings are fused at those weights."""
+    rewrite: dict[str, Any] | None = None
+    """A follow-up's standalone question written by the model: `{outcome, why, text?, weight?,
+    model?, server?, endpoint?, seconds?, cached?}` (None: the request is no follow-up)."""
 
 
 @dataclass

@@ -181,6 +181,11 @@ class FakeUpstream:
     # A model that translates: the proxy's translation prompts (a few-shot completion, or a
     # system instruction and example turns) are answered with the question's entry here.
     translations: dict[str, str] = field(default_factory=dict)
+    # A model that rewrites follow-ups: the proxy's rewrite prompt (an instruction, examples, then
+    # the conversation ending "Last question: <q>") is answered with <q>'s entry here, after
+    # `rewrite_delay` seconds; an entry of None answers 500 instead.
+    rewrites: dict[str, str | None] = field(default_factory=dict)
+    rewrite_delay: float = 0.0
 
     def authorised(self, request: web.Request) -> None:
         if (
@@ -270,6 +275,14 @@ class FakeUpstream:
         if refusal is not None:
             return refusal
         messages = body.get("messages") or [{}]
+        if str(messages[0].get("content", "")).startswith("Rewrite the last question"):
+            asked = str(messages[-1].get("content", "")).rsplit("Last question: ", 1)[-1]
+            if asked in self.rewrites:
+                await asyncio.sleep(self.rewrite_delay)
+                rewritten = self.rewrites[asked]
+                if rewritten is None:
+                    return web.json_response(self.error_body, status=500)
+                return web.json_response(completion(body, [rewritten]))
         if "Translate the user's question" in str(messages[0].get("content", "")):
             translated = self.translations.get(str(messages[-1].get("content", "")))
             if translated is not None:

@@ -20,6 +20,7 @@ from proxy.pipeline.services import Services
 from proxy.pipeline.stages.documents import parse_refs
 from proxy.pipeline.stages.guard_report import note_guard
 from proxy.pipeline.stages.pages import select_with_pages
+from proxy.pipeline.stages.standalone import standalone_question
 from proxy.retrieval.budget import Passage, PassageBudget, PassageSelection
 from proxy.retrieval.history import HistoryRule, SearchText, earlier_turns, search_texts
 from proxy.retrieval.lexical import query_language
@@ -62,6 +63,10 @@ async def retrieve(exchange: Exchange, services: Services) -> None:
     translator = QuestionTranslations(exchange, services)
     shape = WindowShape(settings.window_before, settings.window_after)
     searched = conversation_texts(exchange, services)
+    # A follow-up that leans on its conversation: its standalone question, written by the model.
+    standalone = await standalone_question(exchange, services) if sources else None
+    if standalone is not None and standalone.search is not None:
+        searched.append(standalone.search)
     if sources:
         ranked, indexed = await retriever.search(
             sources,
@@ -136,9 +141,12 @@ async def retrieve(exchange: Exchange, services: Services) -> None:
             if hits and hits[0].overview
         ],
         searched=[text.record() for text in searched] if sources else [],
+        rewrite=standalone.record() if standalone is not None else None,
     )
     if sources and len(searched) > 1:
         exchange.response_headers["X-Enrich-Searched"] = searched_header(searched)
+    if standalone is not None:
+        exchange.response_headers["X-Enrich-Rewrite"] = standalone.outcome
     note_guard(exchange, reports)
 
 
