@@ -191,6 +191,59 @@ def alone(
 
 
 # ---------------------------------------------------------------------------------------------
+# The rewriting model, behind a relay that remembers its answers
+
+
+class RewriteRelay:
+    """Forwards to the rewriting model's server and keeps each chat answer by its request body:
+    greedy (temperature 0) answers to the same prompt are the same, so methods that differ only
+    in how the rewrite is searched ask the model once. Times the calls that reached it."""
+
+    def __init__(self, target: str) -> None:
+        self.target = target.rstrip("/")
+        self.answers: dict[bytes, tuple[int, bytes]] = {}
+        self.seconds: list[float] = []  # each chat call the model answered
+
+    def app(self) -> Any:
+        from aiohttp import ClientSession, ClientTimeout, web
+
+        session_key = web.AppKey("session", ClientSession)
+
+        async def start(app: web.Application) -> None:
+            app[session_key] = ClientSession(timeout=ClientTimeout(total=None, sock_read=900))
+
+        async def stop(app: web.Application) -> None:
+            await app[session_key].close()
+
+        async def forward(request: web.Request) -> web.Response:
+            body = await request.read()
+            chat = request.method == "POST" and request.path.endswith("/chat/completions")
+            if chat and body in self.answers:
+                status, answer = self.answers[body]
+                return web.Response(status=status, body=answer, content_type="application/json")
+            skip = {"host", "content-length", "transfer-encoding"}
+            headers = {k: v for k, v in request.headers.items() if k.lower() not in skip}
+            began = time.perf_counter()
+            async with request.app[session_key].request(
+                request.method, self.target + request.path_qs, data=body, headers=headers
+            ) as up:
+                answer = await up.read()
+                kind = up.headers.get("Content-Type", "application/json").split(";")[0]
+                status = up.status
+            if chat:
+                self.seconds.append(time.perf_counter() - began)
+                if status == 200:
+                    self.answers[body] = (status, answer)
+            return web.Response(status=status, body=answer, content_type=kind)
+
+        app = web.Application(client_max_size=64 * 1024 * 1024)
+        app.on_startup.append(start)
+        app.on_cleanup.append(stop)
+        app.router.add_route("*", "/{tail:.*}", forward)
+        return app
+
+
+# ---------------------------------------------------------------------------------------------
 # Running a half
 
 
@@ -259,8 +312,8 @@ def run_method(
         settings = METHODS[method]
         if rewrite_at:
             # The rewrite calls go to the model there; the method's own rewrite settings win.
-            asked = settings.get("retrieval", {}).get("rewrite", {})
-            retrieval = {**settings.get("retrieval", {}), "rewrite": {**rewrite_at, **asked}}
+            wanted = settings.get("retrieval", {}).get("rewrite", {})
+            retrieval = {**settings.get("retrieval", {}), "rewrite": {**rewrite_at, **wanted}}
             settings = {**settings, "retrieval": retrieval}
         proxy = single.Proxy(servers, upstream, data_dir or folder / "data", settings)
         parts = {doc: single.file_part(path) for doc, path in paths.items()}
@@ -566,8 +619,14 @@ def main() -> None:
     if unknown:
         raise SystemExit(f"unknown methods {unknown}; known: {', '.join(METHODS)}")
     rewrite_at: dict[str, Any] | None = None
+    relay: RewriteRelay | None = None
     if args.rewrite_upstream:
-        rewrite_at = {"base_url": args.rewrite_upstream, "timeout_s": args.rewrite_timeout}
+        from tests.fakes.servers import ServerThread
+
+        relay = RewriteRelay(args.rewrite_upstream)
+        relay_thread = ServerThread()
+        relay_url = relay_thread.serve(relay.app())
+        rewrite_at = {"base_url": relay_url, "timeout_s": args.rewrite_timeout}
         if args.rewrite_model:
             rewrite_at["model"] = args.rewrite_model
     runs = []
@@ -595,6 +654,15 @@ def main() -> None:
     print(TABLE_HEADER)
     for half in halves:
         print("\n".join(report(half, runs, documents, args.show_misses)))
+    if relay is not None and relay.seconds:
+        times = relay.seconds
+        print(
+            f"\nrewrite calls the model answered: {len(times)}, "
+            f"{statistics.median(times):.2f} s median, {statistics.fmean(times):.2f} s mean, "
+            f"{max(times):.2f} s at most ({len(relay.answers)} answers kept for later methods)"
+        )
+    if args.rewrite_upstream:
+        relay_thread.close()
     if args.show_misses and "heldout" in halves:
         print("\n(--show-misses lists the tuning half only: the held-out half stays unseen)")
     if "heldout" in halves:
