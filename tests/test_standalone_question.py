@@ -240,3 +240,16 @@ def test_a_streamed_follow_up_says_it_is_rewriting(
         text = response.read().decode()
     assert ": Rewriting the follow-up as a standalone question..." in text
     assert last_record(base)["rewrite"]["outcome"] == "rewritten"
+
+
+def test_the_rewrite_settings_are_checked() -> None:
+    from proxy.config import ConfigError, load_settings
+
+    rewrite = load_settings(None, environ={}).retrieval.rewrite
+    assert rewrite.enabled and rewrite.timeout_s == 10 and rewrite.weight == 1.0
+    for bad in ({"base_url": "ftp://host"}, {"timeout_s": 0}, {"max_tokens": 4}):
+        with pytest.raises(ConfigError, match=r"retrieval\.rewrite"):
+            load_settings(None, environ={}, overrides={"retrieval": {"rewrite": bad}})
+    fine = {"base_url": "http://writer:8090/"}
+    settings = load_settings(None, environ={}, overrides={"retrieval": {"rewrite": fine}})
+    assert settings.retrieval.rewrite.base_url == "http://writer:8090"
