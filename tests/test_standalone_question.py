@@ -154,7 +154,11 @@ def test_a_slow_model_times_out_and_the_conversation_alone_is_searched(
 
 @pytest.mark.parametrize(
     ("answer", "outcome"),
-    [(None, "failed"), ("I'm sorry, I can't help with that.", "refused")],
+    [
+        (None, "failed"),
+        ("I'm sorry, I can't help with that.", "refused"),
+        (FOLLOW_UP.lower(), "unchanged"),  # the follow-up given back: nothing new to search
+    ],
 )
 def test_a_failed_or_refused_rewrite_is_said_and_not_searched(
     make_proxy: Callable[..., str], instruct: FakeUpstream, answer: str | None, outcome: str
