@@ -8,6 +8,7 @@
     python bench/conversation_eval.py --data-dir /tmp/conv-data   # keep the indexes between runs
     python bench/conversation_eval.py --check                  # every answer in its document's text
     python bench/conversation_eval.py --show-misses            # the tuning half's misses
+    python bench/conversation_eval.py --rewrite-upstream http://127.0.0.1:8090   # a model rewrites
 
 The conversations are in `bench/eval/<half>_conversations.json` (see the tuning file's `about`);
 their documents are fetched by `bench/eval/documents.py`. Each conversation attaches its
@@ -15,7 +16,10 @@ documents to its first user message as file parts; each later turn resends the w
 conversation (the user turns as written, each turn's `reply` as the assistant's), as chat
 clients do. Every document is indexed completely first (warm); each request goes to
 `POST /v1/enrich/preview` of the checkout's proxy, default settings (a method changes named
-settings over them), in front of a fake upstream with a 4,096-token window.
+settings over them), in front of a fake upstream with a 4,096-token window. With
+`--rewrite-upstream URL` a follow-up that leans on its conversation is also rewritten as a
+standalone question by the instruction-tuned model served there (`retrieval.rewrite.base_url`);
+everything else stays as in the fake-upstream run.
 
 Each turn is asked as:
 
@@ -72,6 +76,14 @@ def history(**rule: Any) -> dict[str, Any]:
     return {"retrieval": {"history": {**first_round, **rule}}}
 
 
+NO_HISTORY = {"turns": 0, "reply": 0.0, "terms": 0.0, "region": 0.0, "lean": False}
+"""retrieval.history searching the question alone: no earlier turn, no carried word."""
+
+
+def rewrite(**rule: Any) -> dict[str, Any]:
+    return {"retrieval": {"rewrite": rule}}
+
+
 METHODS: dict[str, dict[str, Any]] = {
     **single.METHODS,
     # What a follow-up is searched with (retrieval.history; docs/retrieval.md, Conversations).
@@ -124,6 +136,14 @@ METHODS: dict[str, dict[str, Any]] = {
     "terms only, near, by meaning, 2": history(
         turns=0, terms=2.0, near=True, terms_by_meaning=True
     ),
+    # The standalone question a model writes (retrieval.rewrite; needs --rewrite-upstream).
+    "no rewrite": rewrite(enabled=False),
+    "rewrite 0.5": rewrite(weight=0.5),
+    "rewrite 1": rewrite(weight=1.0),
+    "rewrite 1.5": rewrite(weight=1.5),
+    "rewrite 2": rewrite(weight=2.0),
+    "rewrite 1, no history": {"retrieval": {"history": NO_HISTORY, "rewrite": {"weight": 1.0}}},
+    "rewrite 2, no history": {"retrieval": {"history": NO_HISTORY, "rewrite": {"weight": 2.0}}},
 }
 
 
@@ -209,6 +229,59 @@ def alone(
 
 
 # ---------------------------------------------------------------------------------------------
+# The rewriting model, behind a relay that remembers its answers
+
+
+class RewriteRelay:
+    """Forwards to the rewriting model's server and keeps each chat answer by its request body:
+    greedy (temperature 0) answers to the same prompt are the same, so methods that differ only
+    in how the rewrite is searched ask the model once. Times the calls that reached it."""
+
+    def __init__(self, target: str) -> None:
+        self.target = target.rstrip("/")
+        self.answers: dict[bytes, tuple[int, bytes]] = {}
+        self.seconds: list[float] = []  # each chat call the model answered
+
+    def app(self) -> Any:
+        from aiohttp import ClientSession, ClientTimeout, web
+
+        session_key = web.AppKey("session", ClientSession)
+
+        async def start(app: web.Application) -> None:
+            app[session_key] = ClientSession(timeout=ClientTimeout(total=None, sock_read=900))
+
+        async def stop(app: web.Application) -> None:
+            await app[session_key].close()
+
+        async def forward(request: web.Request) -> web.Response:
+            body = await request.read()
+            chat = request.method == "POST" and request.path.endswith("/chat/completions")
+            if chat and body in self.answers:
+                status, answer = self.answers[body]
+                return web.Response(status=status, body=answer, content_type="application/json")
+            skip = {"host", "content-length", "transfer-encoding"}
+            headers = {k: v for k, v in request.headers.items() if k.lower() not in skip}
+            began = time.perf_counter()
+            async with request.app[session_key].request(
+                request.method, self.target + request.path_qs, data=body, headers=headers
+            ) as up:
+                answer = await up.read()
+                kind = up.headers.get("Content-Type", "application/json").split(";")[0]
+                status = up.status
+            if chat:
+                self.seconds.append(time.perf_counter() - began)
+                if status == 200:
+                    self.answers[body] = (status, answer)
+            return web.Response(status=status, body=answer, content_type=kind)
+
+        app = web.Application(client_max_size=64 * 1024 * 1024)
+        app.on_startup.append(start)
+        app.on_cleanup.append(stop)
+        app.router.add_route("*", "/{tail:.*}", forward)
+        return app
+
+
+# ---------------------------------------------------------------------------------------------
 # Running a half
 
 
@@ -222,6 +295,7 @@ class Row:
     error: str | None = None
     searched: list[dict[str, Any]] = field(default_factory=list)  # what retrieval searched for
     seconds: float = 0.0  # the preview's time
+    rewrite: dict[str, Any] | None = None  # the standalone question written by the model
 
     @property
     def leans(self) -> str:
@@ -262,6 +336,7 @@ def run_method(
     paths: dict[str, Path],
     upstream_kind: str,
     data_dir: Path | None,
+    rewrite_at: dict[str, Any] | None = None,
 ) -> Run:
     from tests.fakes.servers import ServerThread
 
@@ -272,7 +347,13 @@ def run_method(
     upstream = None
     try:
         upstream = single.Upstream(upstream_kind, servers, folder)
-        proxy = single.Proxy(servers, upstream, data_dir or folder / "data", METHODS[method])
+        settings = METHODS[method]
+        if rewrite_at:
+            # The rewrite calls go to the model there; the method's own rewrite settings win.
+            wanted = settings.get("retrieval", {}).get("rewrite", {})
+            retrieval = {**settings.get("retrieval", {}), "rewrite": {**rewrite_at, **wanted}}
+            settings = {**settings, "retrieval": retrieval}
+        proxy = single.Proxy(servers, upstream, data_dir or folder / "data", settings)
         parts = {doc: single.file_part(path) for doc, path in paths.items()}
         heldout = any(conversation.half == "heldout" for conversation in conversations)
         for doc in parts:
@@ -301,6 +382,7 @@ def run_method(
                 searched = list(record.get("searched") or [])
                 seconds = time.perf_counter() - began
                 row = Row(conversation, turn, condition, hit, rr, error, searched, seconds)
+                row.rewrite = record.get("rewrite")
                 run.rows.append(row)
             if number % 5 == 0:
                 progress(f"  {method}: {number}/{len(conversations)} conversations")
@@ -386,6 +468,7 @@ def report(
                 f"| {half} | {run.method} | a follow-up's request (median / mean) | | "
                 f"{statistics.median(times):.2f} s / {statistics.fmean(times):.2f} s | | |"
             )
+        lines += rewrite_lines(half, run.method, rows)
         errors = sum(row.error is not None for row in rows)
         if errors:
             lines.append(f"| {half} | {run.method} | requests that failed | {errors} | | | |")
@@ -402,6 +485,35 @@ def report(
                     f"  {row.conversation.id}#{row.turn} {row.condition}"
                     f" ({row.leans or 'first'}): {text}{where}"
                 )
+                if row.rewrite:
+                    said = row.rewrite.get("text") or row.rewrite.get("why")
+                    lines.append(f"      rewrite {row.rewrite.get('outcome')}: {said}")
+    return lines
+
+
+def rewrite_lines(half: str, method: str, rows: list[Row]) -> list[str]:
+    """What became of the rewrites (counts per condition and outcome) and what a call cost."""
+    lines = []
+    for condition in ("follow-up", "ceiling"):
+        outcomes: dict[str, int] = {}
+        for row in of(rows, condition):
+            if row.rewrite:
+                outcome = row.rewrite.get("outcome", "?")
+                outcomes[outcome] = outcomes.get(outcome, 0) + 1
+        if outcomes:
+            said = ", ".join(f"{name} {count}" for name, count in sorted(outcomes.items()))
+            lines.append(f"| {half} | {method} | rewrites ({condition}) | | {said} | | |")
+    called = [
+        float(row.rewrite["seconds"])
+        for row in rows
+        if row.rewrite and "seconds" in row.rewrite and not row.rewrite.get("cached")
+    ]
+    if called:
+        lines.append(
+            f"| {half} | {method} | a rewrite call (median / mean / max, {len(called)} calls) | | "
+            f"{statistics.median(called):.2f} s / {statistics.fmean(called):.2f} s / "
+            f"{max(called):.2f} s | | |"
+        )
     return lines
 
 
@@ -428,6 +540,7 @@ def result_json(half: str, runs: list[Run]) -> dict[str, Any]:
                     "rr": row.rr,
                     "error": row.error,
                     "searched": row.searched,
+                    "rewrite": row.rewrite,
                 }
                 for row in rows
             ]
@@ -511,6 +624,14 @@ def main() -> None:
     parser.add_argument(
         "--window", type=int, default=single.WINDOW, help="the fake upstream's context window"
     )
+    parser.add_argument(
+        "--rewrite-upstream",
+        help="an OpenAI-compatible server whose instruction-tuned model rewrites follow-ups",
+    )
+    parser.add_argument("--rewrite-model", help="the model named in the rewrite calls")
+    parser.add_argument(
+        "--rewrite-timeout", type=float, default=120.0, help="seconds a rewrite call may take"
+    )
     args = parser.parse_args()
     single.WINDOW = args.window
     sys.path.insert(0, str(args.proxy_root.resolve()))
@@ -535,28 +656,51 @@ def main() -> None:
     unknown = [name for name in names if name not in METHODS]
     if unknown:
         raise SystemExit(f"unknown methods {unknown}; known: {', '.join(METHODS)}")
+    rewrite_at: dict[str, Any] | None = None
+    relay: RewriteRelay | None = None
+    if args.rewrite_upstream:
+        from tests.fakes.servers import ServerThread
+
+        relay = RewriteRelay(args.rewrite_upstream)
+        relay_thread = ServerThread()
+        relay_url = relay_thread.serve(relay.app())
+        rewrite_at = {"base_url": relay_url, "timeout_s": args.rewrite_timeout}
+        if args.rewrite_model:
+            rewrite_at["model"] = args.rewrite_model
     runs = []
     for name in names:
         progress(f"{name} / upstream {args.upstream}: {len(conversations)} conversations")
-        run = run_method(name, conversations, paths, args.upstream, args.data_dir)
+        run = run_method(name, conversations, paths, args.upstream, args.data_dir, rewrite_at)
         runs.append(run)
         progress(f"{name}: {run.seconds:.0f} s")
         if "heldout" in halves:
             rows = [row for row in run.rows if row.conversation.half == "heldout"]
+            upstream = args.upstream
+            if args.rewrite_upstream:
+                upstream += f", rewrites by {args.rewrite_model or args.rewrite_upstream}"
             log_heldout_run(
                 "conversation_eval", "heldout", name, f"warm, window {args.window}",
-                args.upstream, figures(rows), args.proxy_root.resolve(),
+                upstream, figures(rows), args.proxy_root.resolve(),
             )  # fmt: skip
 
     turns = sum(len(conversation.turns) for conversation in conversations)
     print(
         f"{len(conversations)} conversations, {turns} turns, over {len(needed)} documents; "
-        f"window {single.WINDOW:,}; upstream {args.upstream}; checkout "
-        f"{args.proxy_root.resolve()}"
+        f"window {single.WINDOW:,}; upstream {args.upstream}; rewrites "
+        f"{args.rewrite_upstream or 'none asked'}; checkout {args.proxy_root.resolve()}"
     )
     print(TABLE_HEADER)
     for half in halves:
         print("\n".join(report(half, runs, documents, args.show_misses)))
+    if relay is not None and relay.seconds:
+        times = relay.seconds
+        print(
+            f"\nrewrite calls the model answered: {len(times)}, "
+            f"{statistics.median(times):.2f} s median, {statistics.fmean(times):.2f} s mean, "
+            f"{max(times):.2f} s at most ({len(relay.answers)} answers kept for later methods)"
+        )
+    if args.rewrite_upstream:
+        relay_thread.close()
     if args.show_misses and "heldout" in halves:
         print("\n(--show-misses lists the tuning half only: the held-out half stays unseen)")
     if "heldout" in halves:

@@ -548,6 +548,29 @@ class HistorySettings(Section):
     terms_by_meaning: bool = False
 
 
+class RewriteSettings(Section):
+    """A follow-up that leans on its conversation rewritten as a standalone search question by
+    an instruction-tuned model, in one bounded call, and searched beside it (docs/retrieval.md,
+    Conversations). `model`/`base_url`: another model, or another OpenAI-compatible server, for
+    it (None: the request's model on the upstream)."""
+
+    enabled: bool = True
+    model: str | None = None
+    base_url: str | None = None
+    api_key: str | None = None
+    timeout_s: float = Field(10.0, gt=0, le=120)
+    max_tokens: int = Field(64, ge=8, le=1024)
+    # The ranking of the rewritten question where the rankings are fused (the question's is 1).
+    weight: float = Field(1.0, ge=0.0, le=4.0)
+
+    @field_validator("base_url")
+    @classmethod
+    def _http_url(cls, value: str | None) -> str | None:
+        if value is not None and not value.startswith(("http://", "https://")):
+            raise ValueError("must start with http:// or https://")
+        return value.rstrip("/") if value else value
+
+
 class RetrievalSettings(Section):
     limit: int = Field(3, ge=1, le=10)
     affinity_threshold: float | None = Field(None, ge=0.0, le=1.0)
@@ -580,6 +603,8 @@ class RetrievalSettings(Section):
     overview_affinity: float | None = Field(None, ge=0.0, le=1.0)
     # A follow-up ("and the other one?") is searched with its conversation too.
     history: HistorySettings = Field(default_factory=HistorySettings)
+    # ... and, when it leans on it and the model follows instructions, rewritten by the model.
+    rewrite: RewriteSettings = Field(default_factory=RewriteSettings)
 
     @model_validator(mode="after")
     def _overlap_below_size(self) -> RetrievalSettings:

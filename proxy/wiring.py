@@ -27,12 +27,14 @@ from proxy.metrics import Metrics
 from proxy.model_files import ModelFiles
 from proxy.pipeline.decision_log import DecisionLog
 from proxy.pipeline.services import Services
+from proxy.retrieval.rewriter import QuestionRewriter
 from proxy.retrieval.translation import QueryTranslator
 from proxy.upstream.abilities import AbilityIntrospection
 from proxy.upstream.client import UpstreamClient
 from proxy.upstream.encodings import load_encoding
 from proxy.upstream.introspection import ModelIntrospection
 from proxy.upstream.local import make_local_server
+from proxy.upstream.side_server import SideServer
 from proxy.upstream.spawn import LlamaServer
 from proxy.upstream.tokens import TokenCache
 from proxy.upstream.vision import VisionIntrospection
@@ -409,6 +411,13 @@ async def build_services(
     services.owners = make_owners(settings, objects)
     if settings.retrieval.translate != "off":
         services.translator = QueryTranslator(upstream, settings.retrieval.translate_timeout_s)
+    rewrite = settings.retrieval.rewrite
+    if rewrite.enabled:
+        services.rewriter = QuestionRewriter(rewrite.timeout_s, rewrite.max_tokens)
+        if rewrite.base_url:
+            services.rewrite_server = SideServer(
+                settings, rewrite.base_url, rewrite.api_key, session
+            )
     services.model_files = ModelFiles(settings)
     await services.model_files.start()
     return services

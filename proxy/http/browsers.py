@@ -49,6 +49,7 @@ EXPOSED_HEADERS = ", ".join(
         "X-Enrich-Dropped-Messages",
         "X-Enrich-Warnings",
         "X-Enrich-Searched",
+        "X-Enrich-Rewrite",
         "openai-poll-after-ms",
         "Retry-After",
         "retry-after-ms",

@@ -76,12 +76,15 @@ class RetrievalRecord:
     searched: list[dict[str, Any]] = field(default_factory=list)
     """What the files were searched for: the question, and the question with its
     conversation's earlier turns, each `{text, weight, from}` (question | conversation |
-    reply | terms | region); the rankings are fused at those weights. A `terms` entry adds
-    `carried` (the words it could carry, the first `near` said next to the question's words)
-    and `words` (by file: those it was searched with)."""
+    reply | terms | region | rewrite); the rankings are fused at those weights. A `terms` entry
+    adds `carried` (the words it could carry, the first `near` said next to the question's
+    words) and `words` (by file: those it was searched with)."""
     store_down: dict[str, str] = field(default_factory=dict)
     """Files ranked by their words because the vector store could not be read or written (a
     Chroma server restarting, a full disk), with the reason; they are in ranked_by_words too."""
+    rewrite: dict[str, Any] | None = None
+    """A follow-up's standalone question written by the model: `{outcome, why, text?, weight?,
+    model?, server?, endpoint?, seconds?, cached?}` (None: the request is no follow-up)."""
 
 
 @dataclass

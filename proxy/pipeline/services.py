@@ -25,10 +25,12 @@ if TYPE_CHECKING:
     from proxy.model_files import ModelFiles
     from proxy.responses.owners import Owners
     from proxy.retrieval.retriever import Retriever
+    from proxy.retrieval.rewriter import QuestionRewriter
     from proxy.retrieval.translation import QueryTranslator
     from proxy.stores.service import VectorStores
     from proxy.upstream.abilities import AbilityIntrospection
     from proxy.upstream.introspection import ModelIntrospection
+    from proxy.upstream.side_server import SideServer
     from proxy.upstream.spawn import LlamaServer
     from proxy.upstream.tokens import TokenCache
     from proxy.upstream.vision import VisionIntrospection
@@ -58,6 +60,10 @@ class Services:
     # upstream.responses: native: who created each response and conversation id.
     owners: Owners | None = field(default=None, repr=False)
     translator: QueryTranslator | None = field(default=None, repr=False)
+    # A follow-up's standalone question (retrieval.rewrite), and the server asked, if not the
+    # upstream.
+    rewriter: QuestionRewriter | None = field(default=None, repr=False)
+    rewrite_server: SideServer | None = field(default=None, repr=False)
     # The model files the configuration needs (/healthz), and MiniLM's fetch at start-up.
     model_files: ModelFiles | None = field(default=None, repr=False)
     _opening: asyncio.Task[Retriever] | None = field(default=None, repr=False)

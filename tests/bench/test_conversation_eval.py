@@ -188,3 +188,40 @@ def test_a_conversation_goes_through_the_proxy_turn_by_turn(tmp_path: Path, cl10
     assert [text["from"] for text in follow_up.searched][:2] == ["question", "conversation"]
     assert "What does the emergency generator run on?" in follow_up.searched[1]["text"]
     assert [text["from"] for text in alone.searched] == ["question"]  # no history to search
+
+
+def test_the_heldout_report_counts_rewrites_without_their_text() -> None:
+    run, documents = run_with(
+        [("h-pdf", "heldout", "follow-up", True), ("h-pdf2", "heldout", "follow-up", False)]
+    )
+    run.rows[0].rewrite = {"outcome": "rewritten", "why": "points back ('it')", "text": SECRET_A}
+    run.rows[0].rewrite["seconds"] = 2.5
+    run.rows[1].rewrite = {"outcome": "timed out", "why": "no answer within 10 s", "seconds": 10.0}
+    text = "\n".join(ce.report("heldout", [run], documents, show_misses=True))
+    assert "| rewrites (follow-up) | | rewritten 1, timed out 1 |" in text
+    assert "a rewrite call (median / mean / max, 2 calls) | | 6.25 s / 6.25 s / 10.00 s" in text
+    for secret in (SECRET_A, "points back", "h-pdf-0"):
+        assert secret not in text
+
+
+def test_the_rewrite_relay_asks_the_model_once_per_prompt() -> None:
+    import httpx
+
+    from tests.fakes.servers import ServerThread
+    from tests.fakes.upstream import FakeUpstream
+
+    servers = ServerThread()
+    try:
+        model = FakeUpstream()
+        relay = ce.RewriteRelay(servers.serve(model.app()))
+        url = servers.serve(relay.app())
+        body = {"model": "m", "messages": [{"role": "user", "content": "And Rhino?"}]}
+        answers = [httpx.post(url + "/v1/chat/completions", json=body).json() for _ in range(2)]
+        other = {**body, "max_tokens": 8}
+        httpx.post(url + "/v1/chat/completions", json=other)
+        assert httpx.get(url + "/props").status_code == 200  # the rest passes through
+    finally:
+        servers.close()
+    assert answers[0] == answers[1]
+    assert len(model.to("/v1/chat/completions")) == 2  # the same prompt once, another anew
+    assert len(relay.seconds) == 2 and len(relay.answers) == 2

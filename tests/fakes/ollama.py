@@ -155,6 +155,7 @@ class FakeOllama:
     reloads: int = 0  # a loaded model loaded again with other settings
     unloads: int = 0
     translations: dict[str, str] = field(default_factory=dict)  # question → its translation
+    rewrites: dict[str, str] = field(default_factory=dict)  # follow-up → standalone question
     tool_call: dict[str, Any] | None = None  # answer with this call when tools are offered
     thinking: str | None = None  # a reasoning model: this thinking comes first
     fail_midstream: str | None = None  # a stream breaks off with this error after 2 lines
@@ -357,6 +358,10 @@ class FakeOllama:
 
     def answer_words(self, messages: list[dict[str, Any]]) -> list[str]:
         system = str(messages[0].get("content") or "") if messages else ""
+        if system.startswith("Rewrite the last question"):
+            asked = str(messages[-1].get("content") or "").rsplit("Last question: ", 1)[-1]
+            if asked in self.rewrites:
+                return self.rewrites[asked].split()
         if "Translate the user's question" in system:
             translated = self.translations.get(str(messages[-1].get("content") or ""))
             if translated is not None:

@@ -185,6 +185,11 @@ class FakeUpstream:
     translations: dict[str, str] = field(default_factory=dict)
     # A model that calls tools (tests/fakes/tool_calls.py): its script answers every chat turn.
     tool_model: ToolModel | None = None
+    # A model that rewrites follow-ups: the proxy's rewrite prompt (an instruction, examples, then
+    # the conversation ending "Last question: <q>") is answered with <q>'s entry here, after
+    # `rewrite_delay` seconds; an entry of None answers 500 instead.
+    rewrites: dict[str, str | None] = field(default_factory=dict)
+    rewrite_delay: float = 0.0
 
     def authorised(self, request: web.Request) -> None:
         if (
@@ -276,6 +281,14 @@ class FakeUpstream:
         if self.tool_model is not None:
             return await self.tool_model.answer(request, body)
         messages = body.get("messages") or [{}]
+        if str(messages[0].get("content", "")).startswith("Rewrite the last question"):
+            asked = str(messages[-1].get("content", "")).rsplit("Last question: ", 1)[-1]
+            if asked in self.rewrites:
+                await asyncio.sleep(self.rewrite_delay)
+                rewritten = self.rewrites[asked]
+                if rewritten is None:
+                    return web.json_response(self.error_body, status=500)
+                return web.json_response(completion(body, [rewritten]))
         if "Translate the user's question" in str(messages[0].get("content", "")):
             translated = self.translations.get(str(messages[-1].get("content", "")))
             if translated is not None:

@@ -162,6 +162,15 @@ function passagesTable(retrieval) {
     }
     box.append(el("p", { class: "budget", text: "searched for:" }), list);
   }
+  // A follow-up that leans on its conversation: what became of its standalone question.
+  const rewrite = retrieval.rewrite;
+  if (rewrite) {
+    const said = rewrite.outcome === "rewritten"
+      ? ` (rewritten by ${rewrite.model || "the model"}${rewrite.cached ? ", remembered" : ""}): ${rewrite.text}`
+      : `: ${rewrite.outcome} (${rewrite.why})`;
+    const seconds = typeof rewrite.seconds === "number" && !rewrite.cached ? ` · ${rewrite.seconds.toFixed(2)} s` : "";
+    box.append(el("p", { class: "budget rewrite", "data-outcome": rewrite.outcome, text: `standalone question${said}${seconds}` }));
+  }
   const table = el("table", {},
     el("thead", {}, el("tr", {},
       el("th", { class: "n", text: "#" }), el("th", { text: "file" }), el("th", { text: "where" }),

@@ -20,6 +20,7 @@ from proxy.pipeline.services import Services
 from proxy.pipeline.stages.documents import parse_refs
 from proxy.pipeline.stages.guard_report import note_guard
 from proxy.pipeline.stages.pages import select_with_pages
+from proxy.pipeline.stages.standalone import standalone_question
 from proxy.retrieval.budget import Passage, PassageBudget, PassageSelection
 from proxy.retrieval.history import HistoryRule, SearchText, earlier_turns, search_texts
 from proxy.retrieval.lexical import query_language
@@ -64,6 +65,11 @@ async def retrieve(exchange: Exchange, services: Services) -> None:
     searched = conversation_texts(exchange, services)
     store_down: dict[str, str] = {}
     carried: dict[str, list[str]] = {}
+    # A follow-up that leans on its conversation: its standalone question, written by the model.
+    searching = bool(sources) or exchange.store_search is not None
+    standalone = await standalone_question(exchange, services) if searching else None
+    if standalone is not None and standalone.search is not None:
+        searched.append(standalone.search)
     if sources:
         ranked, indexed = await retriever.search(
             sources,
@@ -141,11 +147,14 @@ async def retrieve(exchange: Exchange, services: Services) -> None:
         ],
         searched=searched_record(searched, carried) if sources else [],
         store_down=store_down,
+        rewrite=standalone.record() if standalone is not None else None,
     )
     # Carried words no file held were not searched: neither the record nor the header says so.
     searched = [text for text in searched if text.source != "terms" or carried]
     if sources and len(searched) > 1:
         exchange.response_headers["X-Enrich-Searched"] = searched_header(searched)
+    if standalone is not None:
+        exchange.response_headers["X-Enrich-Rewrite"] = standalone.outcome
     note_guard(exchange, reports)
 
 

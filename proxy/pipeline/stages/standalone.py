@@ -1,0 +1,174 @@
+"""Retrieval's hook: a follow-up that leans on its conversation, rewritten as a standalone
+question by an instruction-tuned model and searched beside what the conversation gives."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+from typing import Any
+
+from proxy.pipeline.exchange import Exchange
+from proxy.pipeline.references import last_user_index
+from proxy.pipeline.services import Services
+from proxy.retrieval.history import SearchText, earlier_turns
+from proxy.retrieval.rewriter import Rewrite
+from proxy.retrieval.standalone import (
+    FOLLOW_UP_WORDS,
+    REFUSED,
+    leans_on_history,
+    rewrite_messages,
+)
+from proxy.retrieval.translation import Endpoint
+from proxy.upstream.abilities import AbilityIntrospection
+from proxy.upstream.client import UpstreamClient
+from proxy.upstream.ollama.api import full_name
+
+# What happened, one of these: the header `X-Enrich-Rewrite` says it, the record says why.
+REWRITTEN = "rewritten"
+NOT_NEEDED = "not needed"
+NOT_INSTRUCT = "not instruction-tuned"
+TIMED_OUT = "timed out"
+FAILED = "failed"
+REFUSED_OUTCOME = "refused"
+UNCHANGED = "unchanged"
+OFF = "off"
+
+TEMPLATE_KINDS = frozenset({"llamacpp", "vllm"})
+"""Servers that pass `chat_template_kwargs` to the model's template: `enable_thinking: false`
+keeps a model that reasons (Qwen3 and the like) from spending the few tokens on thinking."""
+
+
+@dataclass(frozen=True)
+class StandaloneQuestion:
+    """What became of rewriting a follow-up: `outcome` (rewritten, not needed, not
+    instruction-tuned, timed out, failed, refused, unchanged, off), why, and the question
+    searched (only when rewritten)."""
+
+    outcome: str
+    why: str
+    text: str | None = None
+    weight: float = 0.0
+    model: str | None = None
+    server: str = "upstream"
+    endpoint: Endpoint | None = None
+    seconds: float | None = None
+    cached: bool = False
+    neutralised: int = 0
+
+    @property
+    def search(self) -> SearchText | None:
+        if self.outcome != REWRITTEN or not self.text or self.weight <= 0:
+            return None
+        return SearchText(self.text, self.weight, "rewrite")
+
+    def record(self) -> dict[str, Any]:
+        found: dict[str, Any] = {"outcome": self.outcome, "why": self.why}
+        if self.endpoint is not None:
+            found |= {"model": self.model, "server": self.server, "endpoint": self.endpoint}
+        if self.seconds is not None:
+            found["seconds"] = round(self.seconds, 3)
+        if self.text is not None:
+            found |= {"text": self.text, "weight": round(self.weight, 4)}
+        if self.cached:
+            found["cached"] = True
+        if self.neutralised:
+            found["neutralised"] = self.neutralised
+        return found
+
+
+async def standalone_question(exchange: Exchange, services: Services) -> StandaloneQuestion | None:
+    """The follow-up's standalone question, or why there is none; None for a request that is no
+    follow-up (no earlier user question): it is searched as before, and nothing is said."""
+    messages = exchange.messages
+    earlier = earlier_turns(messages, last_user_index(messages))
+    if not any(turn.role == "user" for turn in earlier):
+        return None
+    settings = services.settings.retrieval.rewrite
+    rewriter = services.rewriter
+    if not settings.enabled or rewriter is None:
+        return StandaloneQuestion(OFF, "retrieval.rewrite.enabled is false")
+    question = exchange.query
+    if len(question.split()) > FOLLOW_UP_WORDS:
+        return StandaloneQuestion(NOT_NEEDED, f"over {FOLLOW_UP_WORDS} words: searched as written")
+    leaning = leans_on_history(question, earlier)
+    if not leaning.needed:
+        return StandaloneQuestion(NOT_NEEDED, leaning.why)
+    model = settings.model or exchange.model
+    side = services.rewrite_server
+    server: UpstreamClient = side.client if side is not None else services.upstream
+    abilities: AbilityIntrospection = side.abilities if side is not None else services.abilities
+    where = server.base_url if side is not None else "upstream"
+    instruct = (await abilities.of(model)).instruct
+    if instruct.value is not True:
+        said = "not" if instruct.value is False else "not known to be"
+        return StandaloneQuestion(
+            NOT_INSTRUCT,
+            f"{model or 'the model'} is {said} instruction-tuned ({instruct.source})",
+            model=model,
+            server=where,
+        )
+    kind = await (side.kind() if side is not None else services.introspection.kind())
+    endpoint, extra = await how_to_ask(services, kind, model, side is None)
+    exchange.status("Rewriting the follow-up as a standalone question...")
+    found = await rewriter.rewrite(
+        server,
+        rewrite_messages(question, earlier),
+        model=model,
+        endpoint=endpoint,
+        scope=exchange.caller.name,
+        extra=extra,
+    )
+    return outcome_of(found, exchange, services, leaning.why, model, where)
+
+
+def outcome_of(
+    found: Rewrite,
+    exchange: Exchange,
+    services: Services,
+    why: str,
+    model: str | None,
+    server: str,
+) -> StandaloneQuestion:
+    """The call's answer, neutralised by the guard like document text (it comes from a model
+    that read the conversation), or why there is none."""
+    settings = services.settings.retrieval.rewrite
+    asked = StandaloneQuestion(
+        FAILED,
+        found.error or "no question",
+        model=model,
+        server=server,
+        endpoint=found.endpoint,
+        seconds=found.seconds,
+        cached=found.cached,
+    )
+    if found.timed_out:
+        timeout = f"no answer within {settings.timeout_s:g} s (retrieval.rewrite.timeout_s)"
+        return replace(asked, outcome=TIMED_OUT, why=timeout)
+    if found.text is None:
+        return replace(asked, outcome=REFUSED_OUTCOME) if found.error == REFUSED else asked
+    guarded = services.guarded.guard(found.text, exchange.control_tokens)
+    text = " ".join(guarded.text.split())
+    asked = replace(asked, neutralised=guarded.report.changes)
+    if not text or text.casefold() == exchange.query.strip().casefold():
+        return replace(asked, outcome=UNCHANGED, why="the model gave the question back")
+    return replace(asked, outcome=REWRITTEN, why=why, text=text, weight=settings.weight)
+
+
+async def how_to_ask(
+    services: Services, kind: str, model: str | None, upstream: bool
+) -> tuple[Endpoint, dict[str, Any]]:
+    """The endpoint and the fields the call adds: Ollama's own /api/chat with the window the
+    model runs with (its OpenAI endpoint would reload it with the default), and the thinking
+    switch where a template reads it. llama.cpp keeps its prompt cache: the instruction and
+    examples every call starts with are then read once (the proxy's own cache gives one
+    conversation the same answer every time)."""
+    if kind == "ollama" and upstream:
+        introspection = services.introspection
+        window = introspection.raised_num_ctx.get(full_name(model or ""))
+        if window is None:
+            window = (await introspection.context_window(model)).running
+        if window is not None:
+            return "native", {"options": {"num_ctx": window}}
+    extra: dict[str, Any] = {}
+    if kind in TEMPLATE_KINDS:
+        extra["chat_template_kwargs"] = {"enable_thinking": False}
+    return "chat", extra
