@@ -10,6 +10,7 @@ import re
 import types
 import typing
 from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
@@ -825,60 +826,88 @@ SearchMode = Literal["auto", "tool", "once"]
 """Image-cost families: the tokens an image of a given size takes (proxy/upstream/image_cost)."""
 
 
+@dataclass(frozen=True)
+class RequestOption:
+    """Where a request option comes from besides the body's `enrich` object (its `X-Enrich-*`
+    header) and what it is when no layer gives it: the setting named by `setting` (a dotted path
+    in Settings), else `default`. Attached to its EnrichFields field, so an option is declared
+    once; the options stage derives headers, parsing and the merge from it."""
+
+    header: str
+    example: str  # a header value, for the reference
+    setting: str | None = None
+    default: Any = None
+
+
 class EnrichFields(BaseModel):
     """The per-request options, as a body's `enrich` object, `X-Enrich-*` headers or a model's
     defaults give them; strict, so `"5"` is not a number. None means not given."""
 
     model_config = ConfigDict(extra="forbid", strict=True)
 
-    strategy: Literal["auto", "inject-full-content", "retrieval", "none"] | None = Field(
+    strategy: Annotated[
+        Literal["auto", "inject-full-content", "retrieval", "none"] | None,
+        RequestOption("X-Enrich-Strategy", "retrieval", default="auto"),
+    ] = Field(
         None,
         description=(
             "How documents reach the model: auto (the proxy chooses from token counts and the "
             "window) | inject-full-content | retrieval | none."
         ),
     )
-    retrieval_limit: int | None = Field(
+    retrieval_limit: Annotated[
+        int | None, RequestOption("X-Enrich-Retrieval-Limit", "5", setting="retrieval.limit")
+    ] = Field(
         None,
         ge=1,
         le=10,
         description=(
-            "Passages per file, 1-10, taken as given (without it: retrieval.limit at least, more "
-            "while the passage budget has room)."
+            "Passages per file, 1-10, taken as given (the setting is a floor that the passage "
+            "budget may raise)."
         ),
     )
-    affinity_threshold: float | None = Field(
+    affinity_threshold: Annotated[
+        float | None,
+        RequestOption("X-Enrich-Affinity-Threshold", "0.3", setting="retrieval.affinity_threshold"),
+    ] = Field(
         None,
         ge=0.0,
         le=1.0,
-        description=(
-            "Passages whose cosine is at or below this are dropped (without it: "
-            "retrieval.affinity_threshold, else calibrated per embedder)."
-        ),
+        description="Passages whose cosine is at or below this are dropped.",
     )
-    citations: CitationStyle | None = Field(
+    citations: Annotated[
+        CitationStyle | None,
+        RequestOption("X-Enrich-Citations", "inline", setting="retrieval.citations"),
+    ] = Field(
         None,
         description=(
             'Where the sources go: fields (citations + search_results) | inline (a "Sources:" '
-            "block) | both (without it: retrieval.citations)."
+            "block) | both."
         ),
     )
-    vector_store_ids: list[Annotated[str, Field(max_length=64)]] | None = Field(
+    vector_store_ids: Annotated[
+        list[Annotated[str, Field(max_length=64)]] | None,
+        RequestOption("X-Enrich-Vector-Stores", "vs_a,vs_b", default=()),
+    ] = Field(
         None,
         max_length=16,
         description=(
             "Vector stores searched as if their files were old files of the conversation (at most "
-            "16 ids; docs/vector-stores.md)."
+            "16 ids; in the header, comma-separated; docs/vector-stores.md)."
         ),
     )
-    images: ImageDetail | None = Field(
+    images: Annotated[
+        ImageDetail | None, RequestOption("X-Enrich-Images", "low", setting="vision.images")
+    ] = Field(
         None,
         description=(
             "Drawn pages (charts, figures, scans) as images for a vision model: auto | high | low |"
-            " none (without it: vision.images)."
+            " none."
         ),
     )
-    search: SearchMode | None = Field(
+    search: Annotated[
+        SearchMode | None, RequestOption("X-Enrich-Search", "tool", default="auto")
+    ] = Field(
         None,
         description=(
             "Who writes the searches: tool (the model, calling the proxy's search function in a "
@@ -886,6 +915,14 @@ class EnrichFields(BaseModel):
             "file_search tool, once otherwise); docs/vector-stores.md."
         ),
     )
+
+
+def request_options() -> dict[str, RequestOption]:
+    """Each request option's declaration, by its `enrich` key, in EnrichFields' order."""
+    return {
+        name: next(item for item in field.metadata if isinstance(item, RequestOption))
+        for name, field in EnrichFields.model_fields.items()
+    }
 
 
 class ModelSettings(Section):

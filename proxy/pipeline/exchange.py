@@ -53,6 +53,11 @@ class Options:
     images: ImageDetail = "auto"  # drawn pages as images, for a model that sees
     search: SearchMode = "auto"  # who writes the searches: the model (tool), the proxy (once)
 
+    def __post_init__(self) -> None:
+        # Built from options as requests give them (a strategy's name, a list of ids).
+        self.strategy = Strategy(self.strategy)
+        self.vector_store_ids = tuple(self.vector_store_ids)
+
 
 @dataclass(frozen=True)
 class FileSearch:

@@ -2,14 +2,24 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 import pytest
 
-from proxy.config import EnrichFields
+from proxy.config import EnrichFields, Settings
 from proxy.errors import BadRequest
-from proxy.pipeline.stages.options import enrich_from_body, enrich_from_headers, merge_options
+from proxy.pipeline.exchange import Options
+from proxy.pipeline.stages.options import (
+    OPTION_HEADERS,
+    REQUEST_OPTIONS,
+    config_defaults,
+    enrich_from_body,
+    enrich_from_headers,
+    merge_options,
+)
 from proxy.pipeline.strategy import Strategy
 
-DEFAULTS = {"default_limit": 3, "default_threshold": None, "default_citations": "fields"}
+CONFIG = {"retrieval_limit": 3, "affinity_threshold": None, "citations": "fields"}
 
 
 def test_headers_read_like_the_enrich_object() -> None:
@@ -78,10 +88,38 @@ def test_layers_merge_key_by_key_body_last() -> None:
     model = EnrichFields(strategy="inject-full-content", citations="both", retrieval_limit=7)
     headers = EnrichFields(strategy="retrieval", citations="inline")
     body = EnrichFields(strategy="none")
-    options = merge_options(model, headers, body, **DEFAULTS)  # type: ignore[arg-type]
+    options = merge_options(model, headers, body, defaults=CONFIG)
     assert options.strategy == Strategy.NONE  # the body wins
     assert options.citations == "inline"  # headers over the model's defaults
     assert options.retrieval_limit == 7  # only the model gave it
     assert options.affinity_threshold is None  # nobody did: the config's default
-    bare = merge_options(EnrichFields(), **{**DEFAULTS, "default_citations": "both"})  # type: ignore[arg-type]
+    bare = merge_options(EnrichFields(), defaults={**CONFIG, "citations": "both"})
     assert (bare.strategy, bare.retrieval_limit, bare.citations) == (Strategy.AUTO, 3, "both")
+
+
+def test_every_declared_header_reads_as_its_enrich_key() -> None:
+    """Each option's header, with the example the reference shows, gives what the body's key
+    gives: the header, its parsing and the body key all come from the one declaration."""
+    for name, option in REQUEST_OPTIONS.items():
+        from_header = enrich_from_headers({option.header: option.example})
+        given = from_header.model_dump(exclude_none=True)
+        assert list(given) == [name], (option.header, given)
+        assert enrich_from_body(given) == from_header
+    assert set(OPTION_HEADERS) == {option.header.lower() for option in REQUEST_OPTIONS.values()}
+
+
+def test_what_no_layer_gives_comes_from_the_declared_setting() -> None:
+    settings = Settings.model_validate(
+        {"retrieval": {"limit": 6, "citations": "both"}, "vision": {"images": "low"}}
+    )
+    options = merge_options(EnrichFields(images="high"), defaults=config_defaults(settings))
+    assert (options.retrieval_limit, options.citations, options.images) == (6, "both", "high")
+    assert options.strategy is Strategy.AUTO and options.vector_store_ids == ()
+
+
+def test_the_resolved_record_has_every_option_and_the_same_defaults() -> None:
+    """`Options` is the typed view stages read: one field per declared option (and whether the
+    limit was given), its defaults those of a configuration left alone."""
+    fields = {field.name for field in dataclasses.fields(Options)}
+    assert fields == set(REQUEST_OPTIONS) | {"retrieval_limit_given"}
+    assert merge_options(defaults=config_defaults(Settings())) == Options()

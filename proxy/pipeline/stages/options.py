@@ -2,37 +2,57 @@
 
 from __future__ import annotations
 
+import functools
+import typing
 from collections.abc import Collection, Iterable, Mapping
 from typing import Any
 
 from pydantic import ValidationError
 
-from proxy.config import CitationStyle, EnrichFields, ImageDetail
+from proxy.config import EnrichFields, Settings, request_options
 from proxy.errors import BadRequest
 from proxy.pipeline.exchange import Exchange, Options
 from proxy.pipeline.services import Services
-from proxy.pipeline.strategy import Strategy
 from proxy.suggest import did_you_mean
 
+# Everything below derives from the declarations on EnrichFields (proxy.config): an option is
+# added there, with its header and default, and nowhere else.
+REQUEST_OPTIONS = request_options()
 # Request headers for clients that can set headers but no body fields (the `llm` CLI, some UIs).
-OPTION_HEADERS = {
-    "x-enrich-strategy": "strategy",
-    "x-enrich-retrieval-limit": "retrieval_limit",
-    "x-enrich-affinity-threshold": "affinity_threshold",
-    "x-enrich-citations": "citations",
-    "x-enrich-vector-stores": "vector_store_ids",
-    "x-enrich-images": "images",
-    "x-enrich-search": "search",
+HEADER_NAMES = {name: option.header for name, option in REQUEST_OPTIONS.items()}
+OPTION_HEADERS = {header.lower(): name for name, header in HEADER_NAMES.items()}
+BODY_NAMES = {name: f"enrich.{name}" for name in REQUEST_OPTIONS}
+
+
+def _header_form(annotation: Any) -> str:
+    """How a header's text is read for a field of this type: list, int, float or text."""
+    kinds = {typing.get_origin(arg) or arg for arg in typing.get_args(annotation)} or {annotation}
+    for form, kind in (("list", list), ("int", int), ("float", float)):
+        if kind in kinds:
+            return form
+    return "text"
+
+
+HEADER_FORMS = {
+    name: _header_form(field.annotation) for name, field in EnrichFields.model_fields.items()
 }
-HEADER_NAMES = {
-    "strategy": "X-Enrich-Strategy",
-    "retrieval_limit": "X-Enrich-Retrieval-Limit",
-    "affinity_threshold": "X-Enrich-Affinity-Threshold",
-    "citations": "X-Enrich-Citations",
-    "vector_store_ids": "X-Enrich-Vector-Stores",
-    "images": "X-Enrich-Images",
-    "search": "X-Enrich-Search",
-}
+
+
+def setting_value(settings: Settings, path: str) -> Any:
+    """The setting at a dotted path (`retrieval.limit`)."""
+    return functools.reduce(getattr, path.split("."), settings)
+
+
+def config_defaults(settings: Settings) -> dict[str, Any]:
+    """Each option's value when no request layer gives it: its setting's, else its default."""
+    return {
+        name: setting_value(settings, option.setting) if option.setting else option.default
+        for name, option in REQUEST_OPTIONS.items()
+    }
+
+
+# What an option falls back to when the caller's defaults leave it out: the setting's default.
+BUILT_IN_DEFAULTS = config_defaults(Settings())
 
 
 def unknown_option_header(headers: Mapping[str, str]) -> BadRequest | None:
@@ -90,18 +110,19 @@ def enrich_from_body(raw: Any) -> EnrichFields:
         return EnrichFields()
     if not isinstance(raw, dict):
         raise BadRequest("'enrich' must be an object", param="enrich")
-    return _validated(raw, {key: f"enrich.{key}" for key in EnrichFields.model_fields}, "enrich")
+    return _validated(raw, BODY_NAMES, "enrich")
 
 
 def _header_value(field: str, text: str) -> Any:
     """Header text as the type the field wants; left as text when it does not parse, so the
     validator names the header and says what it expected."""
     text = text.strip()
-    if field == "vector_store_ids":  # vs_a,vs_b
+    form = HEADER_FORMS[field]
+    if form == "list":  # vs_a,vs_b
         return [part.strip() for part in text.split(",") if part.strip()]
-    if field == "retrieval_limit" and text.lstrip("-").isdigit():
+    if form == "int" and text.lstrip("-").isdigit():
         return int(text)
-    if field == "affinity_threshold":
+    if form == "float":
         try:
             return float(text)
         except ValueError:
@@ -123,56 +144,31 @@ def enrich_from_headers(headers: Mapping[str, str]) -> EnrichFields:
     return _validated(raw, HEADER_NAMES, "headers")
 
 
-def merge_options(
-    *layers: EnrichFields,
-    default_limit: int,
-    default_threshold: float | None,
-    default_citations: CitationStyle,
-    default_images: ImageDetail = "auto",
-) -> Options:
-    """Later layers win key by key; what no layer gives comes from the config."""
-    given: dict[str, Any] = {}
+def merge_options(*layers: EnrichFields, defaults: Mapping[str, Any]) -> Options:
+    """Later layers win key by key; what no layer gives comes from `defaults` (by option name,
+    the config's: `config_defaults`), else from the option's setting's default."""
+    given = {**BUILT_IN_DEFAULTS, **defaults}
     for layer in layers:
         given.update(layer.model_dump(exclude_none=True))
-    return Options(
-        strategy=Strategy(given.get("strategy", "auto")),
-        retrieval_limit=given.get("retrieval_limit", default_limit),
-        affinity_threshold=given.get("affinity_threshold", default_threshold),
-        citations=given.get("citations", default_citations),
-        vector_store_ids=tuple(given.get("vector_store_ids", ())),
-        images=given.get("images", default_images),
-        search=given.get("search", "auto"),
-    )
+    return Options(**given)
 
 
 async def read_options(exchange: Exchange, services: Services) -> None:
     settings = services.settings
-    retrieval = settings.retrieval
     model = settings.model_settings(exchange.model)
     raw = exchange.body.pop("enrich", None)
     if model.upstream_model:
         # An alias (`enrich-full`) names options, not a model: the upstream gets the real name.
         exchange.body["model"] = model.upstream_model
+    defaults = config_defaults(settings)
     if raw is None and not exchange.option_headers and not model.enrich.model_fields_set:
         # Most requests choose nothing: the config's defaults, without a pydantic validation.
-        exchange.options = Options(
-            retrieval_limit=retrieval.limit,
-            affinity_threshold=retrieval.affinity_threshold,
-            citations=retrieval.citations,
-            images=settings.vision.images,
-        )
+        exchange.options = merge_options(defaults=defaults)
         return
     body_layer = enrich_from_body(raw)
     header_layer = enrich_from_headers(exchange.option_headers)
-    exchange.options = merge_options(
-        model.enrich,
-        header_layer,
-        body_layer,  # the body wins over headers, headers over the model's defaults
-        default_limit=retrieval.limit,
-        default_threshold=retrieval.affinity_threshold,
-        default_citations=retrieval.citations,
-        default_images=settings.vision.images,
-    )
+    # The body wins over headers, headers over the model's defaults.
+    exchange.options = merge_options(model.enrich, header_layer, body_layer, defaults=defaults)
     # A limit this request sets is taken as given; a configured one is a floor (budget fill).
     exchange.options.retrieval_limit_given = (
         body_layer.retrieval_limit is not None or header_layer.retrieval_limit is not None
