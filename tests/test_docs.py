@@ -158,3 +158,20 @@ def test_the_tour_runs_as_written(
     assert scope["answer"].choices[0].message.content == (
         "".join(ANSWER) + "\n\nSources:\n- report.pdf, whole document"
     )
+
+
+SOURCES = sorted(
+    path for folder in ("proxy", "tests", "bench") for path in (ROOT / folder).rglob("*.py")
+)
+# A citation of the design notes kept outside the repository ("SPEC §1", "(§1, §2)").
+OUTSIDE_CITATION = re.compile(r"\bSPEC §|\(§\d")
+
+
+def test_no_source_cites_a_section_of_a_file_outside_the_repository() -> None:
+    cited = [
+        f"{path.relative_to(ROOT)}: {match.group()}"
+        for path in SOURCES
+        if path != Path(__file__).resolve()
+        for match in OUTSIDE_CITATION.finditer(path.read_text(encoding="utf-8"))
+    ]
+    assert not cited, cited

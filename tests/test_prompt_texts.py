@@ -1,6 +1,6 @@
-"""SPEC §1's prompt texts, pinned verbatim as the upstream receives them from a whole request.
+"""The prompt texts (docs/strategy.md, docs/retrieval.md), verbatim as the upstream gets them.
 
-The expected texts are literals copied from the specification, never built with the product's
+The expected texts are literals written out here, never built with the product's
 own prompt functions: a sentence changed or lost there fails here.
 """
 

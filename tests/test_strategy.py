@@ -1,4 +1,4 @@
-"""choose_strategy and its arithmetic, with plain numbers (SPEC §1)."""
+"""choose_strategy and its arithmetic, with plain numbers (docs/strategy.md)."""
 
 from __future__ import annotations
 

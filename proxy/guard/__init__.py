@@ -1,1 +1,1 @@
-"""Neutralising document-derived text before it enters a prompt (SPEC §4)."""
+"""Neutralising document-derived text before it enters a prompt (docs/guard.md)."""

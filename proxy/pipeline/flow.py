@@ -33,8 +33,8 @@ STAGES: list[tuple[str, Stage]] = [
     ("documents", parse_new_documents),  # new documents → pages of text (cached by sha256)
     ("stores", find_stores),  # vector stores to search, searched like old files (file_search)
     ("search", choose_search),  # who writes the searches: the model (a tool loop) or the proxy
-    ("decide", decide),  # token counts + context window → strategy (SPEC §1)
-    ("inject", inject),  # full content, or retrieval + passage budget + citations (§1, §2)
+    ("decide", decide),  # token counts + context window → strategy (docs/strategy.md)
+    ("inject", inject),  # full content, or retrieval + budget + citations (retrieval.md)
     ("pages", send_pages),  # drawn pages (charts, scans) as images, for a model that sees
     ("window", measure_window),  # how the prompt fills the context window (no extra calls)
     ("adapt", adapt),  # context shifting; text-completion upstreams get a rendered prompt

@@ -1,4 +1,4 @@
-"""The exact prompt texts that replace the last user message (SPEC §1)."""
+"""The exact prompt texts replacing the last user message (docs/strategy.md, retrieval.md)."""
 
 from __future__ import annotations
 

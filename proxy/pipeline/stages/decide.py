@@ -1,4 +1,4 @@
-"""Stage: count in the model's tokens and choose the strategy (SPEC §1)."""
+"""Stage: count in the model's tokens and choose the strategy (docs/strategy.md)."""
 
 from __future__ import annotations
 
