@@ -862,8 +862,8 @@ class EnrichFields(BaseModel):
         ge=1,
         le=10,
         description=(
-            "Passages per file, 1-10, taken as given (the setting is a floor that the passage "
-            "budget may raise)."
+            "Passages per file, 1-10, taken as given (the configured limit is a floor that the "
+            "passage budget may raise)."
         ),
     )
     affinity_threshold: Annotated[
@@ -1192,7 +1192,7 @@ class HistorySettings(Section):
         4,
         ge=1,
         le=16,
-        description="Those words at most.",
+        description="The most words `terms` adds to the question.",
     )
     region: float = Field(
         0.0,
