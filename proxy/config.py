@@ -390,6 +390,9 @@ Projector = Literal["gemma3", "qwen2vl", "qwen3vl", "llava", "estimate"]
 """Image-cost families: the tokens an image of a given size takes (proxy/upstream/image_cost)."""
 
 
+PromptShape = Literal["auto", "chat", "completion"]
+
+
 class EnrichFields(BaseModel):
     """The per-request options, as a body's `enrich` object, `X-Enrich-*` headers or a model's
     defaults give them; strict, so `"5"` is not a number. None means not given."""
@@ -404,6 +407,9 @@ class EnrichFields(BaseModel):
     vector_store_ids: list[Annotated[str, Field(max_length=64)]] | None = Field(None, max_length=16)
     # Drawn pages (charts, figures, scans) as images for a vision model.
     images: ImageDetail | None = None
+    # The prompt the documents go in: SPEC's chat prompts, or the completion-shaped one a base
+    # (not instruction-tuned) model can follow; auto: completion for a model known to be base.
+    prompt: PromptShape | None = None
 
 
 class ModelSettings(Section):

@@ -8,8 +8,9 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol
 
-from proxy.config import CitationStyle, ImageDetail
+from proxy.config import CitationStyle, ImageDetail, PromptShape
 from proxy.documents.model import ParsedDocument
+from proxy.pipeline.completion_prompt import CompletionPrompt
 from proxy.pipeline.decision import Decision
 from proxy.pipeline.references import FileRef
 from proxy.pipeline.strategy import Strategy
@@ -50,6 +51,7 @@ class Options:
     retrieval_limit_given: bool = False  # sent by the client: honoured exactly, no budget fill
     vector_store_ids: tuple[str, ...] = ()  # searched as if their files were old files
     images: ImageDetail = "auto"  # drawn pages as images, for a model that sees
+    prompt: PromptShape = "auto"  # chat prompts, or the completion shape for a base model
 
 
 @dataclass(frozen=True)
@@ -110,6 +112,7 @@ class Exchange:
     upstream_path: str = "/v1/chat/completions"
     fixed_route: bool = False  # the body goes where the caller sends it (native Responses)
     response_converter: ResponseConverter | None = None
+    completion: CompletionPrompt | None = None  # a base model's prompt, rendered by `adapt`
     control_tokens: tuple[str, ...] = ()  # declared by the upstream model, for the guard
     pages: PagesState | None = None  # drawn pages as images: what was planned, for which model
     timings: dict[str, float] = field(default_factory=dict)

@@ -22,6 +22,7 @@ OPTION_HEADERS = {
     "x-enrich-citations": "citations",
     "x-enrich-vector-stores": "vector_store_ids",
     "x-enrich-images": "images",
+    "x-enrich-prompt": "prompt",
 }
 HEADER_NAMES = {
     "strategy": "X-Enrich-Strategy",
@@ -30,6 +31,7 @@ HEADER_NAMES = {
     "citations": "X-Enrich-Citations",
     "vector_store_ids": "X-Enrich-Vector-Stores",
     "images": "X-Enrich-Images",
+    "prompt": "X-Enrich-Prompt",
 }
 
 
@@ -120,6 +122,7 @@ def merge_options(
         citations=given.get("citations", default_citations),
         vector_store_ids=tuple(given.get("vector_store_ids", ())),
         images=given.get("images", default_images),
+        prompt=given.get("prompt", "auto"),
     )
 
 
