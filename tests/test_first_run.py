@@ -102,7 +102,7 @@ def test_an_unknown_enrich_key_or_header_names_the_closest_valid_one(
     assert isinstance(error, dict)
     assert error["message"] == (  # no name is close: all of them
         "enrich.colour: unknown option; known: strategy, retrieval_limit, affinity_threshold, "
-        "citations, vector_store_ids, images"
+        "citations, vector_store_ids, images, prompt"
     )
     with pytest.raises(openai.BadRequestError) as raised:
         client.chat.completions.create(

@@ -9,6 +9,7 @@ llama.cpp-shaped `/props`, SGLang an Ollama-shaped `/api/*`, vLLM and SGLang the
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -17,6 +18,7 @@ import structlog
 
 from proxy.config import UpstreamKind
 from proxy.errors import ProxyError
+from proxy.logs import probe_failed
 from proxy.upstream.client import UpstreamClient
 from proxy.upstream.facts import Detection
 
@@ -110,10 +112,17 @@ def llama_cpp_python_count(body: Body) -> bool:
     return set(answer) == {"count"} and isinstance(answer["count"], int)
 
 
+# What a build without a version says instead of one: llama.cpp built outside its git tree
+# (xllamacpp's) names itself b0-unknown.
+_NO_VERSION = re.compile(r"(?:b0-)?unknown|b0|0\.0\.0|", re.IGNORECASE)
+
+
 def _version(key: str) -> Callable[[Body], str | None]:
     def read(body: Body) -> str | None:
         value = _dict(body).get(key)
-        return value if isinstance(value, str) else None
+        if not isinstance(value, str) or _NO_VERSION.fullmatch(value.strip()):
+            return None
+        return value
 
     return read
 
@@ -206,8 +215,11 @@ async def detect_kind(
         if kind is not None:
             return Detection(kind, "GET /v1/models (context lengths in the list)"), asked
     except ProxyError as error:
-        log.warning("upstream probe failed", error=error.message)
-        return Detection("other", f"probe failed: {error.message}", certain=False), asked
+        probe_failed(log, "upstream probe failed", error.code, error.message)
+        failed = f"probe failed: {error.message}"
+        return Detection(
+            "other", failed, certain=False, failure=error.code or "upstream_error"
+        ), asked
     if refused:
         return Detection("other", "probes refused for want of a key", certain=False), asked
     return Detection("other", "no probe matched"), asked

@@ -35,6 +35,7 @@ class Detection:
     source: str
     certain: bool = True
     version: str | None = None
+    failure: str | None = None  # the code of the probe's failure (upstream_unreachable, ...)
 
     def to_json(self) -> dict[str, Any]:
         record: dict[str, Any] = {"value": self.kind, "source": self.source}

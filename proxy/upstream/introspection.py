@@ -11,7 +11,8 @@ import structlog
 from cachetools import LRUCache, TTLCache
 
 from proxy.config import Settings
-from proxy.errors import ProxyError
+from proxy.errors import ProxyError, UpstreamError
+from proxy.logs import probe_failed
 from proxy.upstream.client import UpstreamClient
 from proxy.upstream.detect import detect_kind
 from proxy.upstream.facts import ContextWindow, Detection, Fact, ModelFacts
@@ -90,6 +91,14 @@ class ModelIntrospection:
         """The upstream's kind alone (what the vision learners are chosen by)."""
         return (await self.detection()).kind
 
+    async def settled_kind(self) -> str:
+        """The kind, for what is learnt by kind and kept (sight, abilities): the probe's failure
+        when no kind could be learnt, so that "unknown" is not kept past the upstream's return."""
+        found = await self.detection()
+        if found.failure is not None:
+            raise UpstreamError(found.source, code=found.failure)
+        return found.kind
+
     async def detection(self) -> Detection:
         """The upstream's kind: configured, or asked of the upstream once and remembered."""
         configured = self.settings.upstream.kind
@@ -102,11 +111,12 @@ class ModelIntrospection:
                 return self._detection
             found, asked = await detect_kind(self.upstream)
             self.probe_requests += asked
-            log.info(
+            # A probe that failed said why already; what it found is worth a line once known.
+            (log.info if found.certain else log.debug)(
                 "upstream probed",
                 kind=found.kind,
                 found_by=found.source,
-                version=found.version,
+                version=found.version or "unknown",
                 requests=asked,
                 url=self.upstream.base_url,
             )
@@ -140,7 +150,9 @@ class ModelIntrospection:
                     if isinstance(template, str):
                         found.update(TEMPLATE_TOKEN.findall(template))
         except ProxyError as error:
-            log.warning("could not learn the upstream's control tokens", error=error.message)
+            probe_failed(
+                log, "could not learn the upstream's control tokens", error.code, error.message
+            )
             return ()
         self._declared = tuple(sorted(token for token in found if token.strip()))
         return self._declared
@@ -216,7 +228,9 @@ class ModelIntrospection:
             return await learn_window(self.upstream, model, self.settings, found)
         except ProxyError as error:
             # The chat request itself will say what is wrong with the upstream.
-            log.warning("could not learn the context window", model=model, error=error.message)
+            probe_failed(
+                log, "could not learn the context window", error.code, error.message, model=model
+            )
             return ContextWindow(None, f"unknown ({error.message})", keep=False)
 
     async def facts(self, model: str | None) -> ModelFacts:
