@@ -15,7 +15,7 @@ from proxy.http.ui import ASSETS, CONTENT_SECURITY_POLICY
 from tests.conftest import ROOT
 from tests.fakes.browser import Browser
 from tests.fakes.servers import ServerThread
-from tests.fakes.upstream import FakeUpstream
+from tests.fakes.upstream import LLAMACPP_CHATML_FALLBACK, FakeUpstream
 from tests.fakes.vision import VisionUpstream, chart_report_pdf
 from tests.test_decisions import KEYS, chat
 from tests.test_enrich import ask, text_part
@@ -275,4 +275,60 @@ async def test_a_whole_document_questions_passages_say_why_they_were_kept(
     )
     assert outcomes[0] == "kept · whole-document question"
     assert all(not o.endswith("question") for o in outcomes[1:])
+    assert browser.problems == []
+
+
+async def test_a_card_shows_its_question_and_explains_its_numbers(
+    make_proxy: Callable[..., str], upstream: FakeUpstream, browser: Browser
+) -> None:
+    # A base model (llama.cpp's ChatML fallback in /props): its card names the prompt's shape.
+    upstream.chat_template = LLAMACPP_CHATML_FALLBACK
+    base = make_proxy(retrieval=SMALL_CHUNKS)
+    asked = {
+        "sardines": "What did the <b>keeper</b> feed the cats?",
+        "bread": "What does the bakery sell at dawn? " + "Please be precise. " * 20,
+    }
+    for request_id, question in asked.items():
+        assert (
+            chat(base, retrieval_body(question), **{"X-Request-ID": request_id}).status_code == 200
+        )
+    await browser.goto(base + "/ui")
+    await browser.wait_for("document.querySelectorAll('#request-list .card').length === 2", "cards")
+    shown = json.loads(await browser.eval(cards_js(".asked")))
+    # Newest first; as text (the markup shows as typed), long ones cut to one line.
+    assert shown[1] == [asked["sardines"]]
+    assert shown[0][0] == " ".join(asked["bread"].split())[:200]
+    cut = await browser.eval(
+        "(() => { const e = document.querySelector('[data-id=bread] .asked');"
+        " return [e.scrollWidth > e.clientWidth, e.title === e.textContent,"
+        " e.querySelector('b') === null]; })()"
+    )
+    assert cut == [True, True, True]
+    card = "document.querySelector('[data-id=sardines] "
+    # The 70 % rule's line, on a request that let the proxy decide.
+    whole = ask([text_part("notes.txt", HANDBOOK)], "What does the bakery sell?")
+    assert chat(base, whole, **{"X-Request-ID": "whole"}).status_code == 200
+    await browser.wait_for("!!document.querySelector('[data-id=whole]')", "the third card")
+    rule = "document.querySelector('[data-id=whole] .budget:not(.prompt)')"
+    budget, explained = json.loads(
+        await browser.eval(f"JSON.stringify([{rule}.textContent, {rule}.title])")
+    )
+    assert "% occupied)⌋" in budget
+    assert explained.startswith("The documents go in whole when") and "70 %" in explained
+    # The star of an estimated part says what it means on the card, not only on hover.
+    legend = await browser.eval(card + ".legend').textContent")
+    note = await browser.eval(card + ".estimate-note').textContent")
+    assert "*" in legend and note.startswith("* estimated, not counted by the model's tokenizer")
+    # Every stage's time says what the stage does.
+    titles = await browser.eval(
+        "Object.fromEntries([...document.querySelectorAll('[data-id=sardines] .timings .stage')]"
+        ".map(s => [s.textContent.split(' ')[0], s.title]))"
+    )
+    assert titles["adapt"].startswith("adapt: the oldest turns dropped")
+    assert titles["inject"].startswith("inject: the documents or their passages put into")
+    assert all(title.split(":")[0] == stage and ": " in title for stage, title in titles.items())
+    prompt = await browser.eval(card + ".prompt').textContent")
+    assert prompt.startswith("prompt: completion-shaped (passages, Question:, Answer:) — the model")
+    assert "sampling: greedy" in prompt
+    await browser.screenshot(ARTIFACTS / "questions.png")
     assert browser.problems == []
