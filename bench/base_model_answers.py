@@ -167,7 +167,7 @@ def main(python: str, split: str, questions_file: Path, corpus: Path) -> None:
         finally:
             proxy.terminate()
             proxy.wait(30)
-    print(f"\n{'questions':<40} {'n':>3}  " + "  ".join(f"{v:>13}" for v in VARIANTS))
+    print(f"\n{'questions':<46} {'n':>3}  " + "  ".join(f"{v:>13}" for v in VARIANTS))
     groups = [
         ("the tour's PDF (shared-mime-info spec)", lambda r: r["doc"] == TOUR_DOCUMENT),
         ("other documents", lambda r: r["doc"] != TOUR_DOCUMENT),
@@ -180,7 +180,7 @@ def main(python: str, split: str, questions_file: Path, corpus: Path) -> None:
                 continue
             held = [sum(r[v]["holds"] for r in chosen) for v in VARIANTS]
             counts = "  ".join(f"{h:>5} ({100 * h / len(chosen):3.0f}%)" for h in held)
-            print(f"{part + ': ' + label:<40} {len(chosen):>3}  {counts}")
+            print(f"{part + ': ' + label:<46} {len(chosen):>3}  {counts}")
     uncited = sum(1 for r in rows for v in VARIANTS if not r[v]["citations"])
     print(f"answers without citations: {uncited} of {len(rows) * len(VARIANTS)}")
     print(f"load average: {' '.join(f'{x:.1f}' for x in os.getloadavg())}")

@@ -20,8 +20,8 @@ from proxy.pipeline.completion_prompt import (
     render_completion,
     unwrapped,
 )
+from proxy.upstream.base_answer import BaseAnswerConverter, first_sentence
 from proxy.upstream.facts import Fact
-from proxy.upstream.text_adapter import TextCompletionConverter
 from tests.fakes.upstream import LLAMACPP_CHATML_FALLBACK, FakeUpstream
 from tests.test_enrich import ask, pdf_part, preview, text_part
 
@@ -135,20 +135,56 @@ def test_which_shape_and_why(
     assert choice.shape == shape and why in choice.reason
 
 
-def test_the_answer_starts_at_its_first_word_streamed_or_not() -> None:
-    converter = TextCompletionConverter(["\n"], trim_start=True)
-    whole = converter.convert_json(
-        {"id": "c", "choices": [{"index": 0, "text": " 50.", "finish_reason": "stop"}]}
+def test_the_answer_is_the_first_sentence_from_its_first_word() -> None:
+    assert first_sentence(" The default weight is 50. The default weight is used") == (
+        "The default weight is 50."
     )
-    assert whole["choices"][0]["message"]["content"] == "50."
-    stream = TextCompletionConverter(["\n"], trim_start=True)
-    pieces = []
-    for text in (" ", " The", " weight is 50", ".\n"):
-        event = {"id": "c", "choices": [{"index": 0, "text": text, "finish_reason": None}]}
-        for chunk in stream.convert_event(b"", event):
+    assert (
+        first_sentence(' It starts "MIME-Magic\\0\\n". There is no')
+        == 'It starts "MIME-Magic\\0\\n".'
+    )
+    # Not sentence ends: an abbreviation, a decimal, a section number's dot before lowercase.
+    assert first_sentence("Use e.g. the 2.5 GHz one, as in 2.5. then") == (
+        "Use e.g. the 2.5 GHz one, as in 2.5. then"
+    )
+    assert first_sentence("Why? Because.") == "Why?"
+
+
+def stream_of(pieces: list[str], finish: str = "length") -> list[dict[str, Any]]:
+    converter = BaseAnswerConverter(["\n"])
+    chunks: list[dict[str, Any]] = []
+    for number, text in enumerate(pieces):
+        last = number == len(pieces) - 1
+        choice = {"index": 0, "text": text, "finish_reason": finish if last else None}
+        for chunk in converter.convert_event(b"", {"id": "c", "choices": [choice]}):
             assert isinstance(chunk, dict)
-            pieces.extend(c["delta"].get("content", "") for c in chunk["choices"])
-    assert "".join(pieces) == "The weight is 50."
+            chunks.append(chunk)
+    return chunks
+
+
+def test_streamed_the_answer_ends_with_its_first_sentence() -> None:
+    chunks = stream_of([" ", " The", " weight is 50", ". ", "The weight is", " used for"])
+    texts = [c["choices"][0]["delta"].get("content") for c in chunks]
+    assert "".join(t or "" for t in texts) == "The weight is 50."
+    assert [c["choices"][0]["finish_reason"] for c in chunks].count("stop") == 1
+    assert chunks[-1]["choices"][0]["finish_reason"] == "stop"
+    assert chunks[0]["choices"][0]["delta"] == {"role": "assistant", "content": ""}
+    # One sentence to the end: the upstream's own finish reason.
+    whole = stream_of([" Fresh", " sardines", "."], finish="stop")
+    assert "".join(c["choices"][0]["delta"].get("content") or "" for c in whole) == (
+        "Fresh sardines."
+    )
+    assert whole[-1]["choices"][0]["finish_reason"] == "stop"
+    cut = stream_of([" It ran", " on and on"], finish="length")
+    assert cut[-1]["choices"][0]["finish_reason"] == "length"
+
+
+def test_not_streamed_the_same() -> None:
+    converted = BaseAnswerConverter(["\n"]).convert_json(
+        {"id": "c", "choices": [{"index": 0, "text": " 50. Then more", "finish_reason": "length"}]}
+    )
+    choice = converted["choices"][0]
+    assert choice["message"]["content"] == "50." and choice["finish_reason"] == "stop"
 
 
 # -- through the proxy ---------------------------------------------------------------------------

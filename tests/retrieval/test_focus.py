@@ -109,3 +109,22 @@ def test_citations_search_results_and_sources_name_the_fact_s_page(
     assert result["location"] == "page=2" and result["url"] == "ferry.pdf#page=2"
     assert answer["choices"][0]["message"]["content"].endswith("Sources:\n- ferry.pdf, page 2")
     assert response.headers["X-Enrich-Sources"] == "ferry.pdf#page=2"
+
+
+def test_a_document_s_opening_is_cited_where_it_starts(
+    make_proxy: Callable[..., str], upstream: FakeUpstream
+) -> None:
+    """Given for a question about the whole document, the opening was chosen by where it sits:
+    a word of the question on its second page says nothing of where it is."""
+    pages = [
+        "Harbour guide.\nA short guide to the island harbour for visitors.",
+        "This document lists the ferry times and the opening hours of the ticket office.",
+    ]
+    # The fake embedder's cosines route only with an affinity set (docs/retrieval.md).
+    base = make_proxy(retrieval={"chunk_tokens": 200, "chunk_overlap": 0, "overview_affinity": 0.9})
+    body = ask([pdf_part("guide.pdf", pages)], "What is this document about?")
+    body["enrich"] = {"strategy": "retrieval", "affinity_threshold": 0.0}
+    response = httpx.post(base + "/v1/chat/completions", json=body, timeout=60)
+    assert response.status_code == 200, response.text
+    [result] = response.json()["search_results"]
+    assert (result["page"], result["page_start"], result["page_end"]) == (1, 1, 2)

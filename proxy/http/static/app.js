@@ -255,7 +255,7 @@ function promptLine(prompt) {
   const sampling = prompt.sampling ? `; sampling: ${prompt.sampling}` : "";
   const text = prompt.shape === "completion"
     ? `prompt: completion-shaped (passages, Question:, Answer:) — ${prompt.reason}${sampling}`
-    : `prompt: chat (SPEC's citation prompts) — ${prompt.reason}`;
+    : `prompt: chat (the citation prompts) — ${prompt.reason}`;
   return el("p", { class: "budget prompt", text });
 }
 

@@ -20,6 +20,7 @@ from proxy.pipeline.completion_prompt import CompletionPrompt, completion_body, 
 from proxy.pipeline.decision import AdapterRecord, ContextShift
 from proxy.pipeline.exchange import Exchange
 from proxy.pipeline.services import Services
+from proxy.upstream.base_answer import BaseAnswerConverter
 from proxy.upstream.kinds import ANSWER_RESERVE, traits
 from proxy.upstream.text_adapter import TextCompletionConverter
 
@@ -206,4 +207,4 @@ async def _to_base_completion(
             if greedy
             else f"the request's (temperature {body.get('temperature')})"
         )
-    exchange.response_converter = TextCompletionConverter(stops, trim_start=True)
+    exchange.response_converter = BaseAnswerConverter(stops)

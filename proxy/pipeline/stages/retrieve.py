@@ -250,6 +250,7 @@ def guarded_candidates(
                 "location": hit.chunk.location,
                 "start": hit.chunk.start,
                 "end": hit.chunk.end,
+                "overview": hit.overview,
                 "score": hit.dense,
                 "file_id": origin.file_id,
                 "vector_store_id": origin.vector_store_id,
@@ -317,14 +318,17 @@ Focus = dict[tuple[int, int], int]
 
 def focus_pages(sources: list[ParsedDocument], selection: PassageSelection, query: str) -> Focus:
     """For each kept passage that runs over a page break, the page holding what it was found
-    for (`proxy.retrieval.focus`), rather than the page it starts on."""
+    for (`proxy.retrieval.focus`), rather than the page it starts on; a document's opening,
+    given for a question about the whole document, is where it starts."""
     found: Focus = {}
     languages: dict[int, str] = {}
     for passage in selection.passages:
         meta = passage.meta
         location = str(meta.get("location") or "page=")
-        if meta["page_end"] <= meta["page_start"] or not location.startswith("page="):
+        if meta.get("page_end", 0) <= meta["page_start"] or not location.startswith("page="):
             continue
+        if meta.get("overview"):
+            continue  # chosen by where it sits, not by the question's words
         document = sources[passage.source]
         if passage.source not in languages:
             languages[passage.source] = detect_language([page.text for page in document.pages])
@@ -375,8 +379,9 @@ def search_result(meta: dict[str, Any], text: str) -> dict[str, Any]:
     if result["location"].startswith("page="):
         page = result["location"].removeprefix("page=")
         result["page"] = int(page) if page.isdigit() else meta["page_start"]
-        if meta["page_end"] > meta["page_start"]:  # the passage runs over a page break
-            result["page_start"], result["page_end"] = meta["page_start"], meta["page_end"]
+        end = meta.get("page_end", meta["page_start"])
+        if end > meta["page_start"]:  # the passage runs over a page break
+            result["page_start"], result["page_end"] = meta["page_start"], end
     if meta.get("file_id"):
         result["file_id"] = meta["file_id"]
     if meta.get("vector_store_id"):
