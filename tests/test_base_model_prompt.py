@@ -347,3 +347,37 @@ def test_older_turns_go_first_when_the_prompt_would_not_fit(
     assert response.status_code == 200, response.text
     assert response.headers["X-Enrich-Dropped-Messages"] == "2"
     assert chatter not in upstream.last_to("/v1/completions").json["prompt"]
+
+
+@pytest.mark.parametrize("stream", [False, True])
+def test_the_responses_api_gets_a_base_model_s_answer_with_its_annotations(
+    make_proxy: Callable[..., str], upstream: FakeUpstream, stream: bool
+) -> None:
+    base_model(upstream)
+    base = make_proxy(retrieval=SMALL_CHUNKS)
+    client = openai.OpenAI(base_url=base + "/v1", api_key="unused", max_retries=0)
+    part = pdf_part("book.pdf", PAGES)["file"]
+    asked = [
+        {
+            "role": "user",
+            "content": [
+                {"type": "input_text", "text": QUESTION},
+                {
+                    "type": "input_file",
+                    "filename": part["filename"],
+                    "file_data": part["file_data"],
+                },
+            ],
+        }
+    ]
+    options = {"enrich": RETRIEVE}
+    if stream:
+        with client.responses.stream(model="m", input=asked, extra_body=options) as events:
+            response = events.get_final_response()
+    else:
+        response = client.responses.create(model="m", input=asked, extra_body=options)
+    assert response.output_text == "Hi there"
+    [message] = [item for item in response.output if item.type == "message"]
+    annotations = message.content[0].annotations  # type: ignore[union-attr]
+    assert annotations and {a.filename for a in annotations} == {"book.pdf"}  # type: ignore[union-attr]
+    assert upstream.last_to("/v1/completions").json["prompt"].endswith("Answer:")
