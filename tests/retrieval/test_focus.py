@@ -14,9 +14,11 @@ from proxy.documents.parser import DocumentParser
 from proxy.retrieval.chunking import chunk_document
 from proxy.retrieval.embeddings import DefaultEmbedder
 from proxy.retrieval.focus import focus_page, page_parts
+from tests.callers import sdk
 from tests.fakes.upstream import FakeUpstream
 from tests.retrieval.support import text_document
-from tests.test_enrich import ask, pdf_part
+from tests.stores.support import wait_until
+from tests.test_enrich import ask, pdf_bytes, pdf_part
 
 SPEC = Path("/usr/share/doc/shared-mime-info/shared-mime-info-spec.pdf")
 """The README tour's PDF as the issue met it: Debian's shared-mime-info package ships it."""
@@ -128,3 +130,33 @@ def test_a_document_s_opening_is_cited_where_it_starts(
     assert response.status_code == 200, response.text
     [result] = response.json()["search_results"]
     assert (result["page"], result["page_start"], result["page_end"]) == (1, 1, 2)
+
+
+def test_a_vector_store_s_passage_is_cited_at_the_fact_s_page(
+    make_proxy: Callable[..., str], upstream: FakeUpstream
+) -> None:
+    """A vector store's file comes to a request by reference, as passages: its pages are read
+    from the parse cache, so its passage over a page break is cited at the fact's page too."""
+    base = make_proxy(
+        retrieval={"chunk_tokens": 200, "chunk_overlap": 0}, vector_stores={"poll_after_ms": 20}
+    )
+    client = sdk(base)
+    file_id = client.files.create(file=("ferry.pdf", pdf_bytes(FERRY)), purpose="assistants").id
+    store = client.vector_stores.create(name="ferries", file_ids=[file_id])
+    wait_until(lambda: client.vector_stores.retrieve(store.id).file_counts.completed)
+    answer = client.chat.completions.create(
+        model="m",
+        messages=[{"role": "user", "content": "When does the ferry leave for the island?"}],
+        extra_body={
+            "enrich": {
+                "vector_store_ids": [store.id],
+                "affinity_threshold": 0.0,
+                "citations": "both",
+            }
+        },
+    )
+    extra = answer.model_extra or {}
+    assert extra["citations"] == ["ferry.pdf#page=2"]
+    [result] = extra["search_results"]
+    assert (result["page"], result["page_start"], result["page_end"]) == (2, 1, 2)
+    assert (answer.choices[0].message.content or "").endswith("Sources:\n- ferry.pdf, page 2")

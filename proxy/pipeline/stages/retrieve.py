@@ -103,7 +103,8 @@ async def retrieve(exchange: Exchange, services: Services) -> None:
     selection = await select_with_pages(
         exchange, services, sources, candidates, budget, unit, select
     )
-    focus = await asyncio.to_thread(focus_pages, sources, selection, exchange.query)
+    readable = await with_pages(services, sources, selection)
+    focus = await asyncio.to_thread(focus_pages, readable, selection, exchange.query)
     cite(exchange, selection, focus)
     exchange.decision.retrieval = RetrievalRecord(
         candidates=outcomes(sources, ranked, thresholds, candidates, selection),
@@ -314,6 +315,32 @@ def outcomes(
 
 Focus = dict[tuple[int, int], int]
 """The page each passage over a page break is cited by, by (source, rank)."""
+
+
+async def with_pages(
+    services: Services, sources: list[ParsedDocument], selection: PassageSelection
+) -> list[ParsedDocument]:
+    """The sources with their pages, for `focus_pages`: a vector store's file comes by
+    reference (its passages, not its pages), so its parsed pages are read from the parse cache
+    when one of its kept passages runs over a page break; a file no longer cached keeps the
+    page its passage starts on."""
+    readable = list(sources)
+    spanning = {
+        passage.source
+        for passage in selection.passages
+        if passage.meta.get("page_end", 0) > passage.meta["page_start"]
+    }
+    cache = services.parser.cache
+    for source in sorted(spanning):
+        document = readable[source]
+        if document.pages:
+            continue
+        found = cache.recall(document.sha256, document.kind)
+        if found is None:
+            found = await asyncio.to_thread(cache.load, document.sha256, document.kind)
+        if found is not None:
+            readable[source] = found
+    return readable
 
 
 def focus_pages(sources: list[ParsedDocument], selection: PassageSelection, query: str) -> Focus:
