@@ -12,6 +12,7 @@ from typing import Any
 import aiohttp
 import httpx
 import pytest
+import structlog
 
 from proxy.config import load_settings
 from proxy.retrieval.lexical import LexicalIndex
@@ -79,12 +80,17 @@ def test_libraries_write_the_proxy_s_lines_and_quiet_ones_say_nothing(
 def test_libraries_in_the_console_format(capfd: pytest.CaptureFixture[str]) -> None:
     from proxy.logs import configure_logging
 
+    saved = structlog.get_config()
     root = logging.getLogger()
     handlers, level = list(root.handlers), root.level
     configure_logging("console", "info")
+    # Loggers cached on first use would keep writing to this test's captured stderr, closed
+    # once it ends: the proxies of later tests would fail to start.
+    structlog.configure(cache_logger_on_first_use=False)
     try:
         logging.getLogger("some.library").warning("disk nearly full")
     finally:
+        structlog.configure(**saved)
         root.handlers[:] = handlers
         root.setLevel(level)
     err = capfd.readouterr().err
