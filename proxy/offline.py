@@ -17,9 +17,32 @@ TIKTOKEN_URLS = {
 }
 
 
+TIKTOKEN_VARIABLES = ("TIKTOKEN_CACHE_DIR", "DATA_GYM_CACHE_DIR")
+
+
+def settle_tiktoken_cache() -> None:
+    """With neither variable set, tiktoken looks in a temporary folder: have it look in
+    ~/.cache/tiktoken instead, the folder the README names and where offline installs put its
+    files — unless only the temporary folder holds files already."""
+    if any(variable in os.environ for variable in TIKTOKEN_VARIABLES):
+        return
+    home = Path.home() / ".cache" / "tiktoken"
+    default = Path(tempfile.gettempdir()) / "data-gym-cache"
+    if _holds_files(default) and not _holds_files(home):
+        return
+    os.environ["TIKTOKEN_CACHE_DIR"] = str(home)
+
+
+def _holds_files(folder: Path) -> bool:
+    try:
+        return any(folder.iterdir())
+    except OSError:
+        return False
+
+
 def tiktoken_cache_dir() -> Path:
     """Where tiktoken keeps its files (tiktoken/load.py: read_file_cached)."""
-    for variable in ("TIKTOKEN_CACHE_DIR", "DATA_GYM_CACHE_DIR"):
+    for variable in TIKTOKEN_VARIABLES:
         if variable in os.environ:
             return Path(os.environ[variable])
     return Path(tempfile.gettempdir()) / "data-gym-cache"

@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
+import os
 import socket
 from collections.abc import Callable
 from typing import Any
@@ -126,3 +127,58 @@ def test_what_is_learnt_by_kind_waits_for_a_kind(tmp_path: Any) -> None:
     with pytest.raises(Exception, match="unreachable") as failed:
         asyncio.run(settled())
     assert getattr(failed.value, "code", None) == "upstream_unreachable"
+
+
+def test_the_upstream_down_is_reported_before_a_missing_tokenizer_file(
+    proxy_before: Callable[..., str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """With the upstream down and tiktoken's file missing, the upstream is what to fix first:
+    once it answers, it may count tokens itself and no file is needed."""
+    from proxy.offline import tiktoken_missing
+    from proxy.upstream import introspection
+
+    def no_file(name: str) -> None:
+        raise tiktoken_missing(name, ConnectionError("offline"))
+
+    monkeypatch.setattr(introspection, "TiktokenCounter", no_file)
+    base = proxy_before(f"http://127.0.0.1:{closed_port()}")
+    request = body(file_part("q.txt", data=f"data:text/plain;base64,{ENCODED}"))
+    for sent in (request, {"model": "m", "messages": [{"role": "user", "content": "hi"}]}):
+        response = httpx.post(base + CHAT, json=sent, timeout=60)
+        assert response.status_code == 502, response.text
+        error = response.json()["error"]
+        assert error["code"] == "upstream_unreachable"
+        assert (
+            "is unreachable" in error["message"]
+            and "start it, or point --upstream" in (error["message"])
+        )
+
+
+def test_tiktoken_looks_in_the_folder_the_readme_names(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Any
+) -> None:
+    from proxy.offline import settle_tiktoken_cache, tiktoken_cache_dir, tiktoken_missing
+
+    home, temporary = tmp_path / "home", tmp_path / "tmp"
+    temporary.mkdir()
+    monkeypatch.setenv("HOME", str(home))
+    monkeypatch.setenv("TMPDIR", str(temporary))
+    monkeypatch.setattr("tempfile.tempdir", None)
+    for variable in ("TIKTOKEN_CACHE_DIR", "DATA_GYM_CACHE_DIR"):
+        monkeypatch.delenv(variable, raising=False)
+    settle_tiktoken_cache()
+    assert tiktoken_cache_dir() == home / ".cache" / "tiktoken"
+    message = tiktoken_missing("cl100k_base", ConnectionError()).message
+    assert f"at {home}/.cache/tiktoken/9b5ad71b" in message
+
+    # Files only in tiktoken's own temporary folder: that one is kept.
+    monkeypatch.delenv("TIKTOKEN_CACHE_DIR")
+    (temporary / "data-gym-cache").mkdir()
+    (temporary / "data-gym-cache" / "9b5ad71b").write_text("x")
+    settle_tiktoken_cache()
+    assert "TIKTOKEN_CACHE_DIR" not in os.environ
+
+    # A folder the user named is never changed.
+    monkeypatch.setenv("TIKTOKEN_CACHE_DIR", str(tmp_path / "mine"))
+    settle_tiktoken_cache()
+    assert tiktoken_cache_dir() == tmp_path / "mine"

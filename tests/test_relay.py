@@ -208,7 +208,8 @@ def test_upstream_unreachable_is_502(make_proxy: Callable[..., str]) -> None:
     assert caught.value.code == "upstream_unreachable"
     # The operating system's reason, not the whole exception's text.
     assert caught.value.body["message"] == (  # type: ignore[index]
-        "upstream http://127.0.0.1:9 is unreachable: Connect call failed ('127.0.0.1', 9)"
+        "upstream http://127.0.0.1:9 is unreachable: Connect call failed ('127.0.0.1', 9); "
+        "start it, or point --upstream (upstream.base_url) at a running server"
     )
     response = httpx.get(base + "/v1/models")
     assert response.status_code == 502
@@ -222,7 +223,10 @@ def test_upstream_timeout_is_504(make_proxy: Callable[..., str], upstream: FakeU
     assert response.status_code == 504
     error = response.json()["error"]
     assert error["code"] == "upstream_timeout"
-    assert error["message"] == f"upstream {upstream.base_url} did not answer in time"
+    assert error["message"] == (
+        f"upstream {upstream.base_url} did not answer in time; if it is busy or slow on long "
+        "prompts, raise upstream.connect_timeout_s / upstream.read_timeout_s"
+    )
 
 
 def test_body_over_limit_is_413(make_proxy: Callable[..., str], upstream: FakeUpstream) -> None:
@@ -660,6 +664,7 @@ def test_a_stream_that_stalls_past_the_read_timeout_ends_with_an_error(
     assert events[-1] == b"data: [DONE]"
     error = json.loads(events[-2].removeprefix(b"data: "))["error"]
     assert error["message"] == (
-        f"upstream {upstream.base_url}/v1/chat/completions did not answer in time"
+        f"upstream {upstream.base_url}/v1/chat/completions did not answer in time; if it is busy "
+        "or slow on long prompts, raise upstream.connect_timeout_s / upstream.read_timeout_s"
     )
     assert error["code"] == "upstream_timeout"

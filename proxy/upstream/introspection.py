@@ -11,8 +11,8 @@ import structlog
 from cachetools import LRUCache, TTLCache
 
 from proxy.config import Settings
-from proxy.errors import ProxyError, UpstreamError
-from proxy.logs import probe_failed
+from proxy.errors import ProxyError, UpstreamError, UpstreamTimeout
+from proxy.logs import UPSTREAM_DOWN, probe_failed
 from proxy.upstream.client import UpstreamClient
 from proxy.upstream.detect import detect_kind
 from proxy.upstream.facts import ContextWindow, Detection, Fact, ModelFacts
@@ -180,7 +180,17 @@ class ModelIntrospection:
             return VllmCounter(self.upstream, model)
         if choice in REMOTE_COUNTERS:
             return REMOTE_COUNTERS[choice](self.upstream, model)
-        estimate = self._tiktoken_for(model)
+        try:
+            estimate = self._tiktoken_for(model)
+        except ProxyError as missing:
+            found = await self.detection()
+            if found.failure in UPSTREAM_DOWN:
+                # What to fix first: once the upstream answers, it may count the tokens
+                # itself, and no tokenizer file is needed.
+                down = UpstreamTimeout if found.failure == "upstream_timeout" else UpstreamError
+                message = found.source.removeprefix("probe failed: ")
+                raise down(message, code=found.failure) from missing
+            raise
         if traits(kind).truncates:
             return MarginCounter(estimate, self.settings.upstream.estimate_margin)
         return estimate

@@ -63,10 +63,15 @@ the Responses API ends with its own events (`error`, `response.failed`)."""
 def translate_client_error(exc: BaseException, url: str) -> ProxyError:
     """A connection-level failure talking to the upstream, as the client should see it."""
     if isinstance(exc, asyncio.TimeoutError | aiohttp.ServerTimeoutError):
-        return UpstreamTimeout(f"upstream {url} did not answer in time", code="upstream_timeout")
+        return UpstreamTimeout(
+            f"upstream {url} did not answer in time; if it is busy or slow on long prompts, "
+            "raise upstream.connect_timeout_s / upstream.read_timeout_s",
+            code="upstream_timeout",
+        )
     if isinstance(exc, aiohttp.ClientConnectorError):
         return UpstreamError(
-            f"upstream {url} is unreachable: {exc.os_error.strerror or exc}",
+            f"upstream {url} is unreachable: {exc.os_error.strerror or exc}; start it, or "
+            "point --upstream (upstream.base_url) at a running server",
             code="upstream_unreachable",
         )
     return UpstreamError(f"upstream {url} failed: {exc.__class__.__name__}: {exc}")

@@ -10,7 +10,7 @@ import tiktoken
 from cachetools import LRUCache
 
 from proxy.formats.render import message_text
-from proxy.offline import tiktoken_missing
+from proxy.offline import settle_tiktoken_cache, tiktoken_missing
 from proxy.upstream.client import UpstreamClient, upstream_failure
 
 # Texts longer than this are tokenized in a thread, not on the event loop.
@@ -19,6 +19,7 @@ OFF_LOOP_CHARS = 20_000
 
 def load_encoding(name: str) -> tiktoken.Encoding:
     """A tiktoken encoding, or a clear 503 when its file can be neither found nor downloaded."""
+    settle_tiktoken_cache()
     try:
         return tiktoken.get_encoding(name)
     except Exception as exc:  # tiktoken raises whatever its HTTP client raises
