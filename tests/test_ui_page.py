@@ -12,6 +12,7 @@ from pathlib import Path
 import httpx
 
 from proxy.http.ui import ASSETS, CONTENT_SECURITY_POLICY
+from proxy.pipeline.flow import STAGES
 from tests.conftest import ROOT
 from tests.fakes.browser import Browser
 from tests.fakes.servers import ServerThread
@@ -324,9 +325,15 @@ async def test_a_card_shows_its_question_and_explains_its_numbers(
         "Object.fromEntries([...document.querySelectorAll('[data-id=sardines] .timings .stage')]"
         ".map(s => [s.textContent.split(' ')[0], s.title]))"
     )
-    assert titles["adapt"].startswith("adapt: the oldest turns dropped")
-    assert titles["inject"].startswith("inject: the documents or their passages put into")
-    assert all(title.split(":")[0] == stage and ": " in title for stage, title in titles.items())
+    # (Stages quicker than 0.05 ms are left off the line, so which show depends on the
+    # machine: every stage has its words, and each shown time carries its stage's.)
+    described = json.loads(await browser.eval("JSON.stringify(STAGE_TITLES)"))
+    assert {name for name, _ in STAGES} <= set(described)
+    assert described["adapt"].startswith("the oldest turns dropped")
+    assert described["fit"].startswith("the prompt checked against the window")
+    assert titles and all(
+        title == f"{stage}: {described[stage]}" for stage, title in titles.items()
+    )
     prompt = await browser.eval(card + ".prompt').textContent")
     assert prompt.startswith("prompt: completion-shaped (passages, Question:, Answer:) — the model")
     assert "sampling: greedy" in prompt
