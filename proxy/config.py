@@ -826,6 +826,9 @@ SearchMode = Literal["auto", "tool", "once"]
 """Image-cost families: the tokens an image of a given size takes (proxy/upstream/image_cost)."""
 
 
+PromptShape = Literal["auto", "chat", "completion"]
+
+
 @dataclass(frozen=True)
 class RequestOption:
     """Where a request option comes from besides the body's `enrich` object (its `X-Enrich-*`
@@ -913,6 +916,17 @@ class EnrichFields(BaseModel):
             "Who writes the searches: tool (the model, calling the proxy's search function in a "
             "loop) | once (the proxy, for the last user message) | auto (tool for a Responses "
             "file_search tool, once otherwise); docs/vector-stores.md."
+        ),
+    )
+
+    prompt: Annotated[
+        PromptShape | None, RequestOption("X-Enrich-Prompt", "completion", default="auto")
+    ] = Field(
+        None,
+        description=(
+            "The prompt the documents go in: chat (the chat prompts of docs/strategy.md) | "
+            "completion (the completion-shaped one a base model can follow: passages, one worked "
+            "example, Question/Answer) | auto (completion for a model known to be base)."
         ),
     )
 

@@ -1,9 +1,10 @@
-"""structlog set-up: JSON or console lines, one level for the whole process."""
+"""structlog set-up: JSON or console lines, one level for the whole process, libraries' too."""
 
 from __future__ import annotations
 
 import logging
 import sys
+from typing import Any
 
 import structlog
 
@@ -20,6 +21,14 @@ LEVELS = {
 _level = logging.INFO
 _format = "console"
 
+QUIET_LIBRARIES = {"bm25s": logging.WARNING}
+"""Libraries that log what no user needs at a level below it: bm25s sets its own logger to
+DEBUG and says "Building index from tokens" for every index it builds."""
+
+UPSTREAM_DOWN = frozenset({"upstream_unreachable", "upstream_timeout"})
+"""Failures the request's own line and /healthz report (and, at start, "upstream not
+answering"): a probe that meets one adds nothing for the user."""
+
 CHILD_LOG = "ENRICH_PROXY_CHILD_LOG"
 """Tells a child process (a parse worker) the format and level to log in: `json:warning`."""
 
@@ -29,19 +38,57 @@ def enabled(level: int) -> bool:
     return level >= _level
 
 
+def _renderer(fmt: str) -> structlog.types.Processor:
+    if fmt == "json":
+        return structlog.processors.JSONRenderer()
+    return structlog.dev.ConsoleRenderer(colors=sys.stderr.isatty())
+
+
 def _processors(fmt: str) -> list[structlog.types.Processor]:
-    renderer: structlog.types.Processor = (
-        structlog.processors.JSONRenderer()
-        if fmt == "json"
-        else structlog.dev.ConsoleRenderer(colors=sys.stderr.isatty())
-    )
     return [
         structlog.contextvars.merge_contextvars,
         structlog.processors.add_log_level,
         structlog.processors.TimeStamper(fmt="iso", utc=True),
         structlog.processors.format_exc_info,
-        renderer,
+        _renderer(fmt),
     ]
+
+
+class LibraryLines(logging.StreamHandler):  # type: ignore[type-arg]
+    """Writes the standard library's records (aiohttp's, the libraries') as the proxy's own
+    lines: the same format, with the logger's name."""
+
+    def __init__(self, fmt: str, level: int) -> None:
+        super().__init__(sys.stderr)
+        self.setLevel(level)
+        self.setFormatter(
+            structlog.stdlib.ProcessorFormatter(
+                foreign_pre_chain=[
+                    structlog.stdlib.add_logger_name,
+                    structlog.processors.add_log_level,
+                    structlog.processors.TimeStamper(fmt="iso", utc=True),
+                ],
+                processors=[
+                    structlog.stdlib.ProcessorFormatter.remove_processors_meta,
+                    structlog.processors.format_exc_info,
+                    _renderer(fmt),
+                ],
+            )
+        )
+
+
+def _route_libraries(fmt: str, level: int) -> None:
+    """One handler of ours on the root logger (a second call replaces it; others stay)."""
+    root = logging.getLogger()
+    for handler in [h for h in root.handlers if isinstance(h, LibraryLines)]:
+        root.removeHandler(handler)
+    # A library that sets its own logger's level (bm25s: DEBUG, when imported) would otherwise
+    # reach the handler with every debug line.
+    root.addHandler(LibraryLines(fmt, max(level, logging.WARNING)))
+    # What libraries say below a warning is for their own developers.
+    root.setLevel(max(level, logging.WARNING))
+    for name, quiet in QUIET_LIBRARIES.items():
+        logging.getLogger(name).setLevel(max(level, quiet))
 
 
 def log_line(fmt: str, level: str, event: str, **fields: object) -> None:
@@ -64,12 +111,7 @@ def configure_logging(fmt: str = "console", level: str = "info") -> None:
         logger_factory=structlog.PrintLoggerFactory(file=sys.stderr),
         cache_logger_on_first_use=True,
     )
-    threshold = max(LEVELS[level], logging.WARNING)
-    logging.basicConfig(level=threshold, stream=sys.stderr)
-    # A library that sets its own logger's level (bm25s: DEBUG, when imported) would otherwise
-    # reach the handler with every debug line, in no format of ours.
-    for handler in logging.getLogger().handlers:
-        handler.setLevel(threshold)
+    _route_libraries(fmt, LEVELS[level])
     server_log = logging.getLogger("aiohttp.server")
     if not any(isinstance(f, OneLineClientErrors) for f in server_log.filters):
         server_log.addFilter(OneLineClientErrors())
@@ -86,6 +128,13 @@ def configure_from_environment(environ: dict[str, str]) -> None:
     fmt, _, level = environ.get(CHILD_LOG, "").partition(":")
     if fmt in ("console", "json") and level in LEVELS:
         configure_logging(fmt, level)
+
+
+def probe_failed(logger: Any, event: str, code: str | None, message: str, **fields: Any) -> None:
+    """A question to the upstream that failed: a warning, unless the upstream is down, which
+    the request's own line says (debug then, not one line per probe)."""
+    write = logger.debug if code in UPSTREAM_DOWN else logger.warning
+    write(event, error=message, **fields)
 
 
 class OneLineClientErrors(logging.Filter):

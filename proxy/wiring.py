@@ -391,9 +391,9 @@ async def build_services(
         guarded=GuardedTexts(redact_overrides=settings.guard.redact_overrides),
         token_cache=TokenCache(),
         formats=make_formats(settings),
-        vision=VisionIntrospection(settings, upstream, introspection.kind),
+        vision=VisionIntrospection(settings, upstream, introspection.settled_kind),
         abilities=AbilityIntrospection(
-            settings, upstream, introspection.kind, local.launch.instruct if local else None
+            settings, upstream, introspection.settled_kind, local.launch.instruct if local else None
         ),
         page_images=PageImages(
             parser.pool,

@@ -209,6 +209,47 @@ def agents_run(base: str, pdf: bytes) -> str:
     return str(result.final_output)
 
 
+def agents_file_search(base: str, pdf: bytes) -> str:
+    """The Agents SDK's hosted `FileSearchTool` over a vector store made through the proxy:
+    upload, a store, then `Runner.run`. Sources show in `final_output` only as the "Sources:"
+    block (inline citations); without it they are the reply's `file_citation` annotations."""
+    import asyncio
+    import time
+
+    from agents import Agent, FileSearchTool, OpenAIResponsesModel, Runner, set_tracing_disabled
+    from agents.items import MessageOutputItem
+    from openai import AsyncOpenAI, OpenAI
+
+    set_tracing_disabled(True)
+    files = OpenAI(base_url=base + "/v1", api_key="unused")
+    uploaded = files.files.create(file=("book.pdf", pdf), purpose="assistants")
+    store = files.vector_stores.create(name="books", file_ids=[uploaded.id])
+    deadline = time.monotonic() + 300
+    while files.vector_stores.retrieve(store.id).file_counts.in_progress:
+        if time.monotonic() > deadline:
+            raise RuntimeError("the vector store was not ready in 300 s")
+        time.sleep(0.5)
+    client = AsyncOpenAI(base_url=base + "/v1", api_key="unused", default_headers=OPTIONS)
+    agent = Agent(
+        name="librarian",
+        instructions="Answer from the files.",
+        model=OpenAIResponsesModel(model="any", openai_client=client),
+        tools=[FileSearchTool(vector_store_ids=[store.id], max_num_results=3)],
+    )
+    result = asyncio.run(Runner.run(agent, QUESTION))
+    cited = [
+        annotation
+        for item in result.new_items
+        if isinstance(item, MessageOutputItem)
+        for part in item.raw_item.content
+        for annotation in getattr(part, "annotations", None) or []
+        if annotation.type == "file_citation"
+    ]
+    if not cited:
+        raise RuntimeError("no file_citation annotation in the reply")
+    return str(result.final_output)
+
+
 def curl_stream(base: str, pdf: bytes) -> str:
     body = {
         "model": "any",
@@ -270,7 +311,10 @@ def main() -> int:
         ("curl, SSE data: lines", lambda: curl_stream(base, pdf)),
     ]
     if "--agents" in sys.argv:  # its own environment: it needs openai 3, llm and LlamaIndex 2
-        tries = [("OpenAI Agents SDK, Runner.run", lambda: agents_run(base, pdf))]
+        tries = [
+            ("OpenAI Agents SDK, Runner.run", lambda: agents_run(base, pdf)),
+            ("OpenAI Agents SDK, FileSearchTool", lambda: agents_file_search(base, pdf)),
+        ]
     failed = 0
     for name, attempt in tries:
         try:

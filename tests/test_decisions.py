@@ -98,6 +98,7 @@ def test_passage_snippets_are_short_or_off(make_proxy: Callable[..., str]) -> No
     candidates = record["decision"]["retrieval"]["candidates"]
     assert candidates and all(0 < len(c["snippet"]) <= SNIPPET_CHARS for c in candidates)
     assert record["citations"] and record["citations"][0].startswith("book.pdf#page=")
+    assert record["question"] == "What did the keeper feed the cats?"  # what /ui shows
 
 
 def test_snippets_off_keeps_names_and_numbers(make_proxy: Callable[..., str]) -> None:
@@ -108,6 +109,7 @@ def test_snippets_off_keeps_names_and_numbers(make_proxy: Callable[..., str]) ->
     assert candidates and all("snippet" not in c for c in candidates)
     assert all(c["file"] == "book.pdf" and c["score"] > 0 for c in candidates)
     assert "sardines" not in json.dumps(record)
+    assert record["question"] is None and "keeper" not in json.dumps(record)
 
 
 def test_size_zero_turns_the_log_and_the_page_off(make_proxy: Callable[..., str]) -> None:

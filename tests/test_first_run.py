@@ -103,7 +103,7 @@ def test_an_unknown_enrich_key_or_header_names_the_closest_valid_one(
     assert isinstance(error, dict)
     assert error["message"] == (  # no name is close: all of them
         "enrich.colour: unknown option; known: strategy, retrieval_limit, affinity_threshold, "
-        "citations, vector_store_ids, images, search"
+        "citations, vector_store_ids, images, search, prompt"
     )
     with pytest.raises(openai.BadRequestError) as raised:
         client.chat.completions.create(
@@ -283,44 +283,7 @@ def test_an_upstream_down_at_start_is_a_warning_until_it_answers(
     assert httpx.get(base + "/healthz").status_code == 200
 
 
-# -- a document sent as an image -------------------------------------------------------------
-
-
-def test_a_pdf_sent_as_an_image_is_a_400_that_says_to_send_a_file_part(
-    make_proxy: Callable[..., str], upstream: FakeUpstream
-) -> None:
-    client = openai.OpenAI(base_url=make_proxy() + "/v1", api_key="unused", max_retries=0)
-    pdf = "data:application/pdf;base64,JVBERi0xLjcK"
-    with pytest.raises(openai.BadRequestError) as raised:
-        client.chat.completions.create(
-            model="m",
-            messages=[
-                {
-                    "role": "user",
-                    "content": [
-                        {"type": "text", "text": "What does it say?"},
-                        {"type": "image_url", "image_url": {"url": pdf}},
-                    ],
-                }
-            ],
-        )
-    error = raised.value.body
-    assert isinstance(error, dict)
-    assert error["code"] == "document_as_image"
-    assert error["param"] == "messages[0].content[1].image_url"
-    assert error["message"].startswith(
-        "messages[0].content[1] is an image_url part holding application/pdf, not an image: "
-        'send a document as a file part, {"type": "file", "file": {"filename": "report.pdf", '
-    )
-    assert "/v1/chat/completions" not in [r.path for r in upstream.requests]
-    # A picture still goes to the upstream as it came (vision models).
-    png = "data:image/png;base64,iVBORw0KGgo="
-    client.chat.completions.create(
-        model="m",
-        messages=[{"role": "user", "content": [{"type": "image_url", "image_url": {"url": png}}]}],
-    )
-    sent = upstream.last_to("/v1/chat/completions").json["messages"][0]["content"][0]
-    assert sent == {"type": "image_url", "image_url": {"url": png}}
+# -- a document sent as an image (more in tests/test_image_parts.py) ---------------------------
 
 
 def test_the_type_of_a_data_url_is_read_from_its_head_only() -> None:

@@ -12,10 +12,11 @@ from pathlib import Path
 import httpx
 
 from proxy.http.ui import ASSETS, CONTENT_SECURITY_POLICY
+from proxy.pipeline.flow import STAGES
 from tests.conftest import ROOT
 from tests.fakes.browser import Browser
 from tests.fakes.servers import ServerThread
-from tests.fakes.upstream import FakeUpstream
+from tests.fakes.upstream import LLAMACPP_CHATML_FALLBACK, FakeUpstream
 from tests.fakes.vision import VisionUpstream, chart_report_pdf
 from tests.test_decisions import KEYS, chat
 from tests.test_enrich import ask, text_part
@@ -307,4 +308,65 @@ async def test_a_follow_ups_card_shows_what_its_conversation_searched_for(
         "terms ×1 With what? + lighthouse keeper cats (town.txt)",
     ]
     await browser.screenshot(ARTIFACTS / "follow-up.png")
+
+
+async def test_a_card_shows_its_question_and_explains_its_numbers(
+    make_proxy: Callable[..., str], upstream: FakeUpstream, browser: Browser
+) -> None:
+    # A base model (llama.cpp's ChatML fallback in /props): its card names the prompt's shape.
+    upstream.chat_template = LLAMACPP_CHATML_FALLBACK
+    base = make_proxy(retrieval=SMALL_CHUNKS)
+    asked = {
+        "sardines": "What did the <b>keeper</b> feed the cats?",
+        "bread": "What does the bakery sell at dawn? " + "Please be precise. " * 20,
+    }
+    for request_id, question in asked.items():
+        assert (
+            chat(base, retrieval_body(question), **{"X-Request-ID": request_id}).status_code == 200
+        )
+    await browser.goto(base + "/ui")
+    await browser.wait_for("document.querySelectorAll('#request-list .card').length === 2", "cards")
+    shown = json.loads(await browser.eval(cards_js(".asked")))
+    # Newest first; as text (the markup shows as typed), long ones cut to one line.
+    assert shown[1] == [asked["sardines"]]
+    assert shown[0][0] == " ".join(asked["bread"].split())[:200]
+    cut = await browser.eval(
+        "(() => { const e = document.querySelector('[data-id=bread] .asked');"
+        " return [e.scrollWidth > e.clientWidth, e.title === e.textContent,"
+        " e.querySelector('b') === null]; })()"
+    )
+    assert cut == [True, True, True]
+    card = "document.querySelector('[data-id=sardines] "
+    # The 70 % rule's line, on a request that let the proxy decide.
+    whole = ask([text_part("notes.txt", HANDBOOK)], "What does the bakery sell?")
+    assert chat(base, whole, **{"X-Request-ID": "whole"}).status_code == 200
+    await browser.wait_for("!!document.querySelector('[data-id=whole]')", "the third card")
+    rule = "document.querySelector('[data-id=whole] .budget:not(.prompt)')"
+    budget, explained = json.loads(
+        await browser.eval(f"JSON.stringify([{rule}.textContent, {rule}.title])")
+    )
+    assert "% occupied)⌋" in budget
+    assert explained.startswith("The documents go in whole when") and "70 %" in explained
+    # The star of an estimated part says what it means on the card, not only on hover.
+    legend = await browser.eval(card + ".legend').textContent")
+    note = await browser.eval(card + ".estimate-note').textContent")
+    assert "*" in legend and note.startswith("* estimated, not counted by the model's tokenizer")
+    # Every stage's time says what the stage does.
+    titles = await browser.eval(
+        "Object.fromEntries([...document.querySelectorAll('[data-id=sardines] .timings .stage')]"
+        ".map(s => [s.textContent.split(' ')[0], s.title]))"
+    )
+    # (Stages quicker than 0.05 ms are left off the line, so which show depends on the
+    # machine: every stage has its words, and each shown time carries its stage's.)
+    described = json.loads(await browser.eval("JSON.stringify(STAGE_TITLES)"))
+    assert {name for name, _ in STAGES} <= set(described)
+    assert described["adapt"].startswith("the oldest turns dropped")
+    assert described["fit"].startswith("the prompt checked against the window")
+    assert titles and all(
+        title == f"{stage}: {described[stage]}" for stage, title in titles.items()
+    )
+    prompt = await browser.eval(card + ".prompt').textContent")
+    assert prompt.startswith("prompt: completion-shaped (passages, Question:, Answer:) — the model")
+    assert "sampling: greedy" in prompt
+    await browser.screenshot(ARTIFACTS / "questions.png")
     assert browser.problems == []

@@ -103,7 +103,13 @@ def _pages(document: Any, job: Job, label: str) -> Units:
             continue
         yield Unit(index + 1, text, f"page={index + 1}", _title(titles, index + 1))
     if budget.skipped:
-        log.info("table search stopped: time budget spent", file=job.name, pages=budget.skipped)
+        log.info(
+            "tables read as plain text",
+            file=job.name,
+            pages=budget.skipped,
+            detail="the table finder's time budget was spent: no text is lost, but tables on "
+            "these pages are read line by line rather than as rows under their header",
+        )
     if scanned:
         yield from _ocr(document, job, scanned, titles, unreadable)
     if unreadable:

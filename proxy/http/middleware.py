@@ -164,6 +164,7 @@ async def proxy_middleware(request: web.Request, handler: Handler) -> web.Stream
     structlog.contextvars.bind_contextvars(request_id=request_id)
     started = time.perf_counter()
     status = 500
+    failure: str | None = None  # why the proxy answered an error of its own
     metrics.in_flight.inc()
     try:
         keys = services.settings.server.api_keys
@@ -201,6 +202,7 @@ async def proxy_middleware(request: web.Request, handler: Handler) -> web.Stream
             try:
                 response = await handler(request)
             except ProxyError as error:
+                failure = error.message
                 response = error_response(error, request_id)
             except web.HTTPException as exc:
                 if exc.status < 400:
@@ -257,11 +259,14 @@ async def proxy_middleware(request: web.Request, handler: Handler) -> web.Stream
         upstream_seconds = request.get(UPSTREAM_SECONDS)
         metrics.observe_request(route, request.method, status, duration, upstream_seconds)
         if logs.enabled(logging.INFO) and not is_open(request):
-            log.info(
+            # A request the proxy failed says why on its one line (the upstream down, ...).
+            failed = status >= 500 and failure is not None
+            (log.warning if failed else log.info)(
                 "request",
                 method=request.method,
                 path=request.path,
                 status=status,
                 duration_ms=round(duration * 1000, 2),
                 upstream_ms=None if upstream_seconds is None else round(upstream_seconds * 1000, 2),
+                **({"error": failure} if failed else {}),
             )

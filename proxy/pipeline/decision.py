@@ -106,6 +106,17 @@ class AdapterRecord:
 
 
 @dataclass
+class PromptRecord:
+    """Which prompt the documents went in, and why: SPEC's chat prompts (`chat`), or the
+    completion-shaped one a base model can follow (`completion`: one worked example, the
+    passages, `Question: ... Answer:`, sent as a text completion that stops at the line's end)."""
+
+    shape: str  # "chat" | "completion"
+    reason: str
+    sampling: str = ""  # completion: "greedy (the request set no temperature)" or the request's
+
+
+@dataclass
 class UpstreamRecord:
     """The upstream as this request met it: its kind, the window and tokenizer used (each exact
     or estimated, and where it was learnt), and how the prompt was made to fit the window the
@@ -224,6 +235,7 @@ class Decision:
     upstream: UpstreamRecord | None = None
     images: ImagesRecord | None = None
     searches: SearchesRecord | None = None  # who wrote the searches, and each one made
+    prompt: PromptRecord | None = None
     documents: list[dict[str, Any]] = field(default_factory=list)
     """Each parsed document: kind, title, locations, OCR'd pages, warnings (documents.report)."""
     warnings: list[str] = field(default_factory=list)
@@ -257,6 +269,7 @@ class Decision:
             ("upstream", self.upstream),
             ("images", self.images),
             ("searches", self.searches),
+            ("prompt", self.prompt),
         ):
             if part is not None:
                 record[name] = dataclasses.asdict(part)

@@ -13,6 +13,8 @@ SNIPPET_CHARS = 200
 """A passage's snippet in the log: enough to recognise it, never the document."""
 
 ERROR_CHARS = 500
+QUESTION_CHARS = 200
+"""A request's question in the log: enough to tell requests about one document apart."""
 
 
 @dataclass(frozen=True)
@@ -44,6 +46,7 @@ class RequestRecord:
     timings_s: dict[str, float] = field(default_factory=dict)
     citations: list[str] = field(default_factory=list)
     warnings: list[str] = field(default_factory=list)
+    question: str | None = None  # its start; None when the log keeps no snippets
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -63,6 +66,7 @@ class RequestRecord:
             "timings_s": self.timings_s,
             "citations": self.citations,
             "warnings": self.warnings,
+            "question": self.question,
         }
 
 
@@ -161,6 +165,8 @@ def record_of(
         record.timings_s = dict(exchange.timings)
         record.citations = list(exchange.citations)
         record.warnings = warnings_of(exchange.decision)
+        if snippets and exchange.query.strip():
+            record.question = " ".join(exchange.query.split())[:QUESTION_CHARS]
     return record
 
 

@@ -8,8 +8,9 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol
 
-from proxy.config import CitationStyle, ImageDetail, SearchMode
+from proxy.config import CitationStyle, ImageDetail, PromptShape, SearchMode
 from proxy.documents.model import ParsedDocument
+from proxy.pipeline.completion_prompt import CompletionPrompt
 from proxy.pipeline.decision import Decision
 from proxy.pipeline.references import FileRef
 from proxy.pipeline.strategy import Strategy
@@ -52,6 +53,7 @@ class Options:
     vector_store_ids: tuple[str, ...] = ()  # searched as if their files were old files
     images: ImageDetail = "auto"  # drawn pages as images, for a model that sees
     search: SearchMode = "auto"  # who writes the searches: the model (tool), the proxy (once)
+    prompt: PromptShape = "auto"  # chat prompts, or the completion shape for a base model
 
     def __post_init__(self) -> None:
         # Built from options as requests give them (a strategy's name, a list of ids).
@@ -121,6 +123,7 @@ class Exchange:
     response_converter: ResponseConverter | None = None
     error_frames: bool = False  # the upstream may end a 200 stream with `event: error`
     window_hint: str = ""  # how to make the model's window larger, added to a refusal of it
+    completion: CompletionPrompt | None = None  # a base model's prompt, rendered by `adapt`
     control_tokens: tuple[str, ...] = ()  # declared by the upstream model, for the guard
     pages: PagesState | None = None  # drawn pages as images: what was planned, for which model
     timings: dict[str, float] = field(default_factory=dict)

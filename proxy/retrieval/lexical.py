@@ -180,6 +180,14 @@ def terms(text: str, language: str) -> list[str]:
     return stemmed
 
 
+def question_terms(text: str, language: str) -> list[str]:
+    """A question's terms without its function words (`what`, `does`): only what it asks about."""
+    asking = _detection_words(language)
+    kept = [word for word in words(text) if word not in asking]
+    stemmed: list[str] = _stemmer(language).stemWords(kept)
+    return stemmed
+
+
 @dataclass
 class LexicalIndex:
     """BM25 scores of one document's passages for a query's terms."""

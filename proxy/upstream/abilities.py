@@ -59,6 +59,7 @@ from cachetools import LRUCache, TTLCache
 
 from proxy.config import Settings
 from proxy.errors import ProxyError
+from proxy.logs import probe_failed
 from proxy.upstream.client import UpstreamClient
 from proxy.upstream.facts import Fact
 from proxy.upstream.vision import RENDER_PATH, error_message, lmstudio_card
@@ -384,7 +385,8 @@ class AbilityIntrospection:
             if found.keep:
                 self._abilities[key] = found
             self.seen[key] = found
-            log.info(
+            # Unknown for want of an answer is not learnt: asked again next time.
+            (log.info if found.keep else log.debug)(
                 "model abilities learnt",
                 model=model,
                 instruct=found.instruct.value,
@@ -404,7 +406,9 @@ class AbilityIntrospection:
                 kind = await self._kind()
                 learnt = await LEARNERS.get(kind, other)(self.upstream, model)
             except ProxyError as error:
-                log.warning("could not learn the model's abilities", error=error.message)
+                probe_failed(
+                    log, "could not learn the model's abilities", error.code, error.message
+                )
                 learnt = both_unknown(f"unknown: {error.message}")
             if self.spawned is not None and self.spawned.value is not None:
                 learnt = replace(learnt, instruct=self.spawned)

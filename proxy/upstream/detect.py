@@ -10,6 +10,7 @@ llama.cpp-shaped `/props`, SGLang an Ollama-shaped `/api/*`, vLLM and SGLang the
 from __future__ import annotations
 
 import asyncio
+import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -18,6 +19,7 @@ import structlog
 
 from proxy.config import UpstreamKind
 from proxy.errors import ProxyError, UpstreamTimeout
+from proxy.logs import probe_failed
 from proxy.upstream.client import UpstreamClient
 from proxy.upstream.facts import Detection
 
@@ -111,10 +113,17 @@ def llama_cpp_python_count(body: Body) -> bool:
     return set(answer) == {"count"} and isinstance(answer["count"], int)
 
 
+# What a build without a version says instead of one: llama.cpp built outside its git tree
+# (xllamacpp's) names itself b0-unknown.
+_NO_VERSION = re.compile(r"(?:b0-)?unknown|b0|0\.0\.0|", re.IGNORECASE)
+
+
 def _version(key: str) -> Callable[[Body], str | None]:
     def read(body: Body) -> str | None:
         value = _dict(body).get(key)
-        return value if isinstance(value, str) else None
+        if not isinstance(value, str) or _NO_VERSION.fullmatch(value.strip()):
+            return None
+        return value
 
     return read
 
@@ -217,7 +226,7 @@ async def detect_kind(
             timed_out=True,
         ), asked + 1
     except ProxyError as error:
-        log.warning("upstream probe failed", error=error.message)
+        probe_failed(log, "upstream probe failed", error.code, error.message)
         unreached = error.code in ("upstream_unreachable", "upstream_timeout")
         detection = Detection(
             "other",

@@ -14,6 +14,7 @@ from cachetools import LRUCache, TTLCache
 
 from proxy.config import Settings
 from proxy.errors import ProxyError
+from proxy.logs import probe_failed
 from proxy.upstream.backoff import Backoff
 from proxy.upstream.client import UpstreamClient
 from proxy.upstream.detect import detect_kind
@@ -110,6 +111,14 @@ class ModelIntrospection:
         """The upstream's kind alone (what the vision learners are chosen by)."""
         return (await self.detection()).kind
 
+    async def settled_kind(self) -> str:
+        """The kind, for what is learnt by kind and kept (sight, abilities): the probe's failure
+        when no kind could be learnt, so that "unknown" is not kept past the upstream's return."""
+        found = await self.detection()
+        if found.failure is not None:
+            raise found.failure
+        return found.kind
+
     async def detection(self) -> Detection:
         """The upstream's kind: configured, or asked of the upstream once and remembered.
 
@@ -144,7 +153,8 @@ class ModelIntrospection:
                 f" after {pause:g} s",
             )
             self._unanswered.remember("", found, pause)
-        log.info(
+        # A probe that failed said why already; what it found is worth a line once known.
+        (log.info if found.certain else log.debug)(
             "upstream probed",
             kind=found.kind,
             found_by=found.source,
@@ -193,7 +203,9 @@ class ModelIntrospection:
                     if isinstance(template, str):
                         found.update(TEMPLATE_TOKEN.findall(template))
         except ProxyError as error:
-            log.warning("could not learn the upstream's control tokens", error=error.message)
+            probe_failed(
+                log, "could not learn the upstream's control tokens", error.code, error.message
+            )
             return ()
         self._declared = tuple(sorted(token for token in found if token.strip()))
         return self._declared
@@ -311,7 +323,9 @@ class ModelIntrospection:
             return window
         except ProxyError as error:
             # The chat request itself will say what is wrong with the upstream.
-            log.warning("could not learn the context window", model=model, error=error.message)
+            probe_failed(
+                log, "could not learn the context window", error.code, error.message, model=model
+            )
             return ContextWindow(None, f"unknown ({error.message})", keep=False)
         self._unanswered_windows.forget(key)
         return window

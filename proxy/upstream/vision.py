@@ -37,6 +37,7 @@ from cachetools import LRUCache, TTLCache
 
 from proxy.config import Settings
 from proxy.errors import ProxyError
+from proxy.logs import probe_failed
 from proxy.upstream.client import UpstreamClient
 from proxy.upstream.image_cost import ImageCost, configured, guessed
 
@@ -227,7 +228,9 @@ class VisionIntrospection:
             sight = await self._learn(model)
             if sight.keep:
                 self._sights[key] = sight
-            log.info("model sight learnt", model=model, sees=sight.sees, source=sight.source)
+            (log.info if sight.keep else log.debug)(
+                "model sight learnt", model=model, sees=sight.sees, source=sight.source
+            )
             return sight
 
     async def _learn(self, model: str | None) -> Sight:
@@ -238,7 +241,7 @@ class VisionIntrospection:
             kind = await self._kind()
             learnt = await LEARNERS.get(kind, other)(self.upstream, model)
         except ProxyError as error:
-            log.warning("could not learn whether the model sees", error=error.message)
+            probe_failed(log, "could not learn whether the model sees", error.code, error.message)
             learnt = Sight(False, f"unknown: {error.message}", ESTIMATE, keep=False)
         if configured_settings.vision is True:
             learnt = replace(learnt, sees=True, source=f"models.{model or '*'}.vision: true")

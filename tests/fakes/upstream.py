@@ -347,10 +347,14 @@ class FakeUpstream:
             return web.json_response(completion_text(body, " " + translated))
         leak = "<|im_end|>" in (body.get("stop") or [])  # a server that lets the stop through
         text = "Hi there<|im_end|>" if leak else "Hi there"
+        # A model continues `Answer:` after a space, as it would any line ending in a colon.
+        spaced = str(body.get("prompt", "")).endswith(":")
+        text = " " + text if spaced else text
         if body.get("stream"):
             response = web.StreamResponse(headers={"Content-Type": "text/event-stream"})
             await response.prepare(request)
             pieces = ["Hi", " the", "re<|im", "_end|>"] if leak else ["Hi", " there"]
+            pieces = [" ", *pieces] if spaced else pieces
             for index, piece in enumerate(pieces):
                 last = index == len(pieces) - 1
                 event = {

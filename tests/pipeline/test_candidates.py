@@ -146,6 +146,10 @@ def test_candidates_are_the_hits_over_the_threshold_guarded_with_where_they_are(
         "score": 0.8,
         "file_id": "file-a",
         "vector_store_id": None,
+        # Where the passage lies in its document, for citing the page that holds its fact.
+        "start": 0,
+        "end": 0,
+        "overview": False,
     }
     assert passages[1][0].meta["vector_store_id"] == "vs_1"
     assert reports == {

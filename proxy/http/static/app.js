@@ -14,6 +14,26 @@ const PARTS = [
   ["answer_room", "room for the answer"],
 ];
 
+// What each timed step does, shown on hover over its time (proxy/pipeline/flow.py's stages).
+const STAGE_TITLES = {
+  validate: "the body is a chat request the proxy can work on",
+  options: "the model's defaults, the X-Enrich-* headers and the body's enrich object",
+  references: "file parts, file ids and #file: paths read into bytes",
+  names: "each document's name (its own, document-N, or its title)",
+  documents: "new documents parsed into text (cached by content)",
+  stores: "the vector stores to search",
+  count: "the conversation and the documents counted in the model's tokens",
+  decide: "the 70 % rule: whole documents, retrieval, or nothing",
+  search: "the passages closest to the question found",
+  inject: "the documents or their passages put into the prompt",
+  pages: "drawn pages as images, for a model that sees",
+  window: "how the prompt fills the context window",
+  adapt: "the oldest turns dropped if they do not fit; a text prompt rendered for a text-completion upstream or a base model",
+  settle: "the window measured again after adapt",
+  fit: "the prompt checked against the window the server really runs with",
+  cite: "the sources header, and the Sources block when asked for",
+};
+
 const $ = (id) => document.getElementById(id);
 const fmt = new Intl.NumberFormat();
 const n = (value) => (value === null || value === undefined ? "?" : fmt.format(value));
@@ -99,7 +119,12 @@ function windowBar(share) {
   if (share.max_tokens) legend.append(el("span", { text: `max_tokens ${n(share.max_tokens)}` }));
   bar.setAttribute("aria-label", `context window ${of}: ${described.join(", ")}`);
   box.append(bar, legend);
-  if (estimated.size) box.title = `* ${share.note}`;
+  if (estimated.size) {
+    // What the star means, on the card itself and not only on hover.
+    const said = `* estimated, not counted by the model's tokenizer${share.note ? `: ${share.note}` : ""}`;
+    box.append(el("p", { class: "estimate-note", text: said }));
+    box.title = said;
+  }
   return box;
 }
 
@@ -113,10 +138,15 @@ function budgetLine(decision) {
   const rule =
     `needed ${n(needed)} tokens (files ${n(decision.file_tokens)} + prompt ${n(decision.prompt_tokens)})` +
     ` ${needed > decision.available_tokens ? ">" : "≤"} available ${n(decision.available_tokens)}` +
-    ` = ⌊remaining ${n(decision.remaining_context)} × 0.7 × (1 − ${decision.occupied_percent}%)⌋;` +
+    ` = ⌊remaining ${n(decision.remaining_context)} × 0.7 × (1 − ${decision.occupied_percent}% occupied)⌋;` +
     ` window ${n(decision.context_window)} from ${decision.context_window_source},` +
     ` ${n(decision.tokens_in_context)} already in context; counted by ${decision.counter}${exact}`;
-  return el("p", { class: "budget", text: rule });
+  const why =
+    "The documents go in whole when they and the question need at most what is available: 70 % of " +
+    "the window the conversation leaves free, reduced by the share of the window it already " +
+    `occupies (${decision.occupied_percent}%: ${n(decision.tokens_in_context)} of ${n(decision.context_window)} tokens). ` +
+    "Otherwise only the passages closest to the question go in (retrieval).";
+  return el("p", { class: "budget", text: rule, title: why });
 }
 
 function documentList(record) {
@@ -203,7 +233,13 @@ function timingsLine(timings) {
   const line = el("div", { class: "timings", title: `time in each stage: ${all.join(", ")}` });
   // Stages that took no measurable time are left out of the line (they are in its title).
   for (const [stage, seconds] of entries) {
-    if (seconds >= 0.00005) line.append(el("span", { text: `${stage} ${(seconds * 1000).toFixed(1)} ms` }));
+    if (seconds < 0.00005) continue;
+    const what = STAGE_TITLES[stage];
+    line.append(el("span", {
+      class: "stage",
+      text: `${stage} ${(seconds * 1000).toFixed(1)} ms`,
+      title: what ? `${stage}: ${what}` : stage,
+    }));
   }
   return line;
 }
@@ -254,6 +290,15 @@ function searchesLine(searches) {
   return el("p", { class: "budget searches", text });
 }
 
+function promptLine(prompt) {
+  if (!prompt) return null;
+  const sampling = prompt.sampling ? `; sampling: ${prompt.sampling}` : "";
+  const text = prompt.shape === "completion"
+    ? `prompt: completion-shaped (passages, Question:, Answer:) — ${prompt.reason}${sampling}`
+    : `prompt: chat (the citation prompts) — ${prompt.reason}`;
+  return el("p", { class: "budget prompt", text });
+}
+
 function renderRecord(record, showCaller) {
   const d = record.decision || {};
   const strategy = record.strategy || UNDECIDED;
@@ -272,11 +317,16 @@ function renderRecord(record, showCaller) {
   const why = d.reason ? `${strategy} — ${d.reason}` : "failed before a strategy was chosen";
   const cites = (record.citations || []).map((c) => el("li", { text: c }));
   const warnings = (record.warnings || []).map((w) => el("li", { text: w }));
+  const question = record.question
+    ? el("p", { class: "asked", text: record.question, title: record.question })
+    : null;
   return el("li", { class: `card${failed ? " failed" : ""}`, "data-id": record.request_id, "data-strategy": strategy },
     head,
+    question,
     el("p", { class: "reason", text: why }),
     documentList(record),
     budgetLine(d),
+    promptLine(d.prompt),
     windowBar(d.window),
     record.error ? el("p", { class: "failure", text: record.error }) : null,
     warnings.length ? el("ul", { class: "warnings" }, ...warnings) : null,
@@ -439,6 +489,7 @@ async function preview(event) {
       timings_s: result.timings_s,
       citations: result.citations,
       warnings: [],
+      question: $("play-question").value,
     };
     $("play-decision").replaceChildren(el("ol", { class: "cards" }, renderRecord(record, false)));
     $("play-url").textContent = `POST ${result.upstream.url}`;

@@ -16,9 +16,11 @@ from proxy.formats import (
 )
 from proxy.formats.adapter import merged_stops
 from proxy.formats.shift import ContextOverflow
+from proxy.pipeline.completion_prompt import CompletionPrompt, completion_body, render_completion
 from proxy.pipeline.decision import AdapterRecord, ContextShift
 from proxy.pipeline.exchange import Exchange
 from proxy.pipeline.services import Services
+from proxy.upstream.base_answer import BaseAnswerConverter
 from proxy.upstream.kinds import ANSWER_RESERVE, traits
 from proxy.upstream.text_adapter import TextCompletionConverter
 
@@ -109,7 +111,9 @@ def answer_room(body: dict[str, Any], kind: UpstreamKind) -> int:
 async def adapt(exchange: Exchange, services: Services) -> None:
     model_settings = services.settings.model_settings(exchange.model)
     try:
-        if model_settings.adapter == "text":
+        if exchange.completion is not None:
+            await _to_base_completion(exchange, services, exchange.completion)
+        elif model_settings.adapter == "text":
             await _to_text_completion(exchange, services, model_settings.format or "chatml")
         else:
             await _shift_chat(exchange, services)
@@ -172,3 +176,35 @@ async def _to_text_completion(exchange: Exchange, services: Services, format_nam
     exchange.upstream_path = "/v1/completions"
     exchange.decision.adapter = AdapterRecord("text", fmt.name, stops)
     exchange.response_converter = TextCompletionConverter(stops)
+
+
+async def _to_base_completion(
+    exchange: Exchange, services: Services, prompt: CompletionPrompt
+) -> None:
+    """A base model's prompt, rendered once; the oldest turns go first when it would not fit."""
+    messages = exchange.messages
+    limit = await _window_limit(exchange, services)
+    text = render_completion(prompt, messages)
+    # A token covers at least one UTF-8 byte: a prompt of fewer bytes surely fits uncounted.
+    if limit is not None and len(text.encode()) > limit:
+        counter = await services.introspection.counter(exchange.model)
+
+        async def count(candidate: list[dict[str, Any]]) -> int:
+            return await counter.count_prompt(render_completion(prompt, candidate))
+
+        result = await shift_context(messages, count, limit)
+        _note_dropped(exchange, result.dropped, result.tokens, limit)
+        text = render_completion(prompt, result.messages)
+    body, greedy = completion_body(exchange.body, text)
+    stops = list(body["stop"])
+    exchange.body = body
+    exchange.upstream_path = "/v1/completions"
+    exchange.decision.adapter = AdapterRecord("completion", "question-answer", stops)
+    record = exchange.decision.prompt
+    if record is not None:
+        record.sampling = (
+            "greedy (temperature 0: the request set none)"
+            if greedy
+            else f"the request's (temperature {body.get('temperature')})"
+        )
+    exchange.response_converter = BaseAnswerConverter(stops)

@@ -4,7 +4,9 @@ from __future__ import annotations
 
 from proxy.guard.names import safe_name
 from proxy.guard.neutralise import GuardReport
+from proxy.pipeline.answer_shape import completion_shaped, plan_shape
 from proxy.pipeline.citing import whole_document
+from proxy.pipeline.completion_prompt import CompletionPrompt
 from proxy.pipeline.exchange import Exchange
 from proxy.pipeline.prompts import full_content_prompt
 from proxy.pipeline.rewrite import replace_last_user_text
@@ -17,10 +19,16 @@ from proxy.pipeline.strategy import INJECT, NONE, RETRIEVAL
 
 async def inject(exchange: Exchange, services: Services) -> None:
     if exchange.model_search is not None:
+        # A model that calls tools follows instructions: the chat prompts, never the
+        # completion shape.
         await offer_search(exchange, services)
-    elif exchange.strategy == INJECT:
+        return
+    if exchange.strategy not in (INJECT, RETRIEVAL):
+        return
+    await plan_shape(exchange, services)
+    if exchange.strategy == INJECT:
         await inject_full_content(exchange, services)
-    elif exchange.strategy == RETRIEVAL:
+    else:
         await retrieve(exchange, services)
 
 
@@ -53,6 +61,9 @@ async def inject_full_content(exchange: Exchange, services: Services) -> None:
         reports[document.name] = guarded.report
     prompt = full_content_prompt(files, exchange.query)
     exchange.body["messages"] = replace_last_user_text(exchange.messages, prompt)
+    if completion_shaped(exchange):
+        documents = tuple(f"{name}:\n{text}" for name, text in files)
+        exchange.completion = CompletionPrompt(documents, exchange.query)
     note_guard(exchange, reports)
     file_ids = {ref.name: ref.file_id for ref in exchange.new_refs}
     exchange.whole_documents = [

@@ -16,6 +16,7 @@ import structlog
 from proxy.documents.drawn import DrawnPage
 from proxy.documents.model import ParsedDocument
 from proxy.documents.page_images import PagesFailed
+from proxy.pipeline.answer_shape import completion_shaped
 from proxy.pipeline.decision import ImagesRecord
 from proxy.pipeline.exchange import Exchange
 from proxy.pipeline.page_plan import (
@@ -53,6 +54,8 @@ async def sight_for(exchange: Exchange, services: Services) -> Sight | None:
         return None
     if services.settings.model_settings(exchange.model).adapter == "text":
         return None  # a rendered text prompt has no place for an image
+    if completion_shaped(exchange):
+        return None  # nor has a base model's completion-shaped prompt
     sight = await services.vision.sight(exchange.model)
     record = exchange.decision.images
     if record is None:

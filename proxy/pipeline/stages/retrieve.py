@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import math
 import time
 from dataclasses import dataclass
@@ -11,6 +12,8 @@ from proxy.documents.model import ParsedDocument
 from proxy.documents.report import location_fragment
 from proxy.guard.neutralise import GuardReport
 from proxy.languages import LANGUAGE_NAMES
+from proxy.pipeline.answer_shape import completion_shaped
+from proxy.pipeline.completion_prompt import BASE_PASSAGES, CompletionPrompt
 from proxy.pipeline.decision import Candidate, RetrievalRecord
 from proxy.pipeline.exchange import Exchange, FileSearch
 from proxy.pipeline.prompts import citations_prompt, no_citations_prompt
@@ -22,8 +25,9 @@ from proxy.pipeline.stages.guard_report import note_guard
 from proxy.pipeline.stages.pages import select_with_pages
 from proxy.pipeline.stages.standalone import standalone_question
 from proxy.retrieval.budget import Passage, PassageBudget, PassageSelection
+from proxy.retrieval.focus import focus_page, page_parts
 from proxy.retrieval.history import HistoryRule, SearchText, earlier_turns, search_texts
-from proxy.retrieval.lexical import query_language
+from proxy.retrieval.lexical import detect_language, query_language
 from proxy.retrieval.retriever import Scored
 from proxy.retrieval.translation import Endpoint, Translation, translatable
 from proxy.retrieval.windows import WindowShape
@@ -56,6 +60,9 @@ async def retrieve(exchange: Exchange, services: Services) -> None:
     limit = exchange.options.retrieval_limit
     # The limit is a floor: room left in the budget takes more, unless the client set it.
     fill = "none" if exchange.options.retrieval_limit_given else settings.fill
+    if completion_shaped(exchange) and not exchange.options.retrieval_limit_given:
+        # A base model finds the answer in its best passages, and less often in more.
+        limit, fill = min(limit, BASE_PASSAGES), "none"
     depth = limit if fill == "none" else max(limit, FILL_DEPTH)
     started = time.perf_counter()
     ranked: list[list[Scored]] = []
@@ -111,7 +118,9 @@ async def retrieve(exchange: Exchange, services: Services) -> None:
     selection = await select_with_pages(
         exchange, services, sources, candidates, budget, unit, select
     )
-    cite(exchange, selection)
+    readable = await with_pages(services, sources, selection)
+    focus = await asyncio.to_thread(focus_pages, readable, selection, exchange.query)
+    cite(exchange, selection, focus)
     exchange.decision.retrieval = RetrievalRecord(
         candidates=outcomes(sources, ranked, thresholds, candidates, selection),
         sources=[doc.name for doc in sources],
@@ -339,6 +348,9 @@ def guarded_candidates(
                 "page_start": hit.chunk.page_start,
                 "page_end": hit.chunk.page_end,
                 "location": hit.chunk.location,
+                "start": hit.chunk.start,
+                "end": hit.chunk.end,
+                "overview": hit.overview,
                 "score": hit.dense,
                 "file_id": origin.file_id,
                 "vector_store_id": origin.vector_store_id,
@@ -400,15 +412,83 @@ def outcomes(
     return candidates
 
 
-def cite(exchange: Exchange, selection: PassageSelection) -> None:
+Focus = dict[tuple[int, int], int]
+"""The page each passage over a page break is cited by, by (source, rank)."""
+
+
+async def with_pages(
+    services: Services, sources: list[ParsedDocument], selection: PassageSelection
+) -> list[ParsedDocument]:
+    """The sources with their pages, for `focus_pages`: a vector store's file comes by
+    reference (its passages, not its pages), so its parsed pages are read from the parse cache
+    when one of its kept passages runs over a page break; a file no longer cached keeps the
+    page its passage starts on."""
+    readable = list(sources)
+    spanning = {
+        passage.source
+        for passage in selection.passages
+        if passage.meta.get("page_end", 0) > passage.meta["page_start"]
+    }
+    cache = services.parser.cache
+    for source in sorted(spanning):
+        document = readable[source]
+        if document.pages:
+            continue
+        found = cache.recall(document.sha256, document.kind)
+        if found is None:
+            found = await asyncio.to_thread(cache.load, document.sha256, document.kind)
+        if found is not None:
+            readable[source] = found
+    return readable
+
+
+def focus_pages(sources: list[ParsedDocument], selection: PassageSelection, query: str) -> Focus:
+    """For each kept passage that runs over a page break, the page holding what it was found
+    for (`proxy.retrieval.focus`), rather than the page it starts on; a document's opening,
+    given for a question about the whole document, is where it starts."""
+    found: Focus = {}
+    languages: dict[int, str] = {}
+    for passage in selection.passages:
+        meta = passage.meta
+        location = str(meta.get("location") or "page=")
+        if meta.get("page_end", 0) <= meta["page_start"] or not location.startswith("page="):
+            continue
+        if meta.get("overview"):
+            continue  # chosen by where it sits, not by the question's words
+        document = sources[passage.source]
+        if passage.source not in languages:
+            languages[passage.source] = detect_language([page.text for page in document.pages])
+        parts = page_parts(document, int(meta["start"]), int(meta["end"]))
+        page = focus_page(parts, query, languages[passage.source])
+        if page is not None:
+            found[(passage.source, passage.rank)] = page
+    return found
+
+
+def cited(passage: Passage, focus: Focus) -> dict[str, Any]:
+    """A kept passage's citation fields, placed at its focus page when it has one."""
+    meta = dict(passage.meta)
+    page = focus.get((passage.source, passage.rank))
+    if page is not None:
+        meta["location"] = f"page={page}"
+    return meta
+
+
+def cite(exchange: Exchange, selection: PassageSelection, focus: Focus | None = None) -> None:
     """The citation prompt in place of the last user message; citations for the answer."""
     texts = [passage.text for passage in selection.passages]
     prompt = (
         citations_prompt(texts, exchange.query) if texts else no_citations_prompt(exchange.query)
     )
     exchange.body["messages"] = replace_last_user_text(exchange.messages, prompt)
-    exchange.citations = [citation_of(dict(p.meta)) for p in selection.passages]
-    exchange.search_results = [search_result(dict(p.meta), p.text) for p in selection.passages]
+    if completion_shaped(exchange):
+        exchange.completion = CompletionPrompt(tuple(texts), exchange.query)
+    metas = [cited(passage, focus or {}) for passage in selection.passages]
+    exchange.citations = [citation_of(meta) for meta in metas]
+    exchange.search_results = [
+        search_result(meta, passage.text)
+        for meta, passage in zip(metas, selection.passages, strict=True)
+    ]
     exchange.status(f"Retrieved {len(texts)} relevant citations for user query")
     exchange.response_headers["X-Enrich-Citations"] = str(len(texts))
 
@@ -423,7 +503,11 @@ def search_result(meta: dict[str, Any], text: str) -> dict[str, Any]:
         "score": round(float(meta["score"]), 4),
     }
     if result["location"].startswith("page="):
-        result["page"] = meta["page_start"]
+        page = result["location"].removeprefix("page=")
+        result["page"] = int(page) if page.isdigit() else meta["page_start"]
+        end = meta.get("page_end", meta["page_start"])
+        if end > meta["page_start"]:  # the passage runs over a page break
+            result["page_start"], result["page_end"] = meta["page_start"], end
     if meta.get("file_id"):
         result["file_id"] = meta["file_id"]
     if meta.get("vector_store_id"):

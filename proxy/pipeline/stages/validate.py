@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from proxy.errors import BadRequest
 from proxy.pipeline.exchange import Exchange
-from proxy.pipeline.images import refuse_documents_as_images
+from proxy.pipeline.images import sorted_image_parts
 from proxy.pipeline.services import Services
 
 
@@ -47,6 +47,9 @@ async def validate_request(exchange: Exchange, services: Services) -> None:
                 param=f"messages[{index}].content",
                 code="invalid_type",
             )
-    refuse_documents_as_images(messages)
+    sorted_messages, moved = sorted_image_parts(messages)
+    if moved:  # documents sent as pictures are read as the documents they are
+        exchange.body["messages"] = sorted_messages
+        exchange.decision.warnings.extend(moved)
     if "stream" in exchange.body and not isinstance(exchange.body["stream"], bool):
         raise BadRequest("'stream' must be a boolean", param="stream", code="invalid_type")
