@@ -128,7 +128,7 @@ def test_a_tool_template_gets_the_loop_on_a_real_llama_cpp(
     assert isinstance(record["rounds"], int) and record["rounds"] >= 1
 
 
-@pytest_asyncio.fixture(loop_scope="session")
+@pytest_asyncio.fixture(scope="module", loop_scope="session")
 async def tool_model_server(tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[LlamaServer]:
     """The model trained for tool calls that `scripts/fetch_tool_model.py` joins from PyPI (Qwen2.5
     Coder 1.5B Instruct, Q4_K_M), `--jinja` on; skips when ENRICH_TOOL_GGUF names no file."""
