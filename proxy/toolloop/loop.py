@@ -295,7 +295,9 @@ class SearchLoop:
             if held and not calls and turn.finish_reason != "length":
                 calls = written_calls(turn.content)
                 if calls:
+                    # The turn made these calls: its text was them (counted as such too).
                     record.written_calls += len(calls)
+                    turn.calls = {call.index: call for call in calls}
                     turn.content = ""
                     held = []
             for text in held:
