@@ -177,6 +177,7 @@ def test_a_model_trained_for_tools_searches_with_its_own_queries(
     assert {note.filename for note in notes} == {"handbook.pdf"}
     # The queries shown are the ones the model wrote and the proxy ran.
     record = searches(base)
+    print(f"searches: {record}")  # written_calls: the calls llama.cpp left as text
     assert record["mode"] == "tool" and "supports_tool_calls" in str(record["reason"])
     ran = [q for call in record["calls"] for q in call["queries"]]  # type: ignore[attr-defined]
     assert ran == queries
