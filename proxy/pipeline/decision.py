@@ -214,6 +214,7 @@ class SearchesRecord:
     budget_limit: int | None = None  # the passage budget of all the searches together
     budget_used: int = 0
     budget_unit: str = ""
+    written_calls: int = 0  # search calls the model wrote as text, its server did not parse
 
 
 @dataclass

@@ -30,6 +30,7 @@ from proxy.toolloop.function import (
     unknown_function,
 )
 from proxy.toolloop.turn import Call, Shown, Turn, completion_chunk
+from proxy.toolloop.written import may_be_call, written_calls
 from proxy.upstream.relay import error_message, translate_client_error
 from proxy.upstream.sse import event_json, sse_events
 
@@ -271,15 +272,36 @@ class SearchLoop:
                 )
                 self._last_turn()
             turn = Turn()
+            # Text that may be a search call written as text waits for the turn's end.
+            held: list[Text] = []
+            deciding, written = offer, ""
             async for item in self._turn(self._body(offer), number):
                 if isinstance(item, Turn):
                     turn = item
+                elif deciding and (held or item.shown.content):
+                    held.append(item)
+                    written += item.shown.content
+                    if not may_be_call(written):
+                        deciding = False
+                        for text in held:
+                            yield text
+                        held = []
                 else:
                     yield item
             record.rounds = number
             first = self.first or turn
             usage = added_usage(usage, turn.usage)
             calls = turn.ordered_calls() if offer else []
+            if held and not calls and turn.finish_reason != "length":
+                calls = written_calls(turn.content)
+                if calls:
+                    # The turn made these calls: its text was them (counted as such too).
+                    record.written_calls += len(calls)
+                    turn.calls = {call.index: call for call in calls}
+                    turn.content = ""
+                    held = []
+            for text in held:
+                yield text
             if turn.finish_reason == "length" or not calls:
                 yield self._answer(turn, first, usage, [])
                 return

@@ -1,5 +1,6 @@
 """The README tour's search loop (part 4), as printed, against a proxy in front of the stand-in
-for llama-server whose scripted model calls tools: it prints exactly the output shown there."""
+for llama-server whose scripted model calls tools: it prints what the README shows in the same
+shape (the README's transcript is a real model's; tests/e2e runs that model)."""
 
 from __future__ import annotations
 
@@ -20,8 +21,8 @@ from tests.toolloop.support import Proxy, chat_turns, model
 
 # Each page long enough to be a passage of its own (its sentence again and again).
 PAGES = [
-    "The report concludes that sardines win. " * 30,
-    "Sales figures: sardines outsold anchovies three to one. " * 30,
+    "TraceMonkey runs the loop benchmarks ten times faster than the interpreter. " * 30,
+    "It is slower than the interpreter on recursive code, which it does not trace. " * 30,
 ]
 
 
@@ -32,12 +33,14 @@ def conversation(body: dict[str, Any]) -> Reply:
     found = tool_results(body)
     if asked == 1:
         if not found:
-            return Calls.of(search("what the report concludes", "main findings of the report"))
-        return Say("The report concludes that sardines win.")
+            return Calls.of(
+                search("TraceMonkey loop benchmarks", "ten times faster than the interpreter")
+            )
+        return Say("About ten times faster than the interpreter on loops.")
     if asked == 2:
         if not found:
-            return Calls.of(search("sales figures of sardines"))
-        return Say("The sales figures: sardines outsold anchovies three to one.")
+            return Calls.of(search("slower than the interpreter on recursive code"))
+        return Say("On recursive code, which it does not trace.")
     return Say("You are welcome.")
 
 
@@ -61,11 +64,24 @@ def test_the_search_tour_prints_what_the_readme_shows(
     exec(compile(code, "README: let the model search", "exec"), scope)
     printed = capsys.readouterr().out.splitlines()  # the proxy's own log lines go there too
     lines = [line for line in printed if line.startswith(("Q: ", "  searched: ", "A: "))]
-    assert lines == shown.splitlines()
+    # The README's questions, each answered; the searches this scripted model made shown.
+    assert [q for q in lines if q.startswith("Q: ")] == [
+        q for q in shown.splitlines() if q.startswith("Q: ")
+    ]
+    assert lines == [
+        "Q: How much faster is TraceMonkey?",
+        "  searched: ['TraceMonkey loop benchmarks', 'ten times faster than the interpreter']",
+        "A: About ten times faster than the interpreter on loops.",
+        "Q: Where is it slower?",
+        "  searched: ['slower than the interpreter on recursive code']",
+        "A: On recursive code, which it does not trace.",
+        "Q: Thanks, that is all.",
+        "A: You are welcome.",
+    ]
     # The first two answers cite the report; the third needed no search.
     turns = chat_turns(upstream)
     assert len(turns) == 5
-    assert "sardines outsold anchovies" in turns[3]["messages"][-1]["content"]
+    assert "slower than the interpreter" in turns[3]["messages"][-1]["content"]
     records = httpx.get(base + "/v1/enrich/decisions?limit=3", timeout=30).json()["data"]
     cited = [{c.split("#")[0] for c in record["citations"]} for record in reversed(records)]
     assert cited == [{"report.pdf"}, {"report.pdf"}, set()]

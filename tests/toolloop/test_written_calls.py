@@ -1,0 +1,137 @@
+"""Search calls a model wrote as text its server did not parse: Qwen2.5-Coder 1.5B copies its
+template's doubled braces without the `<tool_call>` tags, and llama.cpp hands them back as the
+answer's text. The loop takes a turn made only of such calls as the calls, and holds that text
+back from the client while it may still be one."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pytest
+
+from proxy.toolloop.written import may_be_call, written_calls
+from tests.fakes.tool_calls import Reply, Say, tool_results
+from tests.fakes.upstream import FakeUpstream
+from tests.stores.support import FAST
+from tests.toolloop.support import CATS, Proxy, chat_turns, last_decision, model, ready
+
+KEEPER = "lighthouse keeper fed the cats"
+QWEN = '{{"name": "file_search", "arguments": {"queries": ["' + KEEPER + '"]}}}}'
+"""What Qwen2.5-Coder-1.5B-Instruct wrote through xllamacpp 2026.10, braces and all."""
+TOOL = {"search": "tool", "affinity_threshold": 0.6}
+
+
+def arguments(text: str) -> list[Any]:
+    return [json.loads(call.arguments) for call in written_calls(text)]
+
+
+def test_the_shapes_models_write_calls_in_are_taken() -> None:
+    assert arguments(QWEN) == [{"queries": [KEEPER]}]
+    tagged = '<tool_call>\n{"name": "file_search", "arguments": {"queries": ["a"]}}\n</tool_call>'
+    assert arguments(tagged) == [{"queries": ["a"]}]
+    fenced = '```json\n{"name": "file_search", "arguments": "{\\"query\\": \\"b\\"}"}\n```'
+    assert arguments(fenced) == [{"query": "b"}]
+    two = '{"name": "file_search", "arguments": {"queries": ["a"]}}\n' + tagged
+    assert arguments(two) == [{"queries": ["a"]}, {"queries": ["a"]}]
+    assert [call.index for call in written_calls(two)] == [0, 1]
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        '{"name": "get_weather", "arguments": {"city": "Oslo"}}',  # the client's to read
+        'I will search. {"name": "file_search", "arguments": {"queries": ["a"]}}',
+        '{"name": "file_search", "arguments": {"queries": ["a"]}} and some prose',
+        '{{"name": "file_search", "arguments": {"queries": ["a"',  # cut off
+        '{"answer": "sardines"}',
+        "Sardines.",
+        "",
+    ],
+)
+def test_anything_else_stays_text(text: str) -> None:
+    assert written_calls(text) == []
+
+
+def test_text_is_held_only_while_it_may_still_be_a_call() -> None:
+    for prefix in ["", " ", "{", "{{", '{{"na', QWEN[:30], "<tool", "<tool_call>\n{", "```"]:
+        assert may_be_call(prefix), prefix
+    for prefix in ["The", '{"answer"', "[1]", "```python\nprint(1)", "<b>"]:
+        assert not may_be_call(prefix), prefix
+
+
+def qwen_searches_then_answers(body: dict[str, Any]) -> Reply:
+    if not tool_results(body):
+        return Say(QWEN)  # llama.cpp streams it as content, 7 characters a chunk
+    return Say("They were fed sardines.")
+
+
+def test_a_call_written_as_text_is_run_and_never_shown(
+    make_proxy: Proxy, upstream: FakeUpstream
+) -> None:
+    model(upstream, qwen_searches_then_answers)
+    base = make_proxy(vector_stores=FAST)
+    client, store_id, _ = ready(base)
+    chunks = list(
+        client.chat.completions.create(
+            model="m",
+            messages=[{"role": "user", "content": CATS}],
+            stream=True,
+            extra_body={"enrich": {**TOOL, "vector_store_ids": [store_id]}},
+        )
+    )
+    text = "".join(c.choices[0].delta.content or "" for c in chunks if c.choices)
+    assert text == "They were fed sardines."
+    searches = last_decision(base)["decision"]["searches"]
+    assert searches["written_calls"] == 1
+    assert [call["queries"] for call in searches["calls"]] == [[KEEPER]]
+    # The model's next turn sees its call as a call, answered by the search.
+    _, second = chat_turns(upstream)
+    assistant, result = second["messages"][-2:]
+    assert assistant["content"] is None
+    [call] = assistant["tool_calls"]
+    assert call["function"] == {
+        "name": "file_search",
+        "arguments": json.dumps({"queries": [KEEPER]}),
+    }
+    assert result == {"role": "tool", "tool_call_id": call["id"], "content": result["content"]}
+    assert "sardines" in result["content"]
+
+
+def test_the_responses_answer_shows_the_written_call_as_a_search(
+    make_proxy: Proxy, upstream: FakeUpstream
+) -> None:
+    model(upstream, qwen_searches_then_answers)
+    base = make_proxy(vector_stores=FAST)
+    client, store_id, _ = ready(base)
+    response = client.responses.create(
+        model="m",
+        input=CATS,
+        tools=[{"type": "file_search", "vector_store_ids": [store_id]}],
+    )
+    search, message = response.output
+    assert search.type == "file_search_call" and search.queries == [KEEPER]
+    assert response.output_text == "They were fed sardines."
+    assert message.type == "message" and message.content[0].annotations  # type: ignore[union-attr]
+
+
+@pytest.mark.parametrize(
+    "answer", ['{"answer": "sardines"}', '{"name": "feed", "arguments": {}} is not a search']
+)
+def test_json_that_is_no_search_call_reaches_the_client_whole(
+    make_proxy: Proxy, upstream: FakeUpstream, answer: str
+) -> None:
+    model(upstream, lambda body: Say(answer))
+    base = make_proxy(vector_stores=FAST)
+    client, store_id, _ = ready(base)
+    chunks = list(
+        client.chat.completions.create(
+            model="m",
+            messages=[{"role": "user", "content": CATS}],
+            stream=True,
+            extra_body={"enrich": {**TOOL, "vector_store_ids": [store_id]}},
+        )
+    )
+    assert "".join(c.choices[0].delta.content or "" for c in chunks if c.choices) == answer
+    assert len(chat_turns(upstream)) == 1
+    assert last_decision(base)["decision"]["searches"]["written_calls"] == 0
