@@ -8,6 +8,7 @@ import functools
 import time
 from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass, field
+from typing import Protocol, runtime_checkable
 
 import numpy as np
 import numpy.typing as npt
@@ -24,10 +25,11 @@ from proxy.retrieval.vectors import DocumentVectors, chunk_id
 log = structlog.get_logger(__name__)
 
 BACKGROUND_BATCH = 4
-"""Passages per background round (embedded, then stored together). A request's embedding
-goes before the next round, and a query's before the round's next model run (MiniLM runs one
-passage at a time: proxy.retrieval.embeddings.MODEL_RUN). Rounds of 4 to 32 cost the same per
-passage (bench/indexing.py); small ones leave requests' candidates less to wait for."""
+"""Passages per background round (embedded side by side on the embedder's lanes, then stored
+together). A request's embedding goes before the next round, and never waits for the round
+under way (it has lanes of its own: proxy.retrieval.embeddings). Rounds of 4 to 32 cost the
+same per passage (bench/indexing.py); small ones leave the order the questions ask for less
+to wait for."""
 
 NEARBY = 1
 """Passages on either side of a question's hit that the background embeds first with it (the
@@ -36,6 +38,13 @@ answer often starts or ends in the passage next to the one that matched)."""
 Vector = npt.NDArray[np.float32]
 Vectors = dict[int, Vector]
 """Passage index to vector; float32 arrays (a list of Python floats takes ~6x the memory)."""
+
+
+@runtime_checkable
+class BackgroundEmbedder(Protocol):
+    """An embedder with lanes for work nobody waits for (proxy.retrieval.embeddings)."""
+
+    async def embed_in_background(self, texts: Sequence[str]) -> list[list[float]]: ...
 
 
 class ForegroundGate:
@@ -270,7 +279,7 @@ class Indexer:
                                 await asyncio.shield(pending)
                     rest.extend(left)
                     continue
-                await self._embed([passages.chunks[i] for i in batch], progress)
+                await self._embed([passages.chunks[i] for i in batch], progress, background=True)
                 if self.leases is not None and time.monotonic() - renewed > self.leases.lease_s / 3:
                     renewed = time.monotonic()
                     if not await self.leases.renew(doc.sha256):
@@ -306,13 +315,19 @@ class Indexer:
             del queue[:taken]
         return batch
 
-    async def _embed(self, batch: list[Chunk], progress: Progress) -> Vectors:
+    async def _embed(
+        self, batch: list[Chunk], progress: Progress, *, background: bool = False
+    ) -> Vectors:
         """Embed and store passages, announcing them so that nobody embeds them twice."""
         loop = asyncio.get_running_loop()
         pending = {chunk.index: loop.create_future() for chunk in batch}
         progress.embedding.update(pending)
+        texts = [chunk.embedded for chunk in batch]
         try:
-            vectors = await self.embedder.embed_documents([chunk.embedded for chunk in batch])
+            if background and isinstance(self.embedder, BackgroundEmbedder):
+                vectors = await self.embedder.embed_in_background(texts)
+            else:
+                vectors = await self.embedder.embed_documents(texts)
             await self.index.add(batch, vectors, self.settings)
         except BaseException as error:
             for future in pending.values():
