@@ -9,6 +9,7 @@ the same passages, in one run.
     python bench/indexing.py --one new --book moby-dick.epub   # one whole-process run
     python bench/indexing.py --sweep                # passages/s against run size, threads, lanes
     python bench/indexing.py --agreement            # int8 against fp32: cosines and rankings
+    python bench/indexing.py --parse-vs-embed       # per document: parsing against embedding
 
 Each run is a process of its own, timed after its model is loaded. "stock" is Chroma's
 all-MiniLM-L6-v2 as shipped (`ONNXMiniLM_L6_V2()(texts)`: fp32, runs of 32 passages padded to
@@ -360,6 +361,83 @@ def sweep(args: argparse.Namespace) -> None:
     print(f"load average {os.getloadavg()[0]:.1f} at end")
 
 
+# -- parsing against embedding, per document ------------------------------------------------
+
+SIZES = (
+    "pdf/issue20232.pdf",
+    "pdf/small-table.pdf",
+    "docx/blk-paras-and-tables.docx",
+    "pdf/multicolumn.pdf",
+    "html/ietf-remotestorage.html",
+    "pdf/tracemonkey.pdf",
+    "html/wikipedia-mozilla.html",
+    "pdf/pdkids.pdf",
+    "epub/alice.epub",
+    "pdf/GeoTopo-komprimiert.pdf",
+    "pdf/freeculture.pdf",
+    "epub/moby-dick.epub",
+)
+"""Corpus documents from one page to a 612-page novel, in several formats and two languages."""
+
+
+def parse_vs_embed(args: argparse.Namespace) -> None:
+    """For each document: parsing it (a warm parser, nothing cached), cutting it into passages
+    with its lexical index, and embedding every passage on a request's lanes (the embedder its
+    language goes to), in seconds and per page and passage: what a question waits for if the
+    whole document is embedded before it is answered."""
+    sys.path.insert(0, str(ROOT))
+    os.environ.setdefault("TIKTOKEN_CACHE_DIR", str(Path.home() / ".cache" / "tiktoken"))
+    from proxy.config import load_settings
+    from proxy.documents import DocumentParser
+    from proxy.wiring import make_retriever
+
+    async def run() -> None:
+        with tempfile.TemporaryDirectory() as name:
+            directory = Path(name)
+            settings = load_settings(
+                None, environ={}, overrides={"server": {"data_dir": str(directory)}}
+            )
+            retriever = make_retriever(settings)
+            parser = DocumentParser(directory / "parsed", workers=2)
+            try:
+                warm = CORPUS / "pdf" / "multicolumn.pdf"
+                await parser.parse(warm.name, warm.read_bytes())  # workers up, libraries loaded
+                for space in [retriever.primary, retriever.second]:
+                    if space is not None:  # models loaded before the clock starts
+                        await space.embedder.embed_documents(["warm up"])
+                print(
+                    "| document | pages | passages | embedder | parse s | passages s"
+                    " | embed s | embed ms/passage | embed / parse | load |"
+                )
+                print("|---|---|---|---|---|---|---|---|---|---|")
+                for relative in SIZES:
+                    path = CORPUS / relative
+                    data = path.read_bytes()
+                    started = time.perf_counter()
+                    document = await parser.parse(path.name, data)
+                    parsed = time.perf_counter() - started
+                    started = time.perf_counter()
+                    passages = await retriever.passages(document)
+                    cut = time.perf_counter() - started
+                    space = retriever.space_for(passages.lexical.language) or retriever.primary
+                    texts = [chunk.embedded for chunk in passages.chunks]
+                    started = time.perf_counter()
+                    await space.embedder.embed_documents(texts)
+                    embedded = time.perf_counter() - started
+                    print(
+                        f"| {path.name} | {len(document.pages)} | {len(texts)} |"
+                        f" {space.embedder.name.split('-')[-1]} | {parsed:.2f} | {cut:.2f} |"
+                        f" {embedded:.2f} | {1000 * embedded / max(1, len(texts)):.0f} |"
+                        f" {embedded / parsed:.1f} | {os.getloadavg()[0]:.1f} |",
+                        flush=True,
+                    )
+            finally:
+                await parser.close()
+                await retriever.close()
+
+    asyncio.run(run())
+
+
 # -- int8 against fp32 --------------------------------------------------------------------
 
 
@@ -471,6 +549,7 @@ def main() -> None:
     parser.add_argument("--builds", default="fp32,int8", help="--sweep: builds")
     parser.add_argument("--sample", type=int, default=64, help="--sweep: passages")
     parser.add_argument("--agreement", action="store_true")
+    parser.add_argument("--parse-vs-embed", action="store_true", help="per corpus document")
     parser.add_argument("--worker", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.worker:
@@ -485,6 +564,8 @@ def main() -> None:
         sweep(args)
     elif args.agreement:
         agreement(args)
+    elif args.parse_vs_embed:
+        parse_vs_embed(args)
     else:
         compare(args)
 

@@ -511,6 +511,10 @@ class RetrievalSettings(Section):
     translate: Literal["auto", "chat", "completions", "off"] = "auto"
     translate_timeout_s: float = Field(10.0, gt=0, le=120)
     new_document_candidates: int = Field(16, ge=1, le=1000)
+    # A new document is embedded whole before its first answer when that takes at most this
+    # many seconds at the embedder's measured pace; a larger one is answered from its
+    # candidates while the rest is embedded in the background (docs/retrieval.md). 0: never.
+    whole_document_s: float = Field(2.0, ge=0, le=600)
     rerank: RerankSettings | None = None
     # A question about a document as a whole ("what does it conclude?") gets its opening and
     # its summary or conclusion sections first (docs/retrieval.md). The affinity is the cosine

@@ -276,3 +276,33 @@ async def test_a_whole_document_questions_passages_say_why_they_were_kept(
     assert outcomes[0] == "kept · whole-document question"
     assert all(not o.endswith("question") for o in outcomes[1:])
     assert browser.problems == []
+
+
+async def test_a_request_answered_before_its_document_was_indexed_says_how_much_was_ready(
+    make_proxy: Callable[..., str], browser: Browser
+) -> None:
+    from tests.test_retrieval_flow import notes_request
+
+    base = make_proxy(
+        retrieval={**SMALL_CHUNKS, "new_document_candidates": 2, "whole_document_s": 0}
+    )
+    assert chat(base, notes_request(), **{"X-Request-ID": "early"}).status_code == 200
+    await browser.goto(base + "/ui")
+    await browser.wait_for("!!document.querySelector('[data-id=early]')", "the request")
+    await browser.eval("document.querySelector('[data-id=early] details.passages').open = true")
+    lines = json.loads(
+        await browser.eval(
+            "JSON.stringify([...document.querySelectorAll('[data-id=early] .index-ready')]"
+            ".map(e => [e.textContent, e.classList.contains('partial')]))"
+        )
+    )
+    assert len(lines) == 1
+    text, partial = lines[0]
+    assert re.fullmatch(
+        r"notes\.txt: dense index \d{1,2}% ready when asked"
+        r" \(in part, the rest in the background\)",
+        text,
+    ), text
+    assert partial
+    await browser.screenshot(ARTIFACTS / "index-ready.png")
+    assert browser.problems == []

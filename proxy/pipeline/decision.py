@@ -62,6 +62,10 @@ class RetrievalRecord:
     fill: str = "none"  # what room left in the budget is filled with: "passages" | "neighbours"
     depth: int = 0  # candidates asked for per file (the limit, or more to fill the budget)
     indexed: dict[str, int] = field(default_factory=dict)  # % of each file's dense index ready
+    indexing: dict[str, str] = field(default_factory=dict)
+    """How each file was ranked by meaning: "complete" (indexed before), "whole before the
+    answer" (a small document, embedded while the request waited), "in part, the rest in the
+    background" (a large one: its candidates and what was ready), "by its words"."""
     window: dict[str, int] = field(default_factory=dict)  # tokens joined before/after each hit
     query_language: str | None = None  # as told from the question's words (None: unsure)
     translations: list[dict[str, Any]] = field(default_factory=list)

@@ -40,6 +40,31 @@ Vectors = dict[int, Vector]
 """Passage index to vector; float32 arrays (a list of Python floats takes ~6x the memory)."""
 
 
+class EmbeddingPace:
+    """How long the embedder takes per character of text a request waits for, as measured on
+    its recent runs of several texts (a moving average): what embedding a whole document now
+    would cost, on this machine and at its present load. Characters, not tokens: counting a
+    long book's tokens at every question would cost more than the estimate is worth."""
+
+    WEIGHT = 0.3
+    """The newest measurement's share in the average."""
+
+    def __init__(self) -> None:
+        self.seconds_per_char: float | None = None
+
+    def record(self, chars: int, seconds: float) -> None:
+        if chars <= 0 or seconds <= 0:
+            return
+        rate = seconds / chars
+        known = self.seconds_per_char
+        self.seconds_per_char = rate if known is None else known + self.WEIGHT * (rate - known)
+
+    def estimate(self, chars: int) -> float | None:
+        """Seconds to embed `chars` characters of passages; None until something was measured."""
+        known = self.seconds_per_char
+        return None if known is None else known * chars
+
+
 @runtime_checkable
 class BackgroundEmbedder(Protocol):
     """An embedder with lanes for work nobody waits for (proxy.retrieval.embeddings)."""
@@ -117,6 +142,7 @@ class Indexer:
         self.leases = leases
         self.batch = batch
         self.gate = ForegroundGate()
+        self.pace = EmbeddingPace()
         self._progress: dict[str, Progress] = {}
         self._tasks: dict[str, asyncio.Task[bool]] = {}
         self._locks: dict[str, asyncio.Lock] = {}
@@ -201,7 +227,7 @@ class Indexer:
             progress.previews.update(pending)
             try:
                 async with self.gate.foreground():
-                    vectors = await self.embedder.embed_documents([heads[i] for i in cut])
+                    vectors = await self._timed([heads[i] for i in cut])
             except BaseException as exc:
                 for i, future in pending.items():
                     progress.previews.pop(i, None)
@@ -327,7 +353,7 @@ class Indexer:
             if background and isinstance(self.embedder, BackgroundEmbedder):
                 vectors = await self.embedder.embed_in_background(texts)
             else:
-                vectors = await self.embedder.embed_documents(texts)
+                vectors = await self._timed(texts)
             await self.index.add(batch, vectors, self.settings)
         except BaseException as error:
             for future in pending.values():
@@ -345,6 +371,24 @@ class Indexer:
         for index, vector in made.items():
             pending[index].set_result(vector)
         return made
+
+    async def _timed(self, texts: list[str]) -> list[list[float]]:
+        """The embedder's vectors of texts a request waits for, its pace measured on the way
+        (runs of one text are mostly overhead: they are not counted)."""
+        started = time.perf_counter()
+        vectors = await self.embedder.embed_documents(texts)
+        if len(texts) > 1:
+            self.pace.record(sum(map(len, texts)), time.perf_counter() - started)
+        return vectors
+
+    def whole_now_costs(self, passages: DocumentPassages) -> float | None:
+        """Seconds that embedding the rest of the document while a request waits would take,
+        at the pace measured (None: not measured yet)."""
+        progress = self.progress(passages)
+        done = progress.vectors.keys() | progress.stored
+        return self.pace.estimate(
+            sum(len(chunk.embedded) for chunk in passages.chunks if chunk.index not in done)
+        )
 
     async def _finish(self, doc: ParsedDocument, passages: DocumentPassages) -> None:
         progress = self.progress(passages)

@@ -39,6 +39,16 @@ cost of whole passages, for the same hits on the eval (docs/retrieval.md)."""
 
 NO_WINDOW = WindowShape()
 
+COMPLETE = "complete"
+WHOLE_NOW = "whole before the answer"
+PARTLY = "in part, the rest in the background"
+BY_WORDS = "by its words"
+INDEXING = (COMPLETE, WHOLE_NOW, PARTLY, BY_WORDS)
+"""How a document's passages were ranked by meaning for a question: from an index complete
+before it, embedded whole while it waited (a small document), from its candidates with the
+rest embedded in the background (a large one), or not at all (a language not embedded)."""
+
+
 Status = Callable[[str], None]
 Resolve = Callable[[ParsedDocument], Awaitable[ParsedDocument]]
 
@@ -79,6 +89,10 @@ class Retriever:
     count_tokens: Callable[[str], int]
     ranking: str = "hybrid"
     new_document_candidates: int = 16
+    whole_document_s: float = 0.0
+    """A new document whose embedding would take at most this long is embedded whole before
+    its first answer; a larger one is answered from its candidates (0: only documents no
+    larger than the candidates; the proxy's setting is `retrieval.whole_document_s`)."""
     reranker: Reranker | None = None
     rerank_top_n: int = 20
     passages_dir: Path | None = None  # None: passages kept in memory only
@@ -232,6 +246,7 @@ class Retriever:
         window: WindowShape = NO_WINDOW,
         resolve: Resolve | None = None,
         translate: Translate | None = None,
+        indexing: dict[str, str] | None = None,
     ) -> tuple[list[list[Scored]], dict[str, int]]:
         """Each document's best `depth` passages for the query, best first, and how much of
         each document's dense index was ready (percent) when it was searched. With
@@ -241,7 +256,8 @@ class Retriever:
         windows that meet merged. A document given by reference only (no pages) whose passages
         are not stored here is replaced by `resolve(document)`, the document itself. With
         `translate`, a document in another language than the query is also searched with the
-        query translated into its language, both rankings fused."""
+        query translated into its language, both rankings fused. `indexing`, if given, gets
+        how each document was ranked by meaning (INDEXING)."""
         embeddings: dict[tuple[str, str], list[float]] = {}
         ranked: list[list[Scored]] = []
         ready: dict[str, int] = {}
@@ -261,15 +277,19 @@ class Retriever:
                 # if none is, as before translations); the multilingual one reads them all.
                 meant = (read or words) if space is self.primary else words
                 vectors = [await space.embedded(text, embeddings) for text in meant]
-                dense, ready[document.name] = await self._dense(
+                dense, ready[document.name], how = await self._dense(
                     space, document, passages, words, status
                 )
+                if indexing is not None:
+                    indexing[document.name] = how
                 found = self._rank(passages, words, space.on_scale(dense), vectors)
                 if space is not self.primary:
                     found = [replace(item, multilingual=True) for item in found]
             else:
                 # Its cosines would be noise: ranked by its words (and its translation's).
                 ready[document.name] = 100
+                if indexing is not None:
+                    indexing[document.name] = BY_WORDS
                 found = self._rank(passages, words, lambda vector: {}, [])
                 found = [replace(item, by_meaning=False) for item in found]
             if await self._about_the_whole(queries, embeddings):
@@ -321,25 +341,28 @@ class Retriever:
         passages: DocumentPassages,
         queries: list[str],
         status: Status,
-    ) -> tuple[Scorer, int]:
-        """A scorer giving passages' cosines in the space for a query vector, and the index's
-        readiness."""
+    ) -> tuple[Scorer, int, str]:
+        """A scorer giving passages' cosines in the space for a query vector, the index's
+        readiness, and how the document was ranked by meaning (INDEXING)."""
         vectors = await space.index.vectors(document.sha256, space.settings)
+        how = COMPLETE
         if vectors is None:
             progress = space.indexer.progress(passages)
             line = lambda: f"Indexing file {document.name}... ({progress.percent}%)"  # noqa: E731
             async with _ticking(status, line):
-                if len(passages.chunks) <= self.new_document_candidates or not self.background:
-                    if self.background:
-                        await space.indexer.complete_now(document, passages)
-                        vectors = await space.index.vectors(document.sha256, space.settings)
-                    else:
-                        scorer = await self._candidates(space.indexer, passages, queries)
-                        return scorer, progress.percent
-                else:
+                if not self.background:
                     scorer = await self._candidates(space.indexer, passages, queries)
-                    space.indexer.complete_later(document, passages)
-                    return scorer, progress.percent
+                    return scorer, progress.percent, PARTLY
+                small = len(passages.chunks) <= self.new_document_candidates
+                if not (small or self._whole_now(space, passages)):
+                    scorer = await self._candidates(space.indexer, passages, queries)
+                    # The candidates measured the embedder's pace if nothing had before.
+                    if not self._whole_now(space, passages):
+                        space.indexer.complete_later(document, passages)
+                        return scorer, progress.percent, PARTLY
+                await space.indexer.complete_now(document, passages)
+                vectors = await space.index.vectors(document.sha256, space.settings)
+                how = WHOLE_NOW
         if vectors is None:
             raise RuntimeError(f"{document.name} was indexed but its vectors are missing")
         rows = [int(key.rsplit(":", 1)[1]) for key in vectors.ids]
@@ -348,7 +371,13 @@ class Retriever:
             scores = vectors.scores(query_vector)
             return {row: float(score) for row, score in zip(rows, scores, strict=True)}
 
-        return score_all, 100
+        return score_all, 100, how
+
+    def _whole_now(self, space: Space, passages: DocumentPassages) -> bool:
+        """Whether embedding the rest of a document before answering costs no more than
+        `whole_document_s`, at the pace the embedder was measured at (docs/retrieval.md)."""
+        cost = space.indexer.whole_now_costs(passages)
+        return cost is not None and cost <= self.whole_document_s
 
     async def _candidates(
         self, indexer: Indexer, passages: DocumentPassages, queries: list[str]

@@ -148,6 +148,16 @@ function passagesTable(retrieval) {
     text: `threshold ${retrieval.affinity_threshold} · budget ${n(retrieval.budget_limit)} ${retrieval.budget_unit}` +
       ` · ${retrieval.limit} per file · left out ${n(retrieval.left_out)} · embedder ${retrieval.embedder}`,
   }));
+  // How much of each file was ranked by meaning: a large new document answers from its
+  // candidates while the rest is embedded in the background.
+  const indexing = retrieval.indexing || {};
+  Object.entries(retrieval.indexed || {}).forEach(([file, percent]) => {
+    const how = indexing[file] ? ` (${indexing[file]})` : "";
+    box.append(el("p", {
+      class: percent < 100 ? "index-ready partial" : "index-ready",
+      text: `${file}: dense index ${percent}% ready when asked${how}`,
+    }));
+  });
   const table = el("table", {},
     el("thead", {}, el("tr", {},
       el("th", { class: "n", text: "#" }), el("th", { text: "file" }), el("th", { text: "where" }),

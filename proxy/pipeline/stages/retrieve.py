@@ -11,6 +11,7 @@ from proxy.documents.model import ParsedDocument
 from proxy.documents.report import location_fragment
 from proxy.guard.neutralise import GuardReport
 from proxy.languages import LANGUAGE_NAMES
+from proxy.pipeline.citing import sources_header
 from proxy.pipeline.decision import Candidate, RetrievalRecord
 from proxy.pipeline.exchange import Exchange, FileSearch
 from proxy.pipeline.prompts import citations_prompt, no_citations_prompt
@@ -57,6 +58,7 @@ async def retrieve(exchange: Exchange, services: Services) -> None:
     started = time.perf_counter()
     ranked: list[list[Scored]] = []
     indexed: dict[str, int] = {}
+    indexing: dict[str, str] = {}
     translator = QuestionTranslations(exchange, services)
     shape = WindowShape(settings.window_before, settings.window_after)
     if sources:
@@ -68,7 +70,9 @@ async def retrieve(exchange: Exchange, services: Services) -> None:
             neighbours=1 if fill == "neighbours" else 0,
             window=shape,
             translate=translator.into if services.translator is not None else None,
+            indexing=indexing,
         )
+        note_readiness(exchange, indexed)
     names = {ref.name: ref.file_id for ref in [*exchange.new_refs, *exchange.old_refs]}
     origins = [Origin(names.get(document.name)) for document in sources]
     thresholds = [threshold] * len(sources)
@@ -113,6 +117,7 @@ async def retrieve(exchange: Exchange, services: Services) -> None:
         fill=fill,
         depth=depth,
         indexed=indexed,
+        indexing=indexing,
         window={"before": shape.before, "after": shape.after} if shape else {},
         query_language=translator.language,
         translations=[found.record() for found in translator.done.values() if found],
@@ -133,6 +138,23 @@ async def retrieve(exchange: Exchange, services: Services) -> None:
         ],
     )
     note_guard(exchange, reports)
+
+
+def note_readiness(exchange: Exchange, indexed: dict[str, int]) -> None:
+    """How much of each document's dense index the answer was ranked with, for the client:
+    `X-Enrich-Index-Ready: book.pdf=37, notes.md=100`, and a status line when a document was
+    not whole (its other passages were ranked by their words only)."""
+    if not indexed:
+        return
+    exchange.response_headers["X-Enrich-Index-Ready"] = sources_header(
+        [f"{name}={percent}" for name, percent in indexed.items()]
+    )
+    for name, percent in indexed.items():
+        if percent < 100:
+            exchange.status(
+                f"Answering from {name} while it is indexed: {percent}% of its passages"
+                " ranked by meaning so far"
+            )
 
 
 class QuestionTranslations:
