@@ -521,6 +521,9 @@ class RetrievalSettings(Section):
     # to the nearest such question that routes it: None = the embedder's calibrated value
     # (default backend 0.55; none for `openai`, where routing is off until one is set).
     overview: bool = True
+    # A question naming a place ("in chapter 3", "Table 2", "at the very end", "the last sheet")
+    # gets that place's passages first (docs/retrieval.md).
+    places: bool = True
     overview_affinity: float | None = Field(None, ge=0.0, le=1.0)
 
     @model_validator(mode="after")

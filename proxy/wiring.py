@@ -252,6 +252,7 @@ def make_retriever(settings: Settings) -> Retriever:
         ranking=retrieval.ranking,
         new_document_candidates=retrieval.new_document_candidates,
         whole_document_s=retrieval.whole_document_s,
+        places=retrieval.places,
         reranker=reranker,
         rerank_top_n=retrieval.rerank.top_n if retrieval.rerank else 20,
         passages_dir=data_dir(settings) / "passages",

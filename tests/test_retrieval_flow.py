@@ -6,6 +6,7 @@ import json
 import re
 import time
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import httpx
@@ -474,3 +475,33 @@ def test_a_small_document_is_whole_before_its_first_answer(
     assert not [c for c in comments if c.startswith("Answering from")]
     record = httpx.get(base + "/v1/enrich/decisions?limit=1", timeout=30).json()["data"][0]
     assert record["decision"]["retrieval"]["indexing"] == {"notes.txt": "whole before the answer"}
+
+
+def test_a_question_naming_a_chapter_is_answered_from_that_chapter(
+    make_proxy: Callable[..., str], upstream: FakeUpstream, tmp_path: Path
+) -> None:
+    from tests.retrieval.test_places import chaptered
+
+    base = make_proxy(retrieval={"chunk_tokens": 40, "chunk_overlap": 0})
+    body = ask(
+        [text_part("harbour.md", chaptered())],
+        "What does chapter 5 say about the harbour?",
+        enrich={"strategy": "retrieval"},
+    )
+    answer = httpx.post(base + "/v1/chat/completions", json=body, timeout=60)
+    assert answer.status_code == 200, answer.text
+    sent = upstream.last_to("/v1/chat/completions").json["messages"][-1]["content"][0]["text"]
+    first = sent.split('Citation 1: "', 1)[1].split('"\n\nCitation 2', 1)[0]
+    # the passage holding the chapter's heading and its first lines (it starts in chapter 4)
+    assert "# Chapter 5\n\nThe harbour of chapter 5" in first
+    record = preview(base, body)["decision"]["retrieval"]
+    assert record["places"]["harbour.md"].startswith('chapter 5: "Chapter 5", passage')
+    kept = [c for c in record["candidates"] if c["outcome"] == "kept"]
+    assert kept[0]["place"] and kept[1]["place"] and kept[1]["location"] == "section=Chapter 5"
+    # Turned off, the same question is ranked as any other.
+    plain = make_proxy(
+        retrieval={"chunk_tokens": 40, "chunk_overlap": 0, "places": False},
+        server={"data_dir": str(tmp_path / "plain")},
+    )
+    record = preview(plain, body)["decision"]["retrieval"]
+    assert record["places"] == {} and not any(c["place"] for c in record["candidates"])

@@ -42,6 +42,7 @@ class Candidate:
     fused: float | None = None  # reciprocal-rank-fusion score of the hybrid ranking
     rerank: float | None = None  # the reranker's relevance score, when one is configured
     overview: bool = False  # given for a question about the whole document, by where it sits
+    place: bool = False  # from the place the question names ("chapter 3"), by where it sits
 
 
 @dataclass
@@ -77,6 +78,9 @@ class RetrievalRecord:
     English), ranked by its cosines put on the embedder's scale, held to the same threshold."""
     overview: list[str] = field(default_factory=list)
     """Files whose opening and conclusion came first: the question is about a whole document."""
+    places: dict[str, str] = field(default_factory=dict)
+    """The place the question names, per file: what was taken for it (`chapter 3: "3:
+    Catalogs", passages 105-115`), or `not found` (then the passages are ranked as usual)."""
 
 
 @dataclass

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from dataclasses import dataclass, field, replace
 from itertools import zip_longest
 from pathlib import Path
@@ -21,6 +21,8 @@ from proxy.retrieval.lease import Leases
 from proxy.retrieval.lexical import detect_language, query_language
 from proxy.retrieval.overview import OverviewRouter, overview_passages
 from proxy.retrieval.passages import DocumentPassages, PassagesMissing, PassageStore
+from proxy.retrieval.place_finder import Found, find_place
+from proxy.retrieval.places import Place, parse_place
 from proxy.retrieval.rerank import Reranker
 from proxy.retrieval.space import Scorer, Space
 from proxy.retrieval.translation import Translate, Translation
@@ -76,6 +78,9 @@ class Scored:
     overview: bool = False
     """True for a passage given because the question is about the document as a whole (its
     opening, its summary or conclusion): chosen by where it sits, held to no threshold."""
+    place: bool = False
+    """True for a passage of the place the question names ("chapter 3", "Table 2", "at the
+    very end"): chosen by where it sits, then by the question; held to no threshold."""
 
 
 @dataclass
@@ -89,6 +94,8 @@ class Retriever:
     count_tokens: Callable[[str], int]
     ranking: str = "hybrid"
     new_document_candidates: int = 16
+    places: bool = True
+    """Whether a question naming a place ("in chapter 3", "Table 2") gets that place first."""
     whole_document_s: float = 0.0
     """A new document whose embedding would take at most this long is embedded whole before
     its first answer; a larger one is answered from its candidates (0: only documents no
@@ -247,6 +254,7 @@ class Retriever:
         resolve: Resolve | None = None,
         translate: Translate | None = None,
         indexing: dict[str, str] | None = None,
+        places: dict[str, str] | None = None,
     ) -> tuple[list[list[Scored]], dict[str, int]]:
         """Each document's best `depth` passages for the query, best first, and how much of
         each document's dense index was ready (percent) when it was searched. With
@@ -257,12 +265,17 @@ class Retriever:
         are not stored here is replaced by `resolve(document)`, the document itself. With
         `translate`, a document in another language than the query is also searched with the
         query translated into its language, both rankings fused. `indexing`, if given, gets
-        how each document was ranked by meaning (INDEXING)."""
+        how each document was ranked by meaning (INDEXING); `places` what each document gave
+        for the place the question names, if it names one."""
         embeddings: dict[tuple[str, str], list[float]] = {}
         ranked: list[list[Scored]] = []
         ready: dict[str, int] = {}
+        place = parse_place(query) if self.places else None
         for document in documents:
             document, passages = await self._open(document, resolve)
+            where = find_place(place, passages.chunks, query, passages.text) if place else None
+            if place is not None and places is not None:
+                places[document.name] = _described(place, where)
             language = passages.lexical.language
             queries = [(query, query_language(query, prefer=language))]
             if translate is not None:
@@ -277,12 +290,17 @@ class Retriever:
                 # if none is, as before translations); the multilingual one reads them all.
                 meant = (read or words) if space is self.primary else words
                 vectors = [await space.embedded(text, embeddings) for text in meant]
+                # A new document's candidates include the place's best passages by their words.
+                nearby = _place_order(passages, where.passages, words, []) if where else []
                 dense, ready[document.name], how = await self._dense(
-                    space, document, passages, words, status
+                    space, document, passages, words, status, nearby[:PLACE_EMBEDDED]
                 )
                 if indexing is not None:
                     indexing[document.name] = how
-                found = self._rank(passages, words, space.on_scale(dense), vectors)
+                scorer = space.on_scale(dense)
+                found = self._rank(passages, words, scorer, vectors)
+                if where is not None:
+                    found = _place_first(passages, found, where.passages, words, scorer, vectors)
                 if space is not self.primary:
                     found = [replace(item, multilingual=True) for item in found]
             else:
@@ -291,6 +309,10 @@ class Retriever:
                 if indexing is not None:
                     indexing[document.name] = BY_WORDS
                 found = self._rank(passages, words, lambda vector: {}, [])
+                if where is not None:
+                    found = _place_first(
+                        passages, found, where.passages, words, lambda vector: {}, []
+                    )
                 found = [replace(item, by_meaning=False) for item in found]
             if await self._about_the_whole(queries, embeddings):
                 found = _overview_first(passages, found)
@@ -302,8 +324,8 @@ class Retriever:
                 # neighbours, and two hits side by side are one place (shown once, merged).
                 found = self._windowed(passages, found[:depth], window, count)
             reranked = await self._rerank(query, found[:depth])
-            # A reranker orders hits by relevance; the overview passages stay first.
-            ranked.append(sorted(reranked, key=lambda item: not item.overview))
+            # A reranker orders hits by relevance; the overview and place passages stay first.
+            ranked.append(sorted(reranked, key=lambda item: not (item.place or item.overview)))
         return ranked, ready
 
     async def _about_the_whole(
@@ -341,6 +363,7 @@ class Retriever:
         passages: DocumentPassages,
         queries: list[str],
         status: Status,
+        also: Sequence[int] = (),
     ) -> tuple[Scorer, int, str]:
         """A scorer giving passages' cosines in the space for a query vector, the index's
         readiness, and how the document was ranked by meaning (INDEXING)."""
@@ -351,11 +374,11 @@ class Retriever:
             line = lambda: f"Indexing file {document.name}... ({progress.percent}%)"  # noqa: E731
             async with _ticking(status, line):
                 if not self.background:
-                    scorer = await self._candidates(space.indexer, passages, queries)
+                    scorer = await self._candidates(space.indexer, passages, queries, also)
                     return scorer, progress.percent, PARTLY
                 small = len(passages.chunks) <= self.new_document_candidates
                 if not (small or self._whole_now(space, passages)):
-                    scorer = await self._candidates(space.indexer, passages, queries)
+                    scorer = await self._candidates(space.indexer, passages, queries, also)
                     # The candidates measured the embedder's pace if nothing had before.
                     if not self._whole_now(space, passages):
                         space.indexer.complete_later(document, passages)
@@ -380,7 +403,11 @@ class Retriever:
         return cost is not None and cost <= self.whole_document_s
 
     async def _candidates(
-        self, indexer: Indexer, passages: DocumentPassages, queries: list[str]
+        self,
+        indexer: Indexer,
+        passages: DocumentPassages,
+        queries: list[str],
+        also: Sequence[int] = (),
     ) -> Callable[[list[float]], dict[int, float]]:
         """A new document: dense scores for its best lexical candidates and whatever passages
         were embedded already, while the rest is indexed in the background."""
@@ -398,6 +425,8 @@ class Retriever:
         wanted = first_question_candidates(
             lexical, len(passages.chunks), self.new_document_candidates
         )
+        # The place the question names, if any: its passages are ranked by meaning too.
+        wanted = list(dict.fromkeys([*wanted, *also]))
         # The background embeds what lies around this question's candidates and lexical hits
         # first: the next question on the same part finds them with dense scores.
         hits = [i for ranked in searched for i in ranked[:POOL]]
@@ -502,6 +531,63 @@ def characters_as_tokens(text: str) -> int:
     """About as many tokens as a chat model's tokenizer makes of this text (4 characters a
     token): the measure when no tokenizer is at hand."""
     return (len(text) + 3) // 4
+
+
+PLACE_FIRST = 4
+"""Passages of the place a question names that come before the rest of the ranking: its
+opening (a chapter's first lines, a table's caption), then its best for the question; the
+budget's other room goes to the ranking of the whole document, in case the place was misread."""
+PLACE_EMBEDDED = 8
+"""A new document's place passages embedded for its first question (by their words' order)."""
+
+
+def _described(place: Place, where: Found | None) -> str:
+    """`chapter 3: "3: Catalogs", passages 105-115` or `chapter 3: not found`."""
+    if where is None or not where.passages:
+        return f"{place.describe()}: not found"
+    span = where.passages
+    spread = f"passage {span[0]}" if len(span) == 1 else f"passages {span[0]}-{span[-1]}"
+    return f'{place.describe()}: "{where.what}", {spread}'
+
+
+def _place_order(
+    passages: DocumentPassages,
+    where: list[int],
+    queries: list[str],
+    dense: list[dict[int, float]],
+) -> list[int]:
+    """The place's passages for the question: its opening first, then the rest ranked by the
+    queries' words and cosines (where known) fused, then those neither ranks, in order."""
+    inside = set(where)
+    rankings = [
+        [i for i in passages.lexical.ranked(text, len(passages.chunks))[0] if i in inside]
+        for text in queries
+    ]
+    rankings += [_best({i: c for i, c in scores.items() if i in inside}) for scores in dense]
+    fused = [i for i, _ in reciprocal_rank_fusion([r for r in rankings if r])]
+    return list(dict.fromkeys([where[0], *fused, *where]))
+
+
+def _place_first(
+    passages: DocumentPassages,
+    found: list[Scored],
+    where: list[int],
+    queries: list[str],
+    scorer: Scorer,
+    vectors: list[list[float]],
+) -> list[Scored]:
+    """The place's first PLACE_FIRST passages (marked), then the rest of the ranking."""
+    per_query = [scorer(vector) for vector in vectors]
+    chosen = _place_order(passages, where, queries, per_query)[:PLACE_FIRST]
+    ranked = {item.chunk.index: item for item in found}
+    cosine = {i: max(scores.get(i, 0.0) for scores in per_query or [{}]) for i in chosen}
+    first = [
+        replace(ranked[i], place=True)
+        if i in ranked
+        else Scored(chunk=passages.chunks[i], dense=cosine[i], place=True)
+        for i in chosen
+    ]
+    return first + [item for item in found if item.chunk.index not in set(chosen)]
 
 
 def _overview_first(passages: DocumentPassages, found: list[Scored]) -> list[Scored]:

@@ -151,6 +151,9 @@ function passagesTable(retrieval) {
   // How much of each file was ranked by meaning: a large new document answers from its
   // candidates while the rest is embedded in the background.
   const indexing = retrieval.indexing || {};
+  Object.entries(retrieval.places || {}).forEach(([file, place]) => {
+    box.append(el("p", { class: "place-asked", text: `${file}: the question names ${place}` }));
+  });
   Object.entries(retrieval.indexed || {}).forEach(([file, percent]) => {
     const how = indexing[file] ? ` (${indexing[file]})` : "";
     box.append(el("p", {
@@ -170,10 +173,12 @@ function passagesTable(retrieval) {
       el("td", {}, el("span", { class: "name", title: c.file, text: c.file })),
       el("td", {}, el("span", { class: "name", title: c.location || "", text: c.location || `page=${n(c.page)}` })),
       el("td", { class: "n", text: Number(c.score).toFixed(3) }),
-      // A whole-document question's opening and conclusion pass by where they sit, not their score.
+      // A whole-document question's opening and conclusion, and the place a question names,
+      // pass by where they sit, not their score.
       el("td", {
         class: `outcome ${String(c.outcome).replace(/ /g, "-")}`,
-        text: c.overview ? `${c.outcome} · whole-document question` : c.outcome,
+        text: c.place ? `${c.outcome} · the place asked for`
+          : c.overview ? `${c.outcome} · whole-document question` : c.outcome,
       }),
       el("td", { class: "snippet", title: snippet }, el("span", { class: "snippet-text", text: snippet })),
     ));

@@ -59,6 +59,7 @@ async def retrieve(exchange: Exchange, services: Services) -> None:
     ranked: list[list[Scored]] = []
     indexed: dict[str, int] = {}
     indexing: dict[str, str] = {}
+    places: dict[str, str] = {}
     translator = QuestionTranslations(exchange, services)
     shape = WindowShape(settings.window_before, settings.window_after)
     if sources:
@@ -71,6 +72,7 @@ async def retrieve(exchange: Exchange, services: Services) -> None:
             window=shape,
             translate=translator.into if services.translator is not None else None,
             indexing=indexing,
+            places=places,
         )
         note_readiness(exchange, indexed)
     names = {ref.name: ref.file_id for ref in [*exchange.new_refs, *exchange.old_refs]}
@@ -118,6 +120,7 @@ async def retrieve(exchange: Exchange, services: Services) -> None:
         depth=depth,
         indexed=indexed,
         indexing=indexing,
+        places=places,
         window={"before": shape.before, "after": shape.after} if shape else {},
         query_language=translator.language,
         translations=[found.record() for found in translator.done.values() if found],
@@ -290,8 +293,9 @@ def guarded_candidates(
 def above(hit: Scored, threshold: float) -> bool:
     """Whether a hit passes the threshold: its cosine is over it, it was ranked by its words
     alone (a language the embedder does not read, whose cosines mean nothing), or it was given
-    for a question about the whole document (chosen by where it sits, not by its cosine)."""
-    return not hit.by_meaning or hit.overview or hit.dense > threshold
+    for a question about the whole document or from the place the question names (chosen by
+    where it sits, not by its cosine)."""
+    return not hit.by_meaning or hit.overview or hit.place or hit.dense > threshold
 
 
 SNIPPET_CHARS = 300
@@ -334,6 +338,7 @@ def outcomes(
                     fused=None if hit.fused is None else round(hit.fused, 6),
                     rerank=None if hit.rerank is None else round(hit.rerank, 4),
                     overview=hit.overview,
+                    place=hit.place,
                 )
             )
     return candidates
