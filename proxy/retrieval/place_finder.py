@@ -204,6 +204,14 @@ def _holds_heading(chunk: Chunk, label: str) -> bool:
     )
 
 
+def _numbered_heading(kind: str, label: str) -> bool:
+    """ "3: Catalogs", "Chapter 3", "Chapter Three": a heading that carries its number."""
+    if _top_number(label) is not None:
+        return True
+    words = _WORDS_BY_KIND[kind]
+    return words.match(label) is not None and _number_of(words.sub("", label, count=1)) is not None
+
+
 def _top_number(label: str) -> str | None:
     """`3` of "3.1 Trees", "3: Catalogs"; None for a heading without a leading number."""
     match = _LEADING_NUMBER.match(label)
@@ -237,6 +245,10 @@ def _numbered_section(
         return None
     if place.number == LAST:
         return _section(counted[-1], headings, chunks)
+    if any(_numbered_heading(place.kind, h.label) for h in counted):
+        # Numbered units, none with this number: counting them would land on the wrong one
+        # where the outline skips one (a PDF whose bookmarks miss chapter 8).
+        return None
     if place.number <= len(counted):
         return _section(counted[place.number - 1], headings, chunks)
     return None

@@ -342,3 +342,18 @@ async def test_places_in_corpus_documents(
     assert place is not None
     found = find_place(place, chunks, question)
     assert found is not None and found.what.startswith(heading), found
+
+
+def test_a_numbered_chapter_missing_from_the_outline_is_not_counted_to() -> None:
+    # The outline skips chapter 2: "chapter 2" is not found, rather than the second heading.
+    chunks = [c for c in book() if "2: Copyists" not in c.section]
+    chunks = [Chunk(c.doc_sha256, c.filename, i, c.text, c.page_start, c.page_end, c.location,
+                    0, 0, c.section) for i, c in enumerate(chunks)]  # fmt: skip
+    place = parse_place("What is in chapter 2?")
+    assert place is not None and find_place(place, chunks) is None
+    # Unnumbered chapters are counted.
+    plain = [chunk(i, f"Text {i}.", f"Tale > {title}") for i, title in enumerate("ABC")]
+    second = parse_place("What happens in the second chapter?")
+    assert second is not None
+    found = find_place(second, plain)
+    assert found is not None and found.passages == [1]
