@@ -514,7 +514,7 @@ class RetrievalSettings(Section):
     # A new document is embedded whole before its first answer when that takes at most this
     # many seconds at the embedder's measured pace; a larger one is answered from its
     # candidates while the rest is embedded in the background (docs/retrieval.md). 0: never.
-    whole_document_s: float = Field(2.0, ge=0, le=600)
+    whole_document_s: float = Field(5.0, ge=0, le=600)
     rerank: RerankSettings | None = None
     # A question about a document as a whole ("what does it conclude?") gets its opening and
     # its summary or conclusion sections first (docs/retrieval.md). The affinity is the cosine

@@ -202,7 +202,7 @@ def make_retriever(settings: Settings) -> Retriever:
     from proxy.retrieval.lease import Leases
     from proxy.retrieval.overview import E5_OVERVIEW_AFFINITY, MINILM_OVERVIEW_AFFINITY
     from proxy.retrieval.rerank import Reranker
-    from proxy.retrieval.retriever import Retriever
+    from proxy.retrieval.retriever import CANDIDATE_S, Retriever
 
     retrieval = settings.retrieval
     embedder = make_embedder_from(settings)
@@ -252,6 +252,7 @@ def make_retriever(settings: Settings) -> Retriever:
         ranking=retrieval.ranking,
         new_document_candidates=retrieval.new_document_candidates,
         whole_document_s=retrieval.whole_document_s,
+        candidate_s=CANDIDATE_S,
         places=retrieval.places,
         reranker=reranker,
         rerank_top_n=retrieval.rerank.top_n if retrieval.rerank else 20,

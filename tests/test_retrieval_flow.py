@@ -398,7 +398,7 @@ def test_a_shortened_passage_is_guarded_where_it_was_cut(
 NOTES = "\n\n".join(
     f"Note {n}: the {['ferry', 'bakery', 'garden', 'lighthouse'][n % 4]} log of day {n}."
     + (" The keeper fed sardines to the cats." if n == 17 else "")
-    for n in range(40)
+    for n in range(160)
 )
 
 
@@ -468,7 +468,7 @@ def test_a_plain_answer_says_in_a_header_how_much_of_each_index_was_ready(
 def test_a_small_document_is_whole_before_its_first_answer(
     make_proxy: Callable[..., str],
 ) -> None:
-    # The default budget (retrieval.whole_document_s: 2 s) against a fast embedding server.
+    # The default budget (retrieval.whole_document_s: 5 s) against a fast embedding server.
     base = make_proxy(retrieval={**SMALL_CHUNKS, "new_document_candidates": 2})
     _, comments = streamed(base, notes_request(stream=True))
     assert "Indexing file notes.txt... (100%)" in comments

@@ -10,6 +10,7 @@ from itertools import zip_longest
 from pathlib import Path
 
 import numpy as np
+import structlog
 
 from proxy.documents.model import ParsedDocument
 from proxy.retrieval.chunking import CHUNKER_VERSION, Chunk, chunk_document
@@ -29,12 +30,22 @@ from proxy.retrieval.translation import Translate, Translation
 from proxy.retrieval.windows import WindowShape, windows
 from proxy.tasks import cancel_and_wait
 
+log = structlog.get_logger(__name__)
+
 RANKINGS = ("hybrid", "dense", "lexical")
 POOL = 50
 """Candidates each ranking contributes before fusion: far more than any budget holds."""
 STATUS_EVERY_S = 1.0
 OPENING_PASSAGES = 3
 """A new document's first passages are always among its first question's candidates."""
+CANDIDATE_S = 1.0
+MOST_CANDIDATES = 64
+"""A new document's question ranks by meaning as many of its lexical candidates as take about a
+second to embed, at least `new_document_candidates`, at most 64: with MiniLM on two busy
+cores ~25, idle ~64; with e5, 16. More candidates ranked by meaning bring an answer the words
+rank 20th-50th into the fused ranking (docs/retrieval.md)."""
+CHARS_PER_TOKEN = 4
+"""About as many characters as a word piece or a cl100k token holds in English prose."""
 PREVIEW_TOKENS = 128
 """A new document's candidates are ranked by the vectors of their first 128 tokens: half the
 cost of whole passages, for the same hits on the eval (docs/retrieval.md)."""
@@ -94,6 +105,9 @@ class Retriever:
     count_tokens: Callable[[str], int]
     ranking: str = "hybrid"
     new_document_candidates: int = 16
+    candidate_s: float = 0.0
+    """A new document's question ranks by meaning as many lexical candidates as its embedder
+    embeds in this long (the proxy: CANDIDATE_S); 0: new_document_candidates exactly."""
     places: bool = True
     """Whether a question naming a place ("in chapter 3", "Table 2") gets that place first."""
     whole_document_s: float = 0.0
@@ -396,10 +410,22 @@ class Retriever:
 
         return score_all, 100, how
 
+    def candidates_for(self, indexer: Indexer) -> int:
+        """How many lexical candidates a new document's question ranks by meaning: as many as
+        the embedder ranks in about `candidate_s` at its measured pace (heads of PREVIEW_TOKENS,
+        side by side on its lanes), within new_document_candidates and MOST_CANDIDATES."""
+        least = self.new_document_candidates
+        pace = indexer.pace.seconds_per_char
+        if pace is None or not self.candidate_s:
+            return least
+        affordable = int(self.candidate_s / (pace * PREVIEW_TOKENS * CHARS_PER_TOKEN))
+        return max(least, min(MOST_CANDIDATES, affordable))
+
     def _whole_now(self, space: Space, passages: DocumentPassages) -> bool:
         """Whether embedding the rest of a document before answering costs no more than
         `whole_document_s`, at the pace the embedder was measured at (docs/retrieval.md)."""
         cost = space.indexer.whole_now_costs(passages)
+        log.debug("whole document now", file=passages.name, estimate_s=cost)
         return cost is not None and cost <= self.whole_document_s
 
     async def _candidates(
@@ -411,20 +437,16 @@ class Retriever:
     ) -> Callable[[list[float]], dict[int, float]]:
         """A new document: dense scores for its best lexical candidates and whatever passages
         were embedded already, while the rest is indexed in the background."""
+        count = self.candidates_for(indexer)
         # One search per query, deep enough for the candidates and for the background's order.
-        searched = [
-            passages.lexical.ranked(text, max(POOL, self.new_document_candidates))[0]
-            for text in queries
-        ]
-        found = [hits[: self.new_document_candidates] for hits in searched]
+        searched = [passages.lexical.ranked(text, max(POOL, count))[0] for text in queries]
+        found = [hits[:count] for hits in searched]
         # The queries' candidates take turns: a translation's best come before the tail of
         # the question's own.
         lexical = list(
             dict.fromkeys(i for rank in zip_longest(*found) for i in rank if i is not None)
         )
-        wanted = first_question_candidates(
-            lexical, len(passages.chunks), self.new_document_candidates
-        )
+        wanted = first_question_candidates(lexical, len(passages.chunks), count)
         # The place the question names, if any: its passages are ranked by meaning too.
         wanted = list(dict.fromkeys([*wanted, *also]))
         # The background embeds what lies around this question's candidates and lexical hits

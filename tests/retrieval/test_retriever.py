@@ -394,3 +394,34 @@ async def test_a_large_documents_rest_is_waited_for_once_it_is_cheap(make: Make)
     async with retriever.indexer.gate.foreground():
         _, ready = await retriever.search([doc], "bakery bread", 3, indexing=how)
     assert how["book.txt"] == WHOLE_NOW and ready == {"book.txt": 100}
+
+
+def test_a_new_documents_candidates_are_as_many_as_a_second_embeds(make: Make) -> None:
+    from proxy.retrieval.retriever import CHARS_PER_TOKEN, MOST_CANDIDATES, PREVIEW_TOKENS
+
+    retriever = make(new_document_candidates=16, candidate_s=1.0)
+    pace = retriever.indexer.pace
+    assert retriever.candidates_for(retriever.indexer) == 16  # nothing measured yet
+    head = PREVIEW_TOKENS * CHARS_PER_TOKEN
+    pace.seconds_per_char = 1.0 / (40 * head)  # forty heads a second
+    assert retriever.candidates_for(retriever.indexer) == 40
+    pace.seconds_per_char = 1.0 / (1000 * head)  # a fast machine: capped
+    assert retriever.candidates_for(retriever.indexer) == MOST_CANDIDATES
+    pace.seconds_per_char = 1.0 / (3 * head)  # a slow embedder: the configured least
+    assert retriever.candidates_for(retriever.indexer) == 16
+    retriever.candidate_s = 0.0  # off: the configured number exactly
+    pace.seconds_per_char = 1.0 / (40 * head)
+    assert retriever.candidates_for(retriever.indexer) == 16
+
+
+async def test_the_first_question_ranks_that_many_candidates_by_meaning(make: Make) -> None:
+    from proxy.retrieval.retriever import CHARS_PER_TOKEN, PREVIEW_TOKENS
+
+    retriever = make(new_document_candidates=2, candidate_s=1.0)
+    counting = retriever.embedder
+    assert isinstance(counting, CountingEmbedder)
+    retriever.indexer.pace.seconds_per_char = 1.0 / (10 * PREVIEW_TOKENS * CHARS_PER_TOKEN)
+    async with retriever.indexer.gate.foreground():  # the background waits
+        await retriever.search([book()], "who fed sardines to the cats", 3)
+        # ten candidates (the opening three among them, and passages spread through the rest)
+        assert len(counting.documents) == 10
