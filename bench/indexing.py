@@ -1,25 +1,35 @@
-"""Indexing speed: MiniLM as today (fp32, today's batches) against the new build, in one run.
+"""Indexing speed: the proxy's whole index of a book against Chroma's stock MiniLM embedding
+the same passages, in one run.
 
-    python bench/indexing.py                        # both books, today and new, interleaved
-    python bench/indexing.py --today-root ../main   # "today" runs that checkout's own code
+    python bench/indexing.py                        # both books: stock and new, interleaved
+    python bench/indexing.py --rounds 5             # five rounds each (medians, load averages)
+    python bench/indexing.py --contenders "stock;new;new, not stepping back"
+    python bench/indexing.py --today-root ../main --contenders "stock;today;new"
     python bench/indexing.py --pages 40 --rounds 2  # the first 40 pages of each book, twice
     python bench/indexing.py --one new --book moby-dick.epub   # one whole-process run
-    python bench/indexing.py --sweep                # passages/s against batch size and threads
+    python bench/indexing.py --sweep                # passages/s against run size, threads, lanes
     python bench/indexing.py --agreement            # int8 against fp32: cosines and rankings
+    python bench/indexing.py --parse-vs-embed       # per document: parsing against embedding
 
-Each run indexes a book the way the proxy does in the background (`Retriever.index_document`:
-batches at the background's pace, upserted into an embedded Chroma store in a fresh directory),
-in a process of its own, after the model is loaded; it reports passages/s, wall and CPU
-seconds. "today" is fp32 with 64-passage model runs in 4-passage background rounds (this
-checkout's code with those settings, or another checkout's code with its own defaults);
-"new" is this checkout's defaults (int8 on a CPU with VNNI). Runs alternate (today, new, new,
-today, ...) so that a machine getting busier or quieter favours neither. Prints numbers only.
+Each run is a process of its own, timed after its model is loaded. "stock" is Chroma's
+all-MiniLM-L6-v2 as shipped (`ONNXMiniLM_L6_V2()(texts)`: fp32, runs of 32 passages padded to
+256 tokens, ONNX Runtime's default threads) embedding the passages the proxy cuts from the
+book — embedding only, nothing stored. "new" is this checkout's whole index of the same book
+(`Retriever.index_document`: background rounds at the background's priority, vectors upserted
+into an embedded Chroma store in a fresh directory); "new, not stepping back" the same with
+the background lanes at the request path's priority (on a machine busy with other work, the
+background gives way to it by design). "today" is another checkout's whole index
+(`--today-root`), or fp32 with 64-passage runs (this checkout's code). Runs alternate (stock,
+new, new, stock, ...) so that a machine getting busier or quieter favours neither; the ratio
+is taken within each round, and its median reported with the load averages seen. Prints
+numbers only.
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import functools
 import json
 import os
 import re
@@ -29,12 +39,17 @@ import subprocess
 import sys
 import tempfile
 import time
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
 BENCH = Path(__file__).resolve().parent
 ROOT = BENCH.parent
-CORPUS = ROOT.parent / "shared" / "corpus"
+sys.path.insert(0, str(BENCH / "eval"))
+
+from documents import find_corpus  # noqa: E402
+
+CORPUS = find_corpus()
 BOOKS = {"moby-dick.epub": "epub/moby-dick.epub", "freeculture.pdf": "pdf/freeculture.pdf"}
 TODAY = {"precision": "fp32", "run": 64, "round": 4}
 """Today's settings: fp32, `embeddings.batch_size` 64, `BACKGROUND_BATCH` 4."""
@@ -43,12 +58,29 @@ TODAY = {"precision": "fp32", "run": 64, "round": 4}
 # -- one indexing run, in its own process ---------------------------------------------
 
 
+async def book_document(spec: dict[str, Any], directory: Path) -> Any:
+    """The book parsed by the code under test (its first `pages` pages, if given)."""
+    from proxy.documents import DocumentParser
+    from proxy.documents.model import ParsedDocument
+
+    path = CORPUS / BOOKS[spec["book"]]
+    parser = DocumentParser(directory / "parsed", workers=1)
+    try:
+        document: ParsedDocument = await parser.parse(path.name, path.read_bytes())
+    finally:
+        await parser.close()
+    if spec.get("pages"):
+        pages = document.pages[: spec["pages"]]
+        document = ParsedDocument(
+            document.name, document.sha256, document.kind, document.library, pages
+        )
+    return document
+
+
 async def index_once(spec: dict[str, Any]) -> dict[str, Any]:
     """Index one book with the code under `spec["root"]` and the given settings."""
     sys.path.insert(0, spec["root"])
     os.environ.setdefault("TIKTOKEN_CACHE_DIR", str(Path.home() / ".cache" / "tiktoken"))
-    from proxy.documents import DocumentParser
-    from proxy.documents.model import ParsedDocument
     from proxy.retrieval.embeddings import DefaultEmbedder
     from proxy.retrieval.index import VectorIndex
     from proxy.retrieval.retriever import Retriever
@@ -58,21 +90,14 @@ async def index_once(spec: dict[str, Any]) -> dict[str, Any]:
         settings["precision"] = spec["precision"]
     if spec.get("run"):
         settings["batch_size"] = spec["run"]
+    if "nice" in spec:
+        settings["background_nice"] = spec["nice"]
     embedder = DefaultEmbedder(**settings)
-    path = CORPUS / BOOKS[spec["book"]]
-    with tempfile.TemporaryDirectory() as directory:
-        parser = DocumentParser(Path(directory) / "parsed", workers=1)
-        try:
-            document: ParsedDocument = await parser.parse(path.name, path.read_bytes())
-        finally:
-            await parser.close()
-        if spec.get("pages"):
-            pages = document.pages[: spec["pages"]]
-            document = ParsedDocument(
-                document.name, document.sha256, document.kind, document.library, pages
-            )
+    with tempfile.TemporaryDirectory() as name:
+        directory = Path(name)
+        document = await book_document(spec, directory)
         retriever = Retriever(
-            index=VectorIndex.embedded(Path(directory) / "chroma", embedder),
+            index=VectorIndex.embedded(directory / "chroma", embedder),
             embedder=embedder,
             chunk_tokens=250,
             chunk_overlap=30,
@@ -84,27 +109,70 @@ async def index_once(spec: dict[str, Any]) -> dict[str, Any]:
             passages = await retriever.passages(document)
             await embedder.embed_query("the model is loaded before the clock starts")
             await retriever.index.is_indexed("0" * 64)  # so is the store
+            load = os.getloadavg()[0]
             cpu, started = time.process_time(), time.perf_counter()
             indexed = await retriever.index_document(document)
             seconds = time.perf_counter() - started
             cpu = time.process_time() - cpu
         finally:
             await retriever.close()
-    count = len(passages.chunks)
+    return result_of(spec, len(passages.chunks), seconds, cpu, load) | {
+        "indexed": indexed,
+        "precision": getattr(embedder, "precision", "fp32"),
+        "run": embedder.batch_size,
+        "lanes": getattr(embedder, "lanes", 1),
+        "round": retriever.indexer.batch,
+    }
+
+
+async def stock_once(spec: dict[str, Any]) -> dict[str, Any]:
+    """Chroma's stock MiniLM embedding the passages this checkout cuts from the book."""
+    sys.path.insert(0, str(ROOT))
+    os.environ.setdefault("TIKTOKEN_CACHE_DIR", str(Path.home() / ".cache" / "tiktoken"))
+    from chromadb.utils.embedding_functions import ONNXMiniLM_L6_V2
+
+    from proxy.retrieval.chunking import chunk_document
+    from proxy.retrieval.embeddings import DefaultEmbedder
+
+    with tempfile.TemporaryDirectory() as name:
+        document = await book_document(spec, Path(name))
+    count = DefaultEmbedder().count_tokens
+    texts = [chunk.embedded for chunk in chunk_document(document, count_tokens=count)]
+    function = ONNXMiniLM_L6_V2(preferred_providers=["CPUExecutionProvider"])
+    function(["the model is loaded before the clock starts"])
+    load = os.getloadavg()[0]
+    cpu, started = time.process_time(), time.perf_counter()
+    vectors = function(texts)
+    seconds = time.perf_counter() - started
+    cpu = time.process_time() - cpu
+    assert len(vectors) == len(texts)
+    return result_of(spec, len(texts), seconds, cpu, load) | {
+        "precision": "fp32",
+        "run": 32,
+        "lanes": 1,
+        "round": 0,
+    }
+
+
+def result_of(
+    spec: dict[str, Any], count: int, seconds: float, cpu: float, load: float
+) -> dict[str, Any]:
     return {
         "book": spec["book"],
         "passages": count,
-        "indexed": indexed,
         "seconds": seconds,
         "cpu": cpu,
         "per_s": count / seconds,
-        "precision": getattr(embedder, "precision", "fp32"),
-        "run": embedder.batch_size,
-        "round": retriever.indexer.batch,
         "peak_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
-        "load": os.getloadavg()[0],
+        "load": load,
         "code": str(Path(sys.modules["proxy"].__file__ or "").parent.parent),
     }
+
+
+def run_spec(spec: dict[str, Any]) -> dict[str, Any]:
+    if spec.get("kind") == "stock":
+        return asyncio.run(stock_once(spec))
+    return asyncio.run(index_once(spec))
 
 
 def spawn(spec: dict[str, Any]) -> dict[str, Any]:
@@ -122,18 +190,34 @@ def spawn(spec: dict[str, Any]) -> dict[str, Any]:
     return result
 
 
-def compare(args: argparse.Namespace) -> None:
-    today_root = str(args.today_root.resolve()) if args.today_root else str(ROOT)
-    today: dict[str, Any] = {"root": today_root, **TODAY}
+def contenders(args: argparse.Namespace) -> dict[str, dict[str, Any]]:
+    """The runs compared, by name."""
+    here = str(ROOT)
+    known: dict[str, dict[str, Any]] = {
+        "stock": {"kind": "stock", "root": here},
+        "new": {"kind": "index", "root": here},
+        "new, not stepping back": {"kind": "index", "root": here, "nice": 0},
+    }
     if args.today_root:
-        del today["precision"]  # that checkout's own build (fp32 before builds existed)
-    new: dict[str, Any] = {"root": str(ROOT)}
+        known["today"] = {"kind": "index", "root": str(args.today_root.resolve())}
+    else:
+        known["today"] = {"kind": "index", "root": here, **TODAY}
+    names = [name.strip() for name in args.contenders.split(";") if name.strip()]
+    unknown = [name for name in names if name not in known]
+    if unknown or len(names) < 2:
+        raise SystemExit(f"--contenders: two or more of {', '.join(known)} (got {names})")
+    return {name: known[name] for name in names}
+
+
+def compare(args: argparse.Namespace) -> None:
+    runs = contenders(args)
     books = [args.book] if args.book else list(BOOKS)
+    base = next(iter(runs))
     print(f"cpus {os.cpu_count()}, load average {os.getloadavg()[0]:.1f} at start")
-    print(f"today: {today_root if args.today_root else 'this checkout'}, {json.dumps(TODAY)}")
+    print("contenders: " + "; ".join(f"{name} {json.dumps(spec)}" for name, spec in runs.items()))
     results: dict[tuple[str, str], list[dict[str, Any]]] = {}
     for round_number in range(args.rounds):
-        order = [("today", today), ("new", new)]
+        order = list(runs.items())
         if round_number % 2:
             order.reverse()
         for book in books:
@@ -141,33 +225,32 @@ def compare(args: argparse.Namespace) -> None:
                 result = spawn({**spec, "book": book, "pages": args.pages})
                 results.setdefault((label, book), []).append(result)
                 print(
-                    f"  round {round_number + 1} {label:5s} {book}: {result['passages']} passages"
+                    f"  round {round_number + 1} {label}, {book}: {result['passages']} passages"
                     f" in {result['seconds']:.1f} s = {result['per_s']:.1f} passages/s"
-                    f" (cpu {result['cpu']:.0f} s; {result['precision']}, model runs of"
-                    f" {result['run']}, rounds of {result['round']}; load {result['load']:.1f})",
+                    f" (cpu {result['cpu']:.1f} s; {result['precision']}, runs of"
+                    f" {result['run']} on {result['lanes']} lane(s); load {result['load']:.1f})",
                     flush=True,
                 )
     print(
-        "| book | passages | today: s, passages/s, CPU ms/passage"
-        " | new: s, passages/s, CPU ms/passage | speed-up: wall, CPU (median) |"
+        "\n| book | passages | run | s (median) | passages/s | CPU ms/passage |"
+        f" against {base}: wall, CPU (median of the rounds' ratios) | load average (runs) |"
     )
-    print("|---|---|---|---|---|")
+    print("|---|---|---|---|---|---|---|---|")
     for book in books:
-        old, ours = results[("today", book)], results[("new", book)]
-        ratios = [a["seconds"] / b["seconds"] for a, b in zip(old, ours, strict=True)]
-        cpu_ratios = [a["cpu"] / b["cpu"] for a, b in zip(old, ours, strict=True)]
-
-        def cells(runs: list[dict[str, Any]]) -> str:
-            return (
-                f"{statistics.median(r['seconds'] for r in runs):.0f} s,"
-                f" {statistics.median(r['per_s'] for r in runs):.1f},"
-                f" {statistics.median(1000 * r['cpu'] / r['passages'] for r in runs):.0f}"
+        first = results[(base, book)]
+        for label in runs:
+            mine = results[(label, book)]
+            wall = [a["seconds"] / b["seconds"] for a, b in zip(first, mine, strict=True)]
+            cpu = [a["cpu"] / b["cpu"] for a, b in zip(first, mine, strict=True)]
+            loads = [r["load"] for r in mine]
+            print(
+                f"| {book} | {mine[0]['passages']} | {label} |"
+                f" {statistics.median(r['seconds'] for r in mine):.1f} |"
+                f" {statistics.median(r['per_s'] for r in mine):.1f} |"
+                f" {statistics.median(1000 * r['cpu'] / r['passages'] for r in mine):.0f} |"
+                f" {statistics.median(wall):.2f}x, {statistics.median(cpu):.2f}x |"
+                f" {min(loads):.1f}–{max(loads):.1f} |"
             )
-
-        print(
-            f"| {book} | {old[0]['passages']} | {cells(old)} | {cells(ours)} |"
-            f" {statistics.median(ratios):.2f}x, {statistics.median(cpu_ratios):.2f}x |"
-        )
     print(f"load average {os.getloadavg()[0]:.1f} at end")
 
 
@@ -189,7 +272,7 @@ def book_passages(name: str) -> list[str]:
             finally:
                 await parser.close()
         count = DefaultEmbedder().count_tokens
-        return [chunk.text for chunk in chunk_document(document, count_tokens=count)]
+        return [chunk.embedded for chunk in chunk_document(document, count_tokens=count)]
 
     return asyncio.run(parse())
 
@@ -224,8 +307,8 @@ def model_files() -> Path:
 
 
 def sweep(args: argparse.Namespace) -> None:
-    """Passages/s and CPU ms a passage against model-run size, threads and spinning, on a sample
-    of the book's real passages sorted by length (as the background embeds them)."""
+    """Passages/s and CPU ms a passage against model-run size, runs side by side, threads and
+    spinning, on a sample of the book's real passages sorted by length."""
     import random
 
     from proxy.retrieval.minilm import vectors_of
@@ -237,13 +320,12 @@ def sweep(args: argparse.Namespace) -> None:
         f" {len(sample)} passages of {args.book or 'moby-dick.epub'}"
     )
     sizes = [int(size) for size in args.sizes.split(",")]
-    configs = [
-        (build, threads, spinning)
-        for build in args.builds.split(",")
-        for threads in (1, 2)
-        for spinning in (False, True)
-    ]
-    made = {config: sessions(*config) for config in configs}
+    # (lanes, intra-op threads, spinning): one run at a time on one or two threads, or two
+    # runs side by side on one thread each (what the default embedder does on 2 cores).
+    shapes = [(1, 1, False), (1, 2, False), (1, 2, True), (2, 1, False)]
+    configs = [(build, *shape) for build in args.builds.split(",") for shape in shapes]
+    made = {config: sessions(config[0], config[2], config[3]) for config in configs}
+    lanes = ThreadPoolExecutor(2)
     results: dict[tuple[Any, ...], list[tuple[float, float]]] = {}
     for round_number in range(args.rounds):
         keys = [(config, size) for config in configs for size in sizes]
@@ -251,26 +333,109 @@ def sweep(args: argparse.Namespace) -> None:
             keys.reverse()
         for config, size in keys:
             session, tokenizer = made[config]
+            runs = [sample[start : start + size] for start in range(0, len(sample), size)]
             cpu, started = time.process_time(), time.perf_counter()
-            for start in range(0, len(sample), size):
-                vectors_of(session, tokenizer, sample[start : start + size])
+            if config[1] == 1:
+                for run in runs:
+                    vectors_of(session, tokenizer, run)
+            else:
+                embed = functools.partial(vectors_of, session, tokenizer)
+                list(lanes.map(embed, runs))
             wall = time.perf_counter() - started
             cpu = time.process_time() - cpu
             results.setdefault((config, size), []).append(
                 (len(sample) / wall, 1000 * cpu / len(sample))
             )
     print(
-        "| build | intra-op threads | spinning | model run | passages/s (best)"
-        " | CPU ms/passage (best) |"
+        "| build | runs side by side | intra-op threads | spinning | model run"
+        " | passages/s (median) | CPU ms/passage (median) |"
     )
-    print("|---|---|---|---|---|---|")
+    print("|---|---|---|---|---|---|---|")
     for (config, size), values in results.items():
-        build, threads, spinning = config
+        build, side_by_side, threads, spinning = config
         print(
-            f"| {build} | {threads} | {'on' if spinning else 'off'} | {size} |"
-            f" {max(v[0] for v in values):.1f} | {min(v[1] for v in values):.1f} |"
+            f"| {build} | {side_by_side} | {threads} | {'on' if spinning else 'off'} | {size} |"
+            f" {statistics.median(v[0] for v in values):.1f} |"
+            f" {statistics.median(v[1] for v in values):.1f} |"
         )
     print(f"load average {os.getloadavg()[0]:.1f} at end")
+
+
+# -- parsing against embedding, per document ------------------------------------------------
+
+SIZES = (
+    "pdf/issue20232.pdf",
+    "pdf/small-table.pdf",
+    "docx/blk-paras-and-tables.docx",
+    "pdf/multicolumn.pdf",
+    "html/ietf-remotestorage.html",
+    "pdf/tracemonkey.pdf",
+    "html/wikipedia-mozilla.html",
+    "pdf/pdkids.pdf",
+    "epub/alice.epub",
+    "pdf/GeoTopo-komprimiert.pdf",
+    "pdf/freeculture.pdf",
+    "epub/moby-dick.epub",
+)
+"""Corpus documents from one page to a 612-page novel, in several formats and two languages."""
+
+
+def parse_vs_embed(args: argparse.Namespace) -> None:
+    """For each document: parsing it (a warm parser, nothing cached), cutting it into passages
+    with its lexical index, and embedding every passage on a request's lanes (the embedder its
+    language goes to), in seconds and per page and passage: what a question waits for if the
+    whole document is embedded before it is answered."""
+    sys.path.insert(0, str(ROOT))
+    os.environ.setdefault("TIKTOKEN_CACHE_DIR", str(Path.home() / ".cache" / "tiktoken"))
+    from proxy.config import load_settings
+    from proxy.documents import DocumentParser
+    from proxy.wiring import make_retriever
+
+    async def run() -> None:
+        with tempfile.TemporaryDirectory() as name:
+            directory = Path(name)
+            settings = load_settings(
+                None, environ={}, overrides={"server": {"data_dir": str(directory)}}
+            )
+            retriever = make_retriever(settings)
+            parser = DocumentParser(directory / "parsed", workers=2)
+            try:
+                warm = CORPUS / "pdf" / "multicolumn.pdf"
+                await parser.parse(warm.name, warm.read_bytes())  # workers up, libraries loaded
+                for space in [retriever.primary, retriever.second]:
+                    if space is not None:  # models loaded before the clock starts
+                        await space.embedder.embed_documents(["warm up"])
+                print(
+                    "| document | pages | passages | embedder | parse s | passages s"
+                    " | embed s | embed ms/passage | embed / parse | load |"
+                )
+                print("|---|---|---|---|---|---|---|---|---|---|")
+                for relative in SIZES:
+                    path = CORPUS / relative
+                    data = path.read_bytes()
+                    started = time.perf_counter()
+                    document = await parser.parse(path.name, data)
+                    parsed = time.perf_counter() - started
+                    started = time.perf_counter()
+                    passages = await retriever.passages(document)
+                    cut = time.perf_counter() - started
+                    space = retriever.space_for(passages.lexical.language) or retriever.primary
+                    texts = [chunk.embedded for chunk in passages.chunks]
+                    started = time.perf_counter()
+                    await space.embedder.embed_documents(texts)
+                    embedded = time.perf_counter() - started
+                    print(
+                        f"| {path.name} | {len(document.pages)} | {len(texts)} |"
+                        f" {space.embedder.name.split('-')[-1]} | {parsed:.2f} | {cut:.2f} |"
+                        f" {embedded:.2f} | {1000 * embedded / max(1, len(texts)):.0f} |"
+                        f" {embedded / parsed:.1f} | {os.getloadavg()[0]:.1f} |",
+                        flush=True,
+                    )
+            finally:
+                await parser.close()
+                await retriever.close()
+
+    asyncio.run(run())
 
 
 # -- int8 against fp32 --------------------------------------------------------------------
@@ -368,34 +533,39 @@ def agreement(args: argparse.Namespace) -> None:
 def main() -> None:
     parser = argparse.ArgumentParser(description=(__doc__ or "").split("\n\n")[0])
     parser.add_argument("--today-root", type=Path, help="a checkout whose own code is 'today'")
+    parser.add_argument(
+        "--contenders", default="stock;new", help="runs to compare, joined by ; (the first: base)"
+    )
     parser.add_argument("--book", choices=sorted(BOOKS), help="one book only")
     parser.add_argument("--pages", type=int, help="index only the book's first pages")
     parser.add_argument("--rounds", type=int, default=1)
-    parser.add_argument("--one", choices=["today", "new"], help="one run, for whole-process timing")
+    parser.add_argument(
+        "--one",
+        choices=["stock", "today", "new", "new, not stepping back"],
+        help="one run, for whole-process timing",
+    )
     parser.add_argument("--sweep", action="store_true")
     parser.add_argument("--sizes", default="1,2,4,8,16,32", help="--sweep: model-run sizes")
     parser.add_argument("--builds", default="fp32,int8", help="--sweep: builds")
     parser.add_argument("--sample", type=int, default=64, help="--sweep: passages")
     parser.add_argument("--agreement", action="store_true")
+    parser.add_argument("--parse-vs-embed", action="store_true", help="per corpus document")
     parser.add_argument("--worker", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.worker:
-        print(json.dumps(asyncio.run(index_once(json.loads(args.worker)))))
+        print(json.dumps(run_spec(json.loads(args.worker))))
     elif args.one:
-        root = (
-            str(args.today_root.resolve()) if args.today_root and args.one == "today" else str(ROOT)
-        )
-        spec: dict[str, Any] = {"root": root, "book": args.book or "moby-dick.epub"}
-        if args.one == "today":
-            spec.update(TODAY)
-            if args.today_root:
-                del spec["precision"]
-        print(json.dumps(asyncio.run(index_once({**spec, "pages": args.pages}))))
+        args.contenders = f"{args.one};stock"
+        spec = contenders(args)[args.one]
+        book = args.book or "moby-dick.epub"
+        print(json.dumps(run_spec({**spec, "book": book, "pages": args.pages})))
     elif args.sweep:
         sys.path.insert(0, str(ROOT))
         sweep(args)
     elif args.agreement:
         agreement(args)
+    elif args.parse_vs_embed:
+        parse_vs_embed(args)
     else:
         compare(args)
 

@@ -39,6 +39,7 @@ import argparse
 import asyncio
 import base64
 import contextlib
+import functools
 import json
 import mimetypes
 import os
@@ -386,6 +387,11 @@ class Proxy:
             "upstream": {"base_url": upstream.url, **upstream.settings},
             "server": {"data_dir": str(data_dir)},
         }
+        # "first": every question is answered as the first on a new document (a runner's
+        # setting, not the proxy's).
+        self.first = bool(method.get("first"))
+        self.servers = servers
+        method = {key: value for key, value in method.items() if key != "first"}
         for key, value in json.loads(json.dumps(method)).items():
             if key == "retrieval" and "rerank" in value:
                 value["rerank"] = {"base_url": start_reranker(servers), "model": "stand-in"}
@@ -396,6 +402,27 @@ class Proxy:
             if hasattr(servers, "serve_proxy")
             else (servers.serve(make_app(settings)))
         )
+        self.app = servers.runners[-1].app
+
+    def forget_dense_indexes(self) -> None:
+        """From now on each question is answered as the first on a new document: from its
+        candidates, embedded for it (nothing is indexed in the background, no document is
+        complete)."""
+        from proxy.http.keys import SERVICES
+
+        async def forget() -> None:
+            retriever = await self.app[SERVICES].retriever()
+            retriever.background = False
+            spaces = [retriever.primary] + ([retriever.second] if retriever.second else [])
+            for space in spaces:
+                space.indexer._progress.clear()
+                space.index._cache.clear()
+                manifest = space.index.manifest()
+                records = await space.index.call(functools.partial(manifest.get))
+                if records["ids"]:
+                    await space.index.call(functools.partial(manifest.delete, records["ids"]))
+
+        self.servers.call(forget())
 
     def post(self, path: str, payload: dict[str, Any]) -> dict[str, Any]:
         response = httpx.post(self.base + path, json=payload, timeout=1800)
@@ -521,6 +548,8 @@ def run_mode(
                 run.index_seconds[doc] = time.perf_counter() - began
                 progress(f"  {name}: indexed in {run.index_seconds[doc]:.0f} s")
         for number, question in enumerate(questions, 1):
+            if proxy.first:
+                proxy.forget_dense_indexes()
             began = time.perf_counter()
             decision: dict[str, Any] = {}
             try:
@@ -529,7 +558,7 @@ def run_mode(
             except (RuntimeError, httpx.HTTPError) as exc:
                 prompt, error = "", str(exc) or type(exc).__name__
             seconds = time.perf_counter() - began
-            share = indexed_share(decision) if mode == "cold" else 1.0
+            share = indexed_share(decision) if mode == "cold" or proxy.first else 1.0
             hit, rr = judge(prompt, list(question.answers))
             tokens = upstream.count(prompt) if prompt else 0
             routed = bool((decision.get("retrieval") or {}).get("overview"))
@@ -778,6 +807,54 @@ def heldout_figures(run: Run, documents: dict[str, Document]) -> str:
     return line
 
 
+def first_of_each(questions: list[Question], count: int) -> list[Question]:
+    """Each document's first `count` questions, in the file's order (a slice of the half)."""
+    seen: dict[str, int] = {}
+    kept = []
+    for question in questions:
+        seen[question.doc] = seen.get(question.doc, 0) + 1
+        if seen[question.doc] <= count:
+            kept.append(question)
+    return kept
+
+
+def ready_bucket(row: Row) -> str:
+    if row.indexed is None:
+        return "nothing retrieved"
+    if row.indexed >= 1:
+        return "complete"
+    return "under half" if row.indexed < 0.5 else "half or more"
+
+
+def readiness_lines(half: str, runs: list[Run]) -> list[str]:
+    """How much of the dense index was ready when each question was asked, beside its hit:
+    per question for the tuning half's runs that did not wait for the index, and for every
+    run the hit rate by readiness (the only form the held-out half shows)."""
+    lines = []
+    for run in runs:
+        rows = [row for row in run.rows if row.question.half == half]
+        if not rows:
+            continue
+        groups: dict[str, list[Row]] = {}
+        for row in rows:
+            groups.setdefault(ready_bucket(row), []).append(row)
+        each = "; ".join(
+            f"{name} {sum(r.hit for r in group)}/{len(group)}"
+            for name, group in sorted(groups.items())
+        )
+        lines.append(
+            f"\n{half} {run.mode} {run.method}: hits by dense index ready when asked: {each}"
+        )
+        if half == "tuning" and any(row.indexed != 1.0 for row in rows):
+            for number, row in enumerate(rows, 1):
+                ready = "–" if row.indexed is None else f"{row.indexed:.0%}"
+                lines.append(
+                    f"  {number:3d} {row.question.id}: {'hit ' if row.hit else 'miss'}"
+                    f" (rank {round(1 / row.rr) if row.rr else '–'}), index {ready} ready"
+                )
+    return lines
+
+
 def result_json(half: str, runs: list[Run], documents: dict[str, Document]) -> dict[str, Any]:
     """Per-question rows for the tuning half; for the held-out half only the counts."""
     out = []
@@ -889,6 +966,9 @@ def main() -> None:
     parser.add_argument("--data-dir", type=Path, help="warm: reuse indexes between runs")
     parser.add_argument("--cache", type=Path, help="the documents' cache")
     parser.add_argument("--docs", default="", help="only these tuning documents (ids, comma)")
+    parser.add_argument(
+        "--per-doc", type=int, default=0, help="only each document's first N questions (tuning)"
+    )
     parser.add_argument("--check", action="store_true", help="only check the answers")
     parser.add_argument("--show-misses", action="store_true", help="tuning half only")
     parser.add_argument("--json", type=Path, help="write the results here")
@@ -911,6 +991,10 @@ def main() -> None:
             raise SystemExit("--docs picks tuning documents; the held-out half runs whole")
         chosen = set(args.docs.split(","))
         questions = [question for question in questions if question.doc in chosen]
+    if args.per_doc:
+        if "heldout" in halves:
+            raise SystemExit("--per-doc slices the tuning half; the held-out half runs whole")
+        questions = first_of_each(questions, args.per_doc)
     needed = {question.doc: documents[question.doc] for question in questions}
     try:
         fetched = ensure(needed.values(), args.cache or default_cache())
@@ -969,6 +1053,8 @@ def main() -> None:
     print("\n| half | question–answer word overlap | questions | mean |\n|---|---|---|---|")
     for half in halves:
         print("\n".join(overlap(half, questions, documents)))
+    for half in halves:
+        print("\n".join(readiness_lines(half, runs)))
     for run in runs:
         print("\n".join(calibration_table(run)))
     if args.show_misses and "heldout" in halves:

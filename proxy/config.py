@@ -1389,6 +1389,16 @@ class RetrievalSettings(Section):
             "of the document in the background."
         ),
     )
+    whole_document_s: float = Field(
+        5.0,
+        ge=0,
+        le=600,
+        description=(
+            "A new document is embedded whole before its first answer when that takes at most "
+            "this many seconds at the embedder's measured pace; a larger one is answered from "
+            "its candidates while the rest is embedded in the background. 0: never."
+        ),
+    )
     rerank: RerankSettings | None = Field(
         None,
         description=(
@@ -1401,6 +1411,13 @@ class RetrievalSettings(Section):
         description=(
             'A question about a document as a whole ("what does it conclude?") gets its opening and'
             " its summary or conclusion sections first."
+        ),
+    )
+    places: bool = Field(
+        True,
+        description=(
+            'A question naming a place ("in chapter 3", "Table 2", "at the very end", "the last'
+            " sheet\") gets that place's passages first."
         ),
     )
     overview_affinity: float | None = Field(

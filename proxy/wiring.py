@@ -215,7 +215,7 @@ def make_retriever(settings: Settings) -> Retriever:
     from proxy.retrieval.lease import Leases
     from proxy.retrieval.overview import E5_OVERVIEW_AFFINITY, MINILM_OVERVIEW_AFFINITY
     from proxy.retrieval.rerank import Reranker
-    from proxy.retrieval.retriever import Retriever
+    from proxy.retrieval.retriever import CANDIDATE_S, Retriever
 
     retrieval = settings.retrieval
     embedder = make_embedder_from(settings)
@@ -268,6 +268,9 @@ def make_retriever(settings: Settings) -> Retriever:
         count_tokens=embedder.count_tokens,
         ranking=retrieval.ranking,
         new_document_candidates=retrieval.new_document_candidates,
+        whole_document_s=retrieval.whole_document_s,
+        candidate_s=CANDIDATE_S,
+        places=retrieval.places,
         reranker=reranker,
         rerank_top_n=retrieval.rerank.top_n if retrieval.rerank else 20,
         passages_dir=data_dir(settings) / "passages",

@@ -25,7 +25,15 @@ if os.environ.get("CI"):
     hypothesis_settings.load_profile("ci")
 
 ROOT = Path(__file__).resolve().parent.parent
-CORPUS = ROOT.parent / "shared" / "corpus"
+# ../shared/corpus beside the checkout, or beside the folder holding a worktree of it.
+CORPUS = next(
+    (
+        base / "shared" / "corpus"
+        for base in (ROOT.parent, ROOT.parent.parent)
+        if (base / "shared" / "corpus").is_dir()
+    ),
+    ROOT.parent / "shared" / "corpus",
+)
 
 
 @pytest.fixture(scope="session")

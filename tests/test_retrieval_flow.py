@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import json
 import re
+import time
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import httpx
@@ -391,3 +393,115 @@ def test_a_shortened_passage_is_guarded_where_it_was_cut(
     assert len(passage) < len(text) // 2  # cut to fit
     assert cut > 0 and text.startswith(passage[:cut])  # only its end changed
     assert re.fullmatch(r"\u27e6[A-Z_]*", passage[cut:]), passage[cut:]
+
+
+NOTES = "\n\n".join(
+    f"Note {n}: the {['ferry', 'bakery', 'garden', 'lighthouse'][n % 4]} log of day {n}."
+    + (" The keeper fed sardines to the cats." if n == 17 else "")
+    for n in range(160)
+)
+
+
+def notes_request(stream: bool = False) -> dict[str, Any]:
+    return ask(
+        [text_part("notes.txt", NOTES)],
+        "Who fed sardines to the cats?",
+        stream=stream,
+        enrich={"strategy": "retrieval", "affinity_threshold": 0.0},
+    )
+
+
+def streamed(base: str, body: dict[str, Any]) -> tuple[httpx.Headers, list[str]]:
+    with httpx.stream("POST", base + "/v1/chat/completions", json=body, timeout=60) as response:
+        raw = b"".join(response.iter_raw()).decode()
+        headers = response.headers
+    return headers, [line[2:] for line in raw.split("\n") if line.startswith(": ")]
+
+
+def test_a_large_document_answered_before_it_is_indexed_says_how_much_was_ready(
+    make_proxy: Callable[..., str],
+) -> None:
+    base = make_proxy(
+        retrieval={**SMALL_CHUNKS, "new_document_candidates": 2, "whole_document_s": 0}
+    )
+    # A stream has sent its headers before the document is searched: it says so in a status.
+    _, comments = streamed(base, notes_request(stream=True))
+    said = [c for c in comments if c.startswith("Answering from notes.txt while it is indexed: ")]
+    assert len(said) == 1 and said[0].endswith("% of its passages ranked by meaning so far")
+    percent = int(said[0].split(": ")[1].split("%")[0])
+    assert 0 <= percent < 100
+    record = httpx.get(base + "/v1/enrich/decisions?limit=1", timeout=30).json()["data"][0]
+    retrieval = record["decision"]["retrieval"]
+    assert retrieval["indexed"] == {"notes.txt": percent}
+    assert retrieval["indexing"] == {"notes.txt": "in part, the rest in the background"}
+    # Once the background is done, the same question is answered from the whole index.
+    deadline = time.monotonic() + 60  # a bound on a broken test, not a measurement
+    while time.monotonic() < deadline:
+        done = preview(base, notes_request())["decision"]["retrieval"]
+        if done["indexed"] == {"notes.txt": 100}:
+            break
+        time.sleep(0.05)
+    assert done["indexing"] == {"notes.txt": "complete"}
+    _, comments = streamed(base, notes_request(stream=True))
+    assert not [c for c in comments if c.startswith("Answering from")]
+    answer = httpx.post(base + "/v1/chat/completions", json=notes_request(), timeout=60)
+    assert answer.headers["X-Enrich-Index-Ready"] == "notes.txt=100"
+
+
+def test_a_plain_answer_says_in_a_header_how_much_of_each_index_was_ready(
+    make_proxy: Callable[..., str],
+) -> None:
+    base = make_proxy(
+        retrieval={**SMALL_CHUNKS, "new_document_candidates": 2, "whole_document_s": 0}
+    )
+    body = ask(
+        [text_part("notes.txt", NOTES), text_part("a, b.txt", "The ferry left at noon.")],
+        "Who fed sardines to the cats?",
+        enrich={"strategy": "retrieval", "affinity_threshold": 0.0},
+    )
+    answer = httpx.post(base + "/v1/chat/completions", json=body, timeout=60)
+    notes, small = answer.headers["X-Enrich-Index-Ready"].split(", ")
+    assert notes.startswith("notes.txt=") and int(notes.split("=")[1]) < 100
+    assert small == "a%2C%20b.txt=100"  # names percent-encoded: a comma always separates two
+
+
+def test_a_small_document_is_whole_before_its_first_answer(
+    make_proxy: Callable[..., str],
+) -> None:
+    # The default budget (retrieval.whole_document_s: 5 s) against a fast embedding server.
+    base = make_proxy(retrieval={**SMALL_CHUNKS, "new_document_candidates": 2})
+    _, comments = streamed(base, notes_request(stream=True))
+    assert "Indexing file notes.txt... (100%)" in comments
+    assert not [c for c in comments if c.startswith("Answering from")]
+    record = httpx.get(base + "/v1/enrich/decisions?limit=1", timeout=30).json()["data"][0]
+    assert record["decision"]["retrieval"]["indexing"] == {"notes.txt": "whole before the answer"}
+
+
+def test_a_question_naming_a_chapter_is_answered_from_that_chapter(
+    make_proxy: Callable[..., str], upstream: FakeUpstream, tmp_path: Path
+) -> None:
+    from tests.retrieval.test_places import chaptered
+
+    base = make_proxy(retrieval={"chunk_tokens": 40, "chunk_overlap": 0})
+    body = ask(
+        [text_part("harbour.md", chaptered())],
+        "What does chapter 5 say about the harbour?",
+        enrich={"strategy": "retrieval"},
+    )
+    answer = httpx.post(base + "/v1/chat/completions", json=body, timeout=60)
+    assert answer.status_code == 200, answer.text
+    sent = upstream.last_to("/v1/chat/completions").json["messages"][-1]["content"][0]["text"]
+    first = sent.split('Citation 1: "', 1)[1].split('"\n\nCitation 2', 1)[0]
+    # the passage holding the chapter's heading and its first lines (it starts in chapter 4)
+    assert "# Chapter 5\n\nThe harbour of chapter 5" in first
+    record = preview(base, body)["decision"]["retrieval"]
+    assert record["places"]["harbour.md"].startswith('chapter 5: "Chapter 5", passage')
+    kept = [c for c in record["candidates"] if c["outcome"] == "kept"]
+    assert kept[0]["place"] and kept[1]["place"] and kept[1]["location"] == "section=Chapter 5"
+    # Turned off, the same question is ranked as any other.
+    plain = make_proxy(
+        retrieval={"chunk_tokens": 40, "chunk_overlap": 0, "places": False},
+        server={"data_dir": str(tmp_path / "plain")},
+    )
+    record = preview(plain, body)["decision"]["retrieval"]
+    assert record["places"] == {} and not any(c["place"] for c in record["candidates"])

@@ -369,4 +369,60 @@ async def test_a_card_shows_its_question_and_explains_its_numbers(
     assert prompt.startswith("prompt: completion-shaped (passages, Question:, Answer:) — the model")
     assert "sampling: greedy" in prompt
     await browser.screenshot(ARTIFACTS / "questions.png")
+
+
+async def test_a_request_answered_before_its_document_was_indexed_says_how_much_was_ready(
+    make_proxy: Callable[..., str], browser: Browser
+) -> None:
+    from tests.test_retrieval_flow import notes_request
+
+    base = make_proxy(
+        retrieval={**SMALL_CHUNKS, "new_document_candidates": 2, "whole_document_s": 0}
+    )
+    assert chat(base, notes_request(), **{"X-Request-ID": "early"}).status_code == 200
+    await browser.goto(base + "/ui")
+    await browser.wait_for("!!document.querySelector('[data-id=early]')", "the request")
+    await browser.eval("document.querySelector('[data-id=early] details.passages').open = true")
+    lines = json.loads(
+        await browser.eval(
+            "JSON.stringify([...document.querySelectorAll('[data-id=early] .index-ready')]"
+            ".map(e => [e.textContent, e.classList.contains('partial')]))"
+        )
+    )
+    assert len(lines) == 1
+    text, partial = lines[0]
+    assert re.fullmatch(
+        r"notes\.txt: dense index \d{1,2}% ready when asked"
+        r" \(in part, the rest in the background\)",
+        text,
+    ), text
+    assert partial
+    await browser.screenshot(ARTIFACTS / "index-ready.png")
+    assert browser.problems == []
+
+
+async def test_the_place_a_question_names_is_shown_with_its_passages(
+    make_proxy: Callable[..., str], browser: Browser
+) -> None:
+    from tests.retrieval.test_places import chaptered
+
+    base = make_proxy(retrieval={"chunk_tokens": 40, "chunk_overlap": 0})
+    body = ask(
+        [text_part("harbour.md", chaptered())],
+        "What does chapter 5 say about the harbour?",
+        enrich={"strategy": "retrieval"},
+    )
+    assert chat(base, body, **{"X-Request-ID": "place"}).status_code == 200
+    await browser.goto(base + "/ui")
+    await browser.wait_for("!!document.querySelector('[data-id=place]')", "the request")
+    await browser.eval("document.querySelector('[data-id=place] details.passages').open = true")
+    line = await browser.eval("document.querySelector('[data-id=place] .place-asked').textContent")
+    assert line.startswith('harbour.md: the question names chapter 5: "Chapter 5", passage')
+    outcomes = await browser.eval(
+        "[...document.querySelectorAll('[data-id=place] tr.candidate')]"
+        ".map(r => r.cells[4].textContent)"
+    )
+    assert outcomes[0] == "kept · the place asked for"
+    assert any(not o.endswith("asked for") for o in outcomes)
+    await browser.screenshot(ARTIFACTS / "place.png")
     assert browser.problems == []

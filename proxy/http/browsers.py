@@ -45,6 +45,7 @@ EXPOSED_HEADERS = ", ".join(
         "X-Enrich-Tokens",
         "X-Enrich-Citations",
         "X-Enrich-Sources",
+        "X-Enrich-Index-Ready",
         "X-Enrich-Guard-Changes",
         "X-Enrich-Dropped-Messages",
         "X-Enrich-Warnings",

@@ -42,6 +42,7 @@ class Candidate:
     fused: float | None = None  # reciprocal-rank-fusion score of the hybrid ranking
     rerank: float | None = None  # the reranker's relevance score, when one is configured
     overview: bool = False  # given for a question about the whole document, by where it sits
+    place: bool = False  # from the place the question names ("chapter 3"), by where it sits
 
 
 @dataclass
@@ -62,6 +63,10 @@ class RetrievalRecord:
     fill: str = "none"  # what room left in the budget is filled with: "passages" | "neighbours"
     depth: int = 0  # candidates asked for per file (the limit, or more to fill the budget)
     indexed: dict[str, int] = field(default_factory=dict)  # % of each file's dense index ready
+    indexing: dict[str, str] = field(default_factory=dict)
+    """How each file was ranked by meaning: "complete" (indexed before), "whole before the
+    answer" (a small document, embedded while the request waited), "in part, the rest in the
+    background" (a large one: its candidates and what was ready), "by its words"."""
     window: dict[str, int] = field(default_factory=dict)  # tokens joined before/after each hit
     query_language: str | None = None  # as told from the question's words (None: unsure)
     translations: list[dict[str, Any]] = field(default_factory=list)
@@ -85,6 +90,9 @@ class RetrievalRecord:
     rewrite: dict[str, Any] | None = None
     """A follow-up's standalone question written by the model: `{outcome, why, text?, weight?,
     model?, server?, endpoint?, seconds?, cached?}` (None: the request is no follow-up)."""
+    places: dict[str, str] = field(default_factory=dict)
+    """The place the question names, per file: what was taken for it (`chapter 3: "3:
+    Catalogs", passages 105-115`), or `not found` (then the passages are ranked as usual)."""
 
 
 @dataclass

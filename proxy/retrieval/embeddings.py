@@ -4,8 +4,11 @@
 from __future__ import annotations
 
 import asyncio
+import os
+import sys
 import threading
 from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -41,7 +44,7 @@ MINILM_LANGUAGES = frozenset(
 get useful cosines (German questions on German notes: 11/19 found with them, 7/19 by words
 alone), Cyrillic is spelled letter by letter and its cosines are noise (docs/retrieval.md),
 so Russian text is ranked by its words."""
-_DEFAULT_SETTINGS = {"batch_size", "default_threshold", "precision", "threads"}
+_DEFAULT_SETTINGS = {"batch_size", "default_threshold", "precision", "threads", "lanes"}
 
 
 class Embedder(Protocol):
@@ -118,18 +121,51 @@ class WordPieceCounter:
 
 MODEL_RUN = 1
 """Passages per MiniLM run. Measured on 2 cores (bench/indexing.py --sweep, real passages of
-a long book sorted by length): one passage a run costs the least CPU per passage, int8 and fp32
-alike, 15-30% less than runs of 16-32 (a passage's activations stay in the CPU's caches; more
-passages spill out of them), and wastes nothing on padding. It also bounds a query's wait behind
-the background to one passage's run."""
+the books sorted by length): one passage a run costs the least CPU per passage, int8 and fp32
+alike, 15-30% less than runs of 8-32 (a passage's activations stay in the CPU's caches; more
+passages spill out of them), and wastes nothing on padding. It also makes a passage's vector
+the same whatever is embedded beside it: the int8 build quantizes a run's activations with one
+scale, which in a run of several passages would depend on the others."""
+
+BACKGROUND_NICE = 10
+"""How far background indexing steps back for everything else on the machine (Linux nice
+value of its threads): a parse, a request's own embedding, the upstream answering on the same
+cores take the CPU first; with nothing else waiting it has every core."""
+
+
+def usable_cores() -> int:
+    """The CPUs this process may run on (its affinity; a container's CPU set)."""
+    try:
+        return max(1, len(os.sched_getaffinity(0)))
+    except (AttributeError, OSError):  # not on Linux
+        return max(1, os.cpu_count() or 1)
+
+
+def step_back(nice: int = BACKGROUND_NICE) -> None:
+    """Lower the calling thread's priority by `nice` (Linux: a thread's own nice value;
+    elsewhere `setpriority` would reach the whole process, so nothing is done)."""
+    if sys.platform != "linux" or nice <= 0:
+        return
+    try:
+        own = os.getpriority(os.PRIO_PROCESS, threading.get_native_id())
+        os.setpriority(os.PRIO_PROCESS, threading.get_native_id(), min(19, own + nice))
+    except OSError:
+        pass  # not allowed here: the background runs at the request path's priority
 
 
 class DefaultEmbedder:
-    """Chroma's all-MiniLM-L6-v2 (ONNX, 384 dims) on CPU, off the event loop, in batches.
+    """Chroma's all-MiniLM-L6-v2 (ONNX, 384 dims) on CPU, off the event loop.
 
     `precision` picks the build (see proxy.retrieval.minilm): `fp32`, Chroma's file as shipped;
     `int8`, a quantized build made once beside it; `auto`, int8 where the CPU has 8-bit dot
     products (VNNI, AMX), else fp32.
+
+    Passages are embedded on `lanes` model runs side by side (default: one per usable core),
+    each on one thread of its own: separate passages need no synchronisation between threads,
+    where ONNX Runtime's intra-op threads meet after every operator. A request's embedding
+    (`embed_documents`, `embed_query`) has lanes of its own at the normal priority; background
+    indexing (`embed_in_background`) runs on lanes that step back for everything else
+    (BACKGROUND_NICE), so it never stands between a request and the model.
     """
 
     name = "default-all-MiniLM-L6-v2"
@@ -144,18 +180,24 @@ class DefaultEmbedder:
         default_threshold: float = MINILM_THRESHOLD,
         precision: Precision = "auto",
         threads: int = 0,
+        lanes: int = 0,
+        background_nice: int = BACKGROUND_NICE,
     ):
         self.batch_size = batch_size
         self.default_threshold = default_threshold
         self.precision: Build = choose_build(precision, machine_flags())
-        self.threads = threads
+        self.lanes = lanes or usable_cores()
+        # ONNX Runtime's intra-op threads per run: the cores left to each lane.
+        self.threads = threads or max(1, usable_cores() // self.lanes)
+        self.background_nice = background_nice
         self._model: Any = None
         self._tokenizer: Any = None
         self._counter: WordPieceCounter | None = None
-        # ONNX Runtime already uses every core for one run; one run at a time, in the order
-        # asked, so a query waits for at most the run under way. The session is made once
-        # and kept for the process: making one costs ~0.15 s, as much as a few passages.
-        self._lock = TurnLock()
+        # The session is made once and kept for the process (making one costs ~0.15 s, as much
+        # as a few passages); ONNX Runtime runs one session from several threads at once.
+        self._loading = threading.Lock()
+        self._foreground: ThreadPoolExecutor | None = None
+        self._background: ThreadPoolExecutor | None = None
 
     @property
     def fingerprint(self) -> str:
@@ -182,50 +224,83 @@ class DefaultEmbedder:
         return self._counter(text)
 
     async def embed_documents(self, texts: Sequence[str]) -> list[list[float]]:
-        # Similar lengths batched together waste less padding.
-        order = sorted(range(len(texts)), key=lambda i: len(texts[i]))
+        """Vectors of passages a request waits for: on the request path's lanes."""
+        return await self._embed(texts, self._lanes(background=False))
+
+    async def embed_in_background(self, texts: Sequence[str]) -> list[list[float]]:
+        """Vectors of passages nobody waits for: on the lanes that step back."""
+        return await self._embed(texts, self._lanes(background=True))
+
+    async def embed_query(self, text: str) -> list[float]:
+        loop = asyncio.get_running_loop()
+        return (await loop.run_in_executor(self._lanes(False), self._embed_sync, [text]))[0]
+
+    async def close(self) -> None:
+        for pool in (self._foreground, self._background):
+            if pool is not None:
+                pool.shutdown(wait=False, cancel_futures=True)
+        self._foreground = self._background = None
+        self._model = self._tokenizer = None
+
+    async def _embed(self, texts: Sequence[str], lanes: ThreadPoolExecutor) -> list[list[float]]:
+        # Runs of several passages (embeddings.batch_size) take passages of similar lengths:
+        # MiniLM pads a run to its longest.
+        order = sorted(range(len(texts)), key=lambda i: self.count_tokens(texts[i]))
+        runs = [order[at : at + self.batch_size] for at in range(0, len(order), self.batch_size)]
+        loop = asyncio.get_running_loop()
+        embedded = await asyncio.gather(
+            *(
+                loop.run_in_executor(lanes, self._embed_sync, [texts[i] for i in run])
+                for run in runs
+            )
+        )
         vectors: list[list[float]] = [[] for _ in texts]
-        for start in range(0, len(order), self.batch_size):
-            batch = order[start : start + self.batch_size]
-            embedded = await asyncio.to_thread(self._embed_sync, [texts[i] for i in batch])
-            for i, vector in zip(batch, embedded, strict=True):
+        for run, made in zip(runs, embedded, strict=True):
+            for i, vector in zip(run, made, strict=True):
                 vectors[i] = vector
         return vectors
 
-    async def embed_query(self, text: str) -> list[float]:
-        return (await asyncio.to_thread(self._embed_sync, [text]))[0]
-
-    async def close(self) -> None:
-        self._model = self._tokenizer = None
+    def _lanes(self, background: bool) -> ThreadPoolExecutor:
+        if background:
+            if self._background is None:
+                self._background = ThreadPoolExecutor(
+                    self.lanes,
+                    thread_name_prefix="minilm-background",
+                    initializer=step_back,
+                    initargs=(self.background_nice,),
+                )
+            return self._background
+        if self._foreground is None:
+            self._foreground = ThreadPoolExecutor(self.lanes, thread_name_prefix="minilm")
+        return self._foreground
 
     def _embed_sync(self, texts: list[str]) -> list[list[float]]:
-        with self._lock:
-            model, tokenizer = self._load()
-            vectors = vectors_of(model, tokenizer, texts)
-        result: list[list[float]] = vectors.tolist()
+        model, tokenizer = self._load()
+        result: list[list[float]] = vectors_of(model, tokenizer, texts).tolist()
         return result
 
     def _load(self) -> tuple[Any, Any]:
-        if self._model is None:
-            from chromadb.utils.embedding_functions import ONNXMiniLM_L6_V2
+        with self._loading:
+            if self._model is None:
+                from chromadb.utils.embedding_functions import ONNXMiniLM_L6_V2
 
-            function = ONNXMiniLM_L6_V2()
-            folder = Path(function.DOWNLOAD_PATH) / function.EXTRACTED_FOLDER_NAME
-            # Fetched at start-up if at all (proxy.retrieval.minilm_files): a question never
-            # waits for a download, it is told at once that the model is missing.
-            minilm_files(folder).require()
-            source = folder / "model.onnx"
-            # Chroma pads every input to 256 tokens, so a 10-token query cost as much as a
-            # full passage (9x slower measured); padding to the batch's longest input gives
-            # the same vectors (attention-masked pooling) for a fraction of the work.
-            function.tokenizer.enable_padding(pad_id=0, pad_token="[PAD]")
-            tokenizer = function.tokenizer
-            if self.precision == "int8":
-                self._model = self._int8_session(source, tokenizer)
-            else:
-                self._model = self._session(source)
-            self._tokenizer = tokenizer
-        return self._model, self._tokenizer
+                function = ONNXMiniLM_L6_V2()
+                folder = Path(function.DOWNLOAD_PATH) / function.EXTRACTED_FOLDER_NAME
+                # Fetched at start-up if at all (proxy.retrieval.minilm_files): a question
+                # never waits for a download, it is told at once that the model is missing.
+                minilm_files(folder).require()
+                source = folder / "model.onnx"
+                # Chroma pads every input to 256 tokens, so a 10-token query cost as much as
+                # a full passage (9x slower measured); padding to the run's longest input
+                # gives the same vectors (attention-masked pooling) for a fraction of the work.
+                function.tokenizer.enable_padding(pad_id=0, pad_token="[PAD]")
+                tokenizer = function.tokenizer
+                if self.precision == "int8":
+                    self._model = self._int8_session(source, tokenizer)
+                else:
+                    self._model = self._session(source)
+                self._tokenizer = tokenizer
+            return self._model, self._tokenizer
 
     def _int8_session(self, source: Path, tokenizer: Any) -> Any:
         """A session of the int8 build, made first if need be (checked against fp32's vectors);
@@ -254,9 +329,7 @@ class DefaultEmbedder:
         options = onnxruntime.SessionOptions()
         # Spinning threads wait for work by burning CPU: on 2 cores shared with a parser,
         # a background indexer or llama.cpp that made a batch ~1.4x slower, and doubled the
-        # CPU time per passage with 2 intra-op threads (bench/indexing.py --sweep). Threads:
-        # ONNX Runtime's default, one per physical core (1 or 2 cost the same CPU here; 2
-        # finish sooner when the cores are free).
+        # CPU time per passage with 2 intra-op threads (bench/indexing.py --sweep).
         options.add_session_config_entry("session.intra_op.allow_spinning", "0")
         options.inter_op_num_threads = 1
         options.intra_op_num_threads = self.threads

@@ -8,6 +8,7 @@ import functools
 import time
 from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass, field
+from typing import Protocol, runtime_checkable
 
 import numpy as np
 import numpy.typing as npt
@@ -25,10 +26,11 @@ from proxy.retrieval.vectors import DocumentVectors, chunk_id
 log = structlog.get_logger(__name__)
 
 BACKGROUND_BATCH = 4
-"""Passages per background round (embedded, then stored together). A request's embedding
-goes before the next round, and a query's before the round's next model run (MiniLM runs one
-passage at a time: proxy.retrieval.embeddings.MODEL_RUN). Rounds of 4 to 32 cost the same per
-passage (bench/indexing.py); small ones leave requests' candidates less to wait for."""
+"""Passages per background round (embedded side by side on the embedder's lanes, then stored
+together). A request's embedding goes before the next round, and never waits for the round
+under way (it has lanes of its own: proxy.retrieval.embeddings). Rounds of 4 to 32 cost the
+same per passage (bench/indexing.py); small ones leave the order the questions ask for less
+to wait for."""
 
 NEARBY = 1
 """Passages on either side of a question's hit that the background embeds first with it (the
@@ -46,6 +48,38 @@ store's disk full): requests rank by words meanwhile, and the run waits for the 
 Vector = npt.NDArray[np.float32]
 Vectors = dict[int, Vector]
 """Passage index to vector; float32 arrays (a list of Python floats takes ~6x the memory)."""
+
+
+class EmbeddingPace:
+    """How long the embedder takes per character of text a request waits for, as measured on
+    its recent runs of several texts (a moving average): what embedding a whole document now
+    would cost, on this machine and at its present load. Characters, not tokens: counting a
+    long book's tokens at every question would cost more than the estimate is worth."""
+
+    WEIGHT = 0.3
+    """The newest measurement's share in the average."""
+
+    def __init__(self) -> None:
+        self.seconds_per_char: float | None = None
+
+    def record(self, chars: int, seconds: float) -> None:
+        if chars <= 0 or seconds <= 0:
+            return
+        rate = seconds / chars
+        known = self.seconds_per_char
+        self.seconds_per_char = rate if known is None else known + self.WEIGHT * (rate - known)
+
+    def estimate(self, chars: int) -> float | None:
+        """Seconds to embed `chars` characters of passages; None until something was measured."""
+        known = self.seconds_per_char
+        return None if known is None else known * chars
+
+
+@runtime_checkable
+class BackgroundEmbedder(Protocol):
+    """An embedder with lanes for work nobody waits for (proxy.retrieval.embeddings)."""
+
+    async def embed_in_background(self, texts: Sequence[str]) -> list[list[float]]: ...
 
 
 class ForegroundGate:
@@ -127,6 +161,7 @@ class Indexer:
         self.resume_every_s = resume_every_s
         self.resume_for_s = resume_for_s
         self.gate = ForegroundGate()
+        self.pace = EmbeddingPace()
         self._progress: dict[str, Progress] = {}
         self._tasks: dict[str, asyncio.Task[bool]] = {}
         self._locks: dict[str, asyncio.Lock] = {}
@@ -211,7 +246,7 @@ class Indexer:
             progress.previews.update(pending)
             try:
                 async with self.gate.foreground():
-                    vectors = await self.embedder.embed_documents([heads[i] for i in cut])
+                    vectors = await self._timed([heads[i] for i in cut])
             except BaseException as exc:
                 for i, future in pending.items():
                     progress.previews.pop(i, None)
@@ -314,7 +349,7 @@ class Indexer:
                                 await asyncio.shield(pending)
                     rest.extend(left)
                     continue
-                await self._embed([passages.chunks[i] for i in batch], progress)
+                await self._embed([passages.chunks[i] for i in batch], progress, background=True)
                 if self.leases is not None and time.monotonic() - renewed > self.leases.lease_s / 3:
                     renewed = time.monotonic()
                     if not await self.leases.renew(doc.sha256):
@@ -348,15 +383,21 @@ class Indexer:
             del queue[:taken]
         return batch
 
-    async def _embed(self, batch: list[Chunk], progress: Progress) -> Vectors:
+    async def _embed(
+        self, batch: list[Chunk], progress: Progress, *, background: bool = False
+    ) -> Vectors:
         """Embed and store passages, announcing them so that nobody embeds them twice. Vectors
         the store did not take are kept (`Progress.unsaved`) and the store's error raised."""
         loop = asyncio.get_running_loop()
         pending = {chunk.index: loop.create_future() for chunk in batch}
         progress.embedding.update(pending)
+        texts = [chunk.embedded for chunk in batch]
         try:
             try:
-                vectors = await self.embedder.embed_documents([chunk.embedded for chunk in batch])
+                if background and isinstance(self.embedder, BackgroundEmbedder):
+                    vectors = await self.embedder.embed_in_background(texts)
+                else:
+                    vectors = await self._timed(texts)
             except BaseException as error:
                 for future in pending.values():
                     future.set_exception(error if isinstance(error, Exception) else RuntimeError())
@@ -387,6 +428,24 @@ class Indexer:
             rows = [progress.vectors[i].tolist() for i in indexes]
             await self.index.add(chunks, rows, self.settings)
             progress.unsaved.difference_update(indexes)
+
+    async def _timed(self, texts: list[str]) -> list[list[float]]:
+        """The embedder's vectors of texts a request waits for, its pace measured on the way
+        (runs of one text are mostly overhead: they are not counted)."""
+        started = time.perf_counter()
+        vectors = await self.embedder.embed_documents(texts)
+        if len(texts) > 1:
+            self.pace.record(sum(map(len, texts)), time.perf_counter() - started)
+        return vectors
+
+    def whole_now_costs(self, passages: DocumentPassages) -> float | None:
+        """Seconds that embedding the rest of the document while a request waits would take,
+        at the pace measured (None: not measured yet)."""
+        progress = self.progress(passages)
+        done = progress.vectors.keys() | progress.stored
+        return self.pace.estimate(
+            sum(len(chunk.embedded) for chunk in passages.chunks if chunk.index not in done)
+        )
 
     async def _finish(self, doc: ParsedDocument, passages: DocumentPassages) -> None:
         progress = self.progress(passages)

@@ -10,6 +10,7 @@ from itertools import zip_longest
 from pathlib import Path
 
 import numpy as np
+import structlog
 
 from proxy.disk import DiskRoom
 from proxy.documents.model import ParsedDocument
@@ -23,11 +24,15 @@ from proxy.retrieval.lease import Leases
 from proxy.retrieval.lexical import detect_language, function_word, query_language
 from proxy.retrieval.overview import OverviewRouter, overview_passages
 from proxy.retrieval.passages import DocumentPassages, PassagesMissing, PassageStore
+from proxy.retrieval.place_finder import Found, find_place
+from proxy.retrieval.places import Place, parse_place
 from proxy.retrieval.rerank import Reranker
 from proxy.retrieval.space import Scorer, Space
 from proxy.retrieval.translation import Translate, Translation
 from proxy.retrieval.windows import WindowShape, windows
 from proxy.tasks import cancel_and_wait
+
+log = structlog.get_logger(__name__)
 
 RANKINGS = ("hybrid", "dense", "lexical")
 POOL = 50
@@ -37,11 +42,29 @@ REGION_HITS = 3
 """The earlier question's best passages whose neighbourhoods make a follow-up's region."""
 OPENING_PASSAGES = 3
 """A new document's first passages are always among its first question's candidates."""
+CANDIDATE_S = 1.0
+MOST_CANDIDATES = 64
+"""A new document's question ranks by meaning as many of its lexical candidates as take about a
+second to embed, at least `new_document_candidates`, at most 64: with MiniLM on two busy
+cores ~25, idle ~64; with e5, 16. More candidates ranked by meaning bring an answer the words
+rank 20th-50th into the fused ranking (docs/retrieval.md)."""
+CHARS_PER_TOKEN = 4
+"""About as many characters as a word piece or a cl100k token holds in English prose."""
 PREVIEW_TOKENS = 128
 """A new document's candidates are ranked by the vectors of their first 128 tokens: half the
 cost of whole passages, for the same hits on the eval (docs/retrieval.md)."""
 
 NO_WINDOW = WindowShape()
+
+COMPLETE = "complete"
+WHOLE_NOW = "whole before the answer"
+PARTLY = "in part, the rest in the background"
+BY_WORDS = "by its words"
+INDEXING = (COMPLETE, WHOLE_NOW, PARTLY, BY_WORDS)
+"""How a document's passages were ranked by meaning for a question: from an index complete
+before it, embedded whole while it waited (a small document), from its candidates with the
+rest embedded in the background (a large one), or not at all (a language not embedded)."""
+
 
 Status = Callable[[str], None]
 Resolve = Callable[[ParsedDocument], Awaitable[ParsedDocument]]
@@ -70,6 +93,9 @@ class Scored:
     overview: bool = False
     """True for a passage given because the question is about the document as a whole (its
     opening, its summary or conclusion): chosen by where it sits, held to no threshold."""
+    place: bool = False
+    """True for a passage of the place the question names ("chapter 3", "Table 2", "at the
+    very end"): chosen by where it sits, then by the question; held to no threshold."""
 
 
 @dataclass
@@ -83,6 +109,15 @@ class Retriever:
     count_tokens: Callable[[str], int]
     ranking: str = "hybrid"
     new_document_candidates: int = 16
+    candidate_s: float = 0.0
+    """A new document's question ranks by meaning as many lexical candidates as its embedder
+    embeds in this long (the proxy: CANDIDATE_S); 0: new_document_candidates exactly."""
+    places: bool = True
+    """Whether a question naming a place ("in chapter 3", "Table 2") gets that place first."""
+    whole_document_s: float = 0.0
+    """A new document whose embedding would take at most this long is embedded whole before
+    its first answer; a larger one is answered from its candidates (0: only documents no
+    larger than the candidates; the proxy's setting is `retrieval.whole_document_s`)."""
     reranker: Reranker | None = None
     rerank_top_n: int = 20
     passages_dir: Path | None = None  # None: passages kept in memory only
@@ -270,6 +305,8 @@ class Retriever:
         also: Sequence[SearchText] = (),
         store_down: dict[str, str] | None = None,
         carried: dict[str, list[str]] | None = None,
+        indexing: dict[str, str] | None = None,
+        places: dict[str, str] | None = None,
     ) -> tuple[list[list[Scored]], dict[str, int]]:
         """Each document's best `depth` passages for the query, best first, and how much of
         each document's dense index was ready (percent) when it was searched. With
@@ -287,12 +324,18 @@ class Retriever:
         document name); a `region` text's best passages and their neighbours make one more
         ranking. With `store_down`, a document whose vectors cannot be read or stored (the vector
         store is down or full) is ranked by its words alone, as one in a language the embedder
-        does not read, and named there with the reason; without it, that failure is raised."""
+        does not read, and named there with the reason; without it, that failure is raised.
+        `indexing`, if given, gets how each document was ranked by meaning (INDEXING); `places`
+        what each document gave for the place the question names, if it names one."""
         embeddings: dict[tuple[str, str], list[float]] = {}
         ranked: list[list[Scored]] = []
         ready: dict[str, int] = {}
+        place = parse_place(query) if self.places else None
         for document in documents:
             document, passages = await self._open(document, resolve)
+            where = find_place(place, passages.chunks, query, passages.text) if place else None
+            if place is not None and places is not None:
+                places[document.name] = _described(place, where)
             language = passages.lexical.language
             queries = [(query, query_language(query, prefer=language))]
             if translate is not None:
@@ -329,9 +372,12 @@ class Retriever:
                 vectors = [
                     (await space.embedded(text, embeddings), weight) for text, weight in meant
                 ]
+                plain = [vector for vector, _ in vectors]
+                # A new document's candidates include the place's best passages by their words.
+                nearby = _place_order(passages, where.passages, words, []) if where else []
                 try:
-                    dense, ready[document.name] = await self._dense(
-                        space, document, passages, words, status
+                    dense, ready[document.name], how = await self._dense(
+                        space, document, passages, words, status, nearby[:PLACE_EMBEDDED]
                     )
                 except STORE_DOWN as error:
                     if store_down is None:
@@ -340,6 +386,8 @@ class Retriever:
                     store_down[document.name] = error.message
                     status(f"Vector store unavailable: ranking {document.name} by its words...")
                     ready[document.name] = space.indexer.progress(passages).percent
+                    if indexing is not None:
+                        indexing[document.name] = BY_WORDS
                     around = [
                         (
                             self._region(passages, extra.text, lambda vector: {}, None),
@@ -348,8 +396,14 @@ class Retriever:
                         for extra in regions
                     ]
                     found = self._rank(passages, weighted, lambda vector: {}, [], by_words, around)
+                    if where is not None:
+                        found = _place_first(
+                            passages, found, where.passages, words, lambda vector: {}, []
+                        )
                     found = [replace(item, by_meaning=False) for item in found]
                 else:
+                    if indexing is not None:
+                        indexing[document.name] = how
                     scorer = space.on_scale(dense)
                     around = [
                         (
@@ -364,16 +418,24 @@ class Retriever:
                         for extra in regions
                     ]
                     found = self._rank(passages, weighted, scorer, vectors, by_words, around)
+                    if where is not None:
+                        found = _place_first(passages, found, where.passages, words, scorer, plain)
                     if space is not self.primary:
                         found = [replace(item, multilingual=True) for item in found]
             else:
                 # Its cosines would be noise: ranked by its words (and its translation's).
                 ready[document.name] = 100
+                if indexing is not None:
+                    indexing[document.name] = BY_WORDS
                 around = [
                     (self._region(passages, extra.text, lambda vector: {}, None), extra.weight)
                     for extra in regions
                 ]
                 found = self._rank(passages, weighted, lambda vector: {}, [], by_words, around)
+                if where is not None:
+                    found = _place_first(
+                        passages, found, where.passages, words, lambda vector: {}, []
+                    )
                 found = [replace(item, by_meaning=False) for item in found]
             if await self._about_the_whole(queries, embeddings):
                 found = _overview_first(passages, found)
@@ -385,8 +447,8 @@ class Retriever:
                 # neighbours, and two hits side by side are one place (shown once, merged).
                 found = self._windowed(passages, found[:depth], window, count)
             reranked = await self._rerank(query, found[:depth])
-            # A reranker orders hits by relevance; the overview passages stay first.
-            ranked.append(sorted(reranked, key=lambda item: not item.overview))
+            # A reranker orders hits by relevance; the overview and place passages stay first.
+            ranked.append(sorted(reranked, key=lambda item: not (item.place or item.overview)))
         return ranked, ready
 
     async def _about_the_whole(
@@ -426,25 +488,35 @@ class Retriever:
         passages: DocumentPassages,
         queries: list[str],
         status: Status,
-    ) -> tuple[Scorer, int]:
-        """A scorer giving passages' cosines in the space for a query vector, and the index's
-        readiness."""
+        also: Sequence[int] = (),
+    ) -> tuple[Scorer, int, str]:
+        """A scorer giving passages' cosines in the space for a query vector, the index's
+        readiness, and how the document was ranked by meaning (INDEXING)."""
         vectors = await space.index.vectors(document.sha256, space.settings)
+        how = COMPLETE
         if vectors is None:
             progress = space.indexer.progress(passages)
             line = lambda: f"Indexing file {document.name}... ({progress.percent}%)"  # noqa: E731
             async with _ticking(status, line):
-                if len(passages.chunks) <= self.new_document_candidates or not self.background:
-                    if self.background:
-                        await space.indexer.complete_now(document, passages)
-                        vectors = await space.index.vectors(document.sha256, space.settings)
-                    else:
-                        scorer = await self._candidates(space.indexer, passages, queries)
-                        return scorer, progress.percent
-                else:
-                    scorer = await self._candidates(space.indexer, passages, queries)
+                if not self.background:
+                    scorer = await self._candidates(space.indexer, passages, queries, also)
+                    return scorer, progress.percent, PARTLY
+                small = len(passages.chunks) <= self.new_document_candidates
+                if not (small or self._whole_now(space, passages)):
+                    scorer = await self._candidates(space.indexer, passages, queries, also)
+                    # The candidates measured the embedder's pace if nothing had before.
+                    if not self._whole_now(space, passages):
+                        space.indexer.complete_later(document, passages)
+                        return scorer, progress.percent, PARTLY
+                try:
+                    await space.indexer.complete_now(document, passages)
+                except STORE_DOWN:
+                    # The store took no more: the background stores what was embedded (kept,
+                    # not embedded again) and the rest once the store is back.
                     space.indexer.complete_later(document, passages)
-                    return scorer, progress.percent
+                    raise
+                vectors = await space.index.vectors(document.sha256, space.settings)
+                how = WHOLE_NOW
         if vectors is None:
             raise RuntimeError(f"{document.name} was indexed but its vectors are missing")
         rows = [int(key.rsplit(":", 1)[1]) for key in vectors.ids]
@@ -453,27 +525,47 @@ class Retriever:
             scores = vectors.scores(query_vector)
             return {row: float(score) for row, score in zip(rows, scores, strict=True)}
 
-        return score_all, 100
+        return score_all, 100, how
+
+    def candidates_for(self, indexer: Indexer) -> int:
+        """How many lexical candidates a new document's question ranks by meaning: as many as
+        the embedder ranks in about `candidate_s` at its measured pace (heads of PREVIEW_TOKENS,
+        side by side on its lanes), within new_document_candidates and MOST_CANDIDATES."""
+        least = self.new_document_candidates
+        pace = indexer.pace.seconds_per_char
+        if pace is None or not self.candidate_s:
+            return least
+        affordable = int(self.candidate_s / (pace * PREVIEW_TOKENS * CHARS_PER_TOKEN))
+        return max(least, min(MOST_CANDIDATES, affordable))
+
+    def _whole_now(self, space: Space, passages: DocumentPassages) -> bool:
+        """Whether embedding the rest of a document before answering costs no more than
+        `whole_document_s`, at the pace the embedder was measured at (docs/retrieval.md)."""
+        cost = space.indexer.whole_now_costs(passages)
+        log.debug("whole document now", file=passages.name, estimate_s=cost)
+        return cost is not None and cost <= self.whole_document_s
 
     async def _candidates(
-        self, indexer: Indexer, passages: DocumentPassages, queries: list[str]
+        self,
+        indexer: Indexer,
+        passages: DocumentPassages,
+        queries: list[str],
+        also: Sequence[int] = (),
     ) -> Callable[[list[float]], dict[int, float]]:
         """A new document: dense scores for its best lexical candidates and whatever passages
         were embedded already, while the rest is indexed in the background."""
+        count = self.candidates_for(indexer)
         # One search per query, deep enough for the candidates and for the background's order.
-        searched = [
-            passages.lexical.ranked(text, max(POOL, self.new_document_candidates))[0]
-            for text in queries
-        ]
-        found = [hits[: self.new_document_candidates] for hits in searched]
+        searched = [passages.lexical.ranked(text, max(POOL, count))[0] for text in queries]
+        found = [hits[:count] for hits in searched]
         # The queries' candidates take turns: a translation's best come before the tail of
         # the question's own.
         lexical = list(
             dict.fromkeys(i for rank in zip_longest(*found) for i in rank if i is not None)
         )
-        wanted = first_question_candidates(
-            lexical, len(passages.chunks), self.new_document_candidates
-        )
+        wanted = first_question_candidates(lexical, len(passages.chunks), count)
+        # The place the question names, if any: its passages are ranked by meaning too.
+        wanted = list(dict.fromkeys([*wanted, *also]))
         # The background embeds what lies around this question's candidates and lexical hits
         # first: the next question on the same part finds them with dense scores.
         hits = [i for ranked in searched for i in ranked[:POOL]]
@@ -634,6 +726,63 @@ def characters_as_tokens(text: str) -> int:
     """About as many tokens as a chat model's tokenizer makes of this text (4 characters a
     token): the measure when no tokenizer is at hand."""
     return (len(text) + 3) // 4
+
+
+PLACE_FIRST = 4
+"""Passages of the place a question names that come before the rest of the ranking: its
+opening (a chapter's first lines, a table's caption), then its best for the question; the
+budget's other room goes to the ranking of the whole document, in case the place was misread."""
+PLACE_EMBEDDED = 8
+"""A new document's place passages embedded for its first question (by their words' order)."""
+
+
+def _described(place: Place, where: Found | None) -> str:
+    """`chapter 3: "3: Catalogs", passages 105-115` or `chapter 3: not found`."""
+    if where is None or not where.passages:
+        return f"{place.describe()}: not found"
+    span = where.passages
+    spread = f"passage {span[0]}" if len(span) == 1 else f"passages {span[0]}-{span[-1]}"
+    return f'{place.describe()}: "{where.what}", {spread}'
+
+
+def _place_order(
+    passages: DocumentPassages,
+    where: list[int],
+    queries: list[str],
+    dense: list[dict[int, float]],
+) -> list[int]:
+    """The place's passages for the question: its opening first, then the rest ranked by the
+    queries' words and cosines (where known) fused, then those neither ranks, in order."""
+    inside = set(where)
+    rankings = [
+        [i for i in passages.lexical.ranked(text, len(passages.chunks))[0] if i in inside]
+        for text in queries
+    ]
+    rankings += [_best({i: c for i, c in scores.items() if i in inside}) for scores in dense]
+    fused = [i for i, _ in reciprocal_rank_fusion([r for r in rankings if r])]
+    return list(dict.fromkeys([where[0], *fused, *where]))
+
+
+def _place_first(
+    passages: DocumentPassages,
+    found: list[Scored],
+    where: list[int],
+    queries: list[str],
+    scorer: Scorer,
+    vectors: list[list[float]],
+) -> list[Scored]:
+    """The place's first PLACE_FIRST passages (marked), then the rest of the ranking."""
+    per_query = [scorer(vector) for vector in vectors]
+    chosen = _place_order(passages, where, queries, per_query)[:PLACE_FIRST]
+    ranked = {item.chunk.index: item for item in found}
+    cosine = {i: max(scores.get(i, 0.0) for scores in per_query or [{}]) for i in chosen}
+    first = [
+        replace(ranked[i], place=True)
+        if i in ranked
+        else Scored(chunk=passages.chunks[i], dense=cosine[i], place=True)
+        for i in chosen
+    ]
+    return first + [item for item in found if item.chunk.index not in set(chosen)]
 
 
 def _overview_first(passages: DocumentPassages, found: list[Scored]) -> list[Scored]:

@@ -349,3 +349,51 @@ def test_a_refused_document_is_a_miss_with_its_error_and_the_run_goes_on(
     refused, answered = run.rows
     assert not refused.hit and refused.error is not None and "400" in refused.error
     assert answered.hit and answered.error is None
+
+
+# ---------------------------------------------------------------------------------------------
+# A slice of the evaluation itself, as CI runs it: the runner cannot rot unseen
+
+SLICE = ("tracemonkey", "remotestorage", "title-block-ru")
+
+
+@pytest.mark.slow
+def test_a_slice_of_the_tuning_half_runs_end_to_end(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from documents import find_corpus
+
+    if not find_corpus().is_dir():
+        pytest.skip("../shared/corpus is not here")
+    out = tmp_path / "slice.json"
+    methods = "default;new-document K=16"
+    argv = ["retrieval_eval.py", "--docs", ",".join(SLICE), "--per-doc", "2"]
+    argv += ["--methods", methods, "--json", str(out)]
+    monkeypatch.setattr(sys, "argv", argv)
+    ev.main()
+    printed = capsys.readouterr().out
+    runs = json.loads(out.read_text())["tuning"]["runs"]
+    spec = json.loads((ROOT / "bench" / "eval" / "tuning.json").read_text(encoding="utf-8"))
+    asked = [[q["id"] for q in spec["questions"] if q["doc"] == doc][:2] for doc in SLICE]
+    # every method in both modes, each asking the first two questions of each document
+    assert [(run["mode"], run["method"]) for run in runs] == [
+        ("warm", "default"),
+        ("cold", "default"),
+        ("warm", "new-document K=16"),
+        ("cold", "new-document K=16"),
+    ]
+    for run in runs:
+        ids = [row["id"] for row in run["rows"]]
+        assert sorted(ids) == sorted(i for pair in asked for i in pair), ids
+        assert not [row["error"] for row in run["rows"] if row["error"]]
+        assert 0 < run["tokens_mean"] <= 2600  # retrieval within a 4,096-token window's budget
+    warm = runs[0]
+    assert all(row["indexed"] == 1.0 for row in warm["rows"])
+    assert warm["hits"] >= 4, warm  # a sanity floor, far below what it finds
+    # a question answered as the first on a new document: never from a complete index (the
+    # title block's one page goes whole: nothing to retrieve)
+    first = runs[2]["rows"]
+    assert all(row["indexed"] is None or row["indexed"] < 1 for row in first), first
+    # the readiness beside each hit, per question, for the runs that did not wait
+    assert "tuning cold default: hits by dense index ready" in printed
+    assert "  1 tracemonkey-01: " in printed and "index" in printed

@@ -131,7 +131,10 @@ def test_the_data_folders_disk_full(bench: Bench, small_disk: Path) -> None:
     big = ledger()
     answer = ask(client, "How much oil on day 1234?", part("ledger.txt", big))
     assert "On day 1234 the lighthouse at cape 10 burned 3702 litres" in answer
-    assert bench.last_decision()["retrieval"]["indexed"]["ledger.txt"] < 100
+    retrieval = bench.last_decision()["retrieval"]
+    # Embedded whole or in part while it waited, its index could not be stored: its words ranked
+    # it, and the background stores it once there is room.
+    assert "out of space" in retrieval["store_down"]["ledger.txt"]
     # A vector store made now waits for room to index its file (in progress, not failed).
     store = client.vector_stores.create(name="keepers", file_ids=[kept.id])
 

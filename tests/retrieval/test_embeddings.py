@@ -4,9 +4,12 @@ from __future__ import annotations
 
 import asyncio
 import math
+import os
 import socket
+import sys
+import threading
 import time
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator
 from typing import Any
 
 import numpy as np
@@ -15,7 +18,12 @@ import pytest_asyncio
 
 from proxy.errors import UpstreamError
 from proxy.retrieval.embedding_server import OpenAIEmbedder
-from proxy.retrieval.embeddings import DefaultEmbedder, close_embedder, make_embedder
+from proxy.retrieval.embeddings import (
+    BACKGROUND_NICE,
+    DefaultEmbedder,
+    close_embedder,
+    make_embedder,
+)
 from tests.retrieval.support import FakeEmbeddingServer, hashed_vector
 
 
@@ -192,25 +200,40 @@ async def test_the_default_embedder_gives_chromas_vectors() -> None:
         assert max(abs(a - float(b)) for a, b in zip(mine, reference, strict=True)) < 1e-4
 
 
-class SlowModel:
-    """Stands in for MiniLM's session: records each run's batch (texts by length in tokens) and
-    holds the first run until `release` says so."""
+class HeldModel:
+    """Stands in for MiniLM's session: records each run (its thread, its texts' lengths in
+    tokens, the thread's nice value) and holds every background run until `release` is set."""
 
-    def __init__(self, release: Callable[[], bool]) -> None:
-        self.runs: list[list[int]] = []
-        self.release = release
+    def __init__(self, meet: int = 0) -> None:
+        self.runs: list[tuple[str, list[int], int]] = []
+        self.release = threading.Event()
+        self.meet = meet  # each run waits (a while at most) until this many run side by side
+        self.side_by_side = 0
+        self.most_side_by_side = 0
+        self._count = threading.Lock()
 
     def run(self, _: object, inputs: dict[str, np.ndarray]) -> list[np.ndarray]:
         mask = inputs["attention_mask"]
-        if not self.runs:
-            deadline = time.monotonic() + 30  # a bound on a broken test, not a measurement
-            while not self.release() and time.monotonic() < deadline:
-                time.sleep(0.001)
-        self.runs.append([int(row.sum()) for row in mask])
-        return [np.ones((*mask.shape, 384), dtype=np.float32)]
+        thread = threading.current_thread().name
+        with self._count:
+            self.side_by_side += 1
+            self.most_side_by_side = max(self.most_side_by_side, self.side_by_side)
+        deadline = time.monotonic() + 5  # a bound on a broken test, not a measurement
+        while self.most_side_by_side < self.meet and time.monotonic() < deadline:
+            time.sleep(0.001)
+        try:
+            if thread.startswith("minilm-background"):
+                # a bound on a broken test, not a measurement
+                assert self.release.wait(30), "background run never released"
+            nice = os.getpriority(os.PRIO_PROCESS, threading.get_native_id())
+            self.runs.append((thread, [int(row.sum()) for row in mask], nice))
+            return [np.ones((*mask.shape, 384), dtype=np.float32)]
+        finally:
+            with self._count:
+                self.side_by_side -= 1
 
 
-def ready_embedder(model: SlowModel, **settings: Any) -> DefaultEmbedder:
+def ready_embedder(model: HeldModel, **settings: Any) -> DefaultEmbedder:
     from proxy.retrieval.embeddings import _minilm_tokenizer
 
     embedder = DefaultEmbedder(**settings)
@@ -220,21 +243,66 @@ def ready_embedder(model: SlowModel, **settings: Any) -> DefaultEmbedder:
     return embedder
 
 
-async def test_minilm_runs_one_passage_at_a_time_and_a_query_waits_for_one_run_at_most() -> None:
-    passages = [f"passage {n} " + "about the harbour and its ships " * 20 for n in range(4)]
-    holder: list[DefaultEmbedder] = []
-    # The background's first run is held until the query has asked for the model.
-    model = SlowModel(lambda: holder[0]._lock.asked >= 2)
-    embedder = ready_embedder(model)
-    holder.append(embedder)
-    background = asyncio.create_task(embedder.embed_documents(passages))
-    while not embedder._lock.asked:
+PASSAGES = [f"passage {n} " + "about the harbour and its ships " * (5 + n) for n in range(6)]
+
+
+async def test_a_request_never_waits_for_the_background_runs() -> None:
+    model = HeldModel()
+    embedder = ready_embedder(model, lanes=2)
+    background = asyncio.create_task(embedder.embed_in_background(PASSAGES))
+    deadline = time.monotonic() + 30  # a bound on a broken test, not a measurement
+    while model.side_by_side < 2 and time.monotonic() < deadline:
         await asyncio.sleep(0.001)
+    assert model.side_by_side == 2  # both background lanes are busy (and held)
+    # The request's query and passages are embedded while every background run is held.
     await embedder.embed_query("where?")
+    await embedder.embed_documents(PASSAGES[:2])
+    assert [thread.startswith("minilm-background") for thread, _, _ in model.runs] == [False] * 3
+    model.release.set()
     await background
-    long = len(model.runs[0]) == 1 and model.runs[0][0]
-    # One passage a run; the query went right after the run under way, before the others.
-    assert model.runs == [[long], [4], [long], [long], [long]]
+    assert len(model.runs) == 3 + len(PASSAGES)
+    await embedder.close()
+
+
+async def test_background_runs_use_every_lane_at_once_one_passage_each() -> None:
+    model = HeldModel(meet=2)
+    model.release.set()
+    embedder = ready_embedder(model, lanes=2)
+    vectors = await embedder.embed_in_background(PASSAGES)
+    assert len(vectors) == len(PASSAGES)
+    # One passage a run (no padding), shortest first, two runs side by side.
+    assert [lengths for _, lengths, _ in model.runs] and all(
+        len(lengths) == 1 for _, lengths, _ in model.runs
+    )
+    assert model.most_side_by_side == 2
+    await embedder.close()
+
+
+async def test_runs_of_several_passages_hold_passages_of_similar_lengths() -> None:
+    model = HeldModel()
+    model.release.set()
+    embedder = ready_embedder(model, lanes=1, batch_size=3)
+    shuffled = [PASSAGES[i] for i in (4, 0, 5, 2, 1, 3)]
+    await embedder.embed_documents(shuffled)
+    lengths = [embedder.count_tokens(text) + 2 for text in PASSAGES]  # [CLS] and [SEP]
+    # the three shortest together, then the three longest (each run is padded to its longest)
+    assert [runs for _, runs, _ in model.runs] == [lengths[:3], lengths[3:]]
+    await embedder.close()
+
+
+@pytest.mark.skipif(sys.platform != "linux", reason="a thread's own nice value is Linux's")
+async def test_the_background_steps_back_for_everything_else() -> None:
+    model = HeldModel()
+    model.release.set()
+    embedder = ready_embedder(model, lanes=2)
+    own = os.getpriority(os.PRIO_PROCESS, 0)
+    await embedder.embed_in_background(PASSAGES[:2])
+    await embedder.embed_query("where?")
+    nice = {thread.startswith("minilm-background"): value for thread, _, value in model.runs}
+    assert nice == {True: min(19, own + BACKGROUND_NICE), False: own}
+    # and the process itself is left as it was
+    assert os.getpriority(os.PRIO_PROCESS, 0) == own
+    await embedder.close()
 
 
 def test_the_batch_size_defaults_to_each_backends_own() -> None:

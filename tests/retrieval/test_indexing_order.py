@@ -4,7 +4,7 @@ rest by length; a passage left to a request that failed is embedded after all.""
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -186,3 +186,37 @@ async def test_the_background_gives_up_on_a_store_down_for_too_long(tmp_path: Pa
     assert not indexer.running(DOC.sha256)
     await indexer.close()
     await index.close()
+
+
+class LanedEmbedder(CountingEmbedder):
+    """Records which passages came through the background's lanes."""
+
+    def __init__(self) -> None:
+        super().__init__(HashEmbedder())
+        self.background: list[str] = []
+
+    async def embed_in_background(self, texts: Sequence[str]) -> list[list[float]]:
+        self.background.extend(texts)
+        return await self.inner.embed_documents(texts)
+
+
+async def test_the_background_embeds_on_the_lanes_that_step_back(tmp_path: Path) -> None:
+    embedder = LanedEmbedder()
+    retriever = Retriever(
+        index=VectorIndex.embedded(tmp_path / "chroma", embedder),
+        embedder=embedder,
+        count_tokens=embedder.count_tokens,
+        chunk_tokens=24,
+        chunk_overlap=0,
+        new_document_candidates=2,
+    )
+    try:
+        async with retriever.indexer.gate.foreground():  # the background waits for the request
+            await retriever.search([DOC], "Who fed sardines to the cats?", 3)
+        asked = list(embedder.documents)  # the request's candidates, on its own lanes
+        assert asked and not embedder.background
+        assert await retriever.index_document(DOC)
+        assert sorted(embedder.background + asked) == sorted(p.text for p in DOC.pages)
+        assert not set(embedder.background) & set(asked)
+    finally:
+        await retriever.close()

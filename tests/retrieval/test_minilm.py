@@ -358,17 +358,26 @@ async def test_a_passages_vector_does_not_depend_on_what_is_embedded_with_it_or_
 ) -> None:
     # The same document indexed by two processes, or resumed after a crash, or with its
     # passages reordered by the questions asked, gets the same vectors: one passage per model
-    # run (the default) leaves no padding and no shared int8 activation scale between texts.
+    # run (the default) leaves no padding and no shared int8 activation scale between texts,
+    # and runs side by side on the lanes share nothing. Tolerance: none (bit for bit).
     text = "The lighthouse keeper counted forty-two ships in the harbour that winter."
     others = [
         "ok",
         "A much longer passage about whaling, the Pequod, its crew and the white whale " * 12,
         "Die Fundamentalgruppe eines wegzusammenhängenden Raumes hängt nicht vom Basispunkt ab.",
     ]
-    alone = np.asarray(await DefaultEmbedder(precision=build).embed_documents([text]))
-    embedder = DefaultEmbedder(precision=build)
+    alone = np.asarray(await DefaultEmbedder(precision=build, lanes=1).embed_documents([text]))
+    embedder = DefaultEmbedder(precision=build, lanes=2)
     await embedder.embed_documents(others)  # run before it
     among = await embedder.embed_documents([others[1], text, others[0], others[2]])
     after = await embedder.embed_documents([text])
+    # in the background and on a request's lanes at the same time, among other passages
+    behind, beside = await asyncio.gather(
+        embedder.embed_in_background([*others, text, *others]),
+        embedder.embed_documents([others[2], text]),
+    )
     assert np.array_equal(np.asarray(among[1:2]), alone)
     assert np.array_equal(np.asarray(after), alone)
+    assert np.array_equal(np.asarray(behind[3:4]), alone)
+    assert np.array_equal(np.asarray(beside[1:2]), alone)
+    await embedder.close()

@@ -306,3 +306,122 @@ def test_the_languages_read_are_part_of_the_passages_settings(make: Make) -> Non
     every = replace(english, languages=None)  # the same index, another reading
     assert english.chunking_settings != every.chunking_settings
     assert english.settings != every.settings
+
+
+# ---------------------------------------------------------------------------------------------
+# A small document is whole before its first answer; a large one says how much was ready
+
+
+def test_the_pace_is_a_moving_average_of_what_requests_waited_for() -> None:
+    from proxy.retrieval.indexing import EmbeddingPace
+
+    pace = EmbeddingPace()
+    assert pace.estimate(1000) is None  # nothing measured: nothing promised
+    pace.record(1000, 2.0)
+    assert pace.estimate(500) == pytest.approx(1.0)
+    pace.record(1000, 4.0)  # slower now: the newest run weighs 0.3
+    assert pace.seconds_per_char == pytest.approx(0.002 + 0.3 * 0.002)
+    pace.record(0, 1.0)  # nothing to learn from
+    pace.record(10, 0.0)
+    assert pace.seconds_per_char == pytest.approx(0.0026)
+
+
+async def test_a_document_cheap_to_embed_is_whole_before_its_first_answer(make: Make) -> None:
+    from proxy.retrieval.retriever import WHOLE_NOW
+
+    retriever = make(whole_document_s=60.0)
+    counting = retriever.embedder
+    assert isinstance(counting, CountingEmbedder)
+    retriever.indexer.pace.record(1_000_000, 1.0)  # a fast embedder, as measured before
+    doc = book()
+    how: dict[str, str] = {}
+    statuses: list[str] = []
+    ranked, ready = await retriever.search(
+        [doc], "who fed sardines to the cats", 3, statuses.append, indexing=how
+    )
+    # The answer waited for every passage: the dense ranking is the complete one.
+    assert ready == {"book.txt": 100} and how == {"book.txt": WHOLE_NOW}
+    assert await retriever.index.is_indexed(doc.sha256, retriever.settings)
+    assert not retriever.indexer.running(doc.sha256)
+    passages = await retriever.store.open(doc)
+    assert sorted(counting.documents) == sorted(chunk.text for chunk in passages.chunks)
+    assert ranked[0][0].chunk.page_start == 7
+    assert statuses[-1] == "Indexing file book.txt... (100%)"
+
+
+async def test_the_first_question_measures_the_pace_it_decides_by(make: Make) -> None:
+    from proxy.retrieval.retriever import WHOLE_NOW
+
+    retriever = make(whole_document_s=60.0)
+    assert retriever.indexer.pace.seconds_per_char is None  # a new process
+    how: dict[str, str] = {}
+    _, ready = await retriever.search([book()], "sardines", 3, indexing=how)
+    # The candidates were embedded first, which measured the pace; then the rest, at once.
+    assert retriever.indexer.pace.seconds_per_char is not None
+    assert ready == {"book.txt": 100} and how == {"book.txt": WHOLE_NOW}
+
+
+async def test_a_document_costly_to_embed_is_answered_from_its_candidates(make: Make) -> None:
+    from proxy.retrieval.retriever import COMPLETE, PARTLY
+
+    retriever = make(whole_document_s=2.0)
+    retriever.indexer.pace.record(1, 1.0)  # a second a character: far over two seconds
+    doc = book()
+    how: dict[str, str] = {}
+    async with retriever.indexer.gate.foreground():  # keeps the background waiting
+        _, ready = await retriever.search([doc], "who fed sardines", 3, indexing=how)
+        assert how == {"book.txt": PARTLY} and ready["book.txt"] < 100
+        assert retriever.indexer.running(doc.sha256)
+    await finished(retriever, doc)
+    how.clear()
+    _, ready = await retriever.search([doc], "who fed sardines", 3, indexing=how)
+    assert ready == {"book.txt": 100} and how == {"book.txt": COMPLETE}
+
+
+async def test_a_large_documents_rest_is_waited_for_once_it_is_cheap(make: Make) -> None:
+    from proxy.retrieval.retriever import PARTLY, WHOLE_NOW
+
+    retriever = make(whole_document_s=2.0)
+    pace = retriever.indexer.pace
+    pace.record(1, 1.0)
+    doc = book()
+    how: dict[str, str] = {}
+    async with retriever.indexer.gate.foreground():
+        await retriever.search([doc], "who fed sardines", 3, indexing=how)
+    assert how["book.txt"] == PARTLY
+    # The background has not run; the machine turns out fast: the next question finishes it.
+    pace.seconds_per_char = 1e-9
+    async with retriever.indexer.gate.foreground():
+        _, ready = await retriever.search([doc], "bakery bread", 3, indexing=how)
+    assert how["book.txt"] == WHOLE_NOW and ready == {"book.txt": 100}
+
+
+def test_a_new_documents_candidates_are_as_many_as_a_second_embeds(make: Make) -> None:
+    from proxy.retrieval.retriever import CHARS_PER_TOKEN, MOST_CANDIDATES, PREVIEW_TOKENS
+
+    retriever = make(new_document_candidates=16, candidate_s=1.0)
+    pace = retriever.indexer.pace
+    assert retriever.candidates_for(retriever.indexer) == 16  # nothing measured yet
+    head = PREVIEW_TOKENS * CHARS_PER_TOKEN
+    pace.seconds_per_char = 1.0 / (40 * head)  # forty heads a second
+    assert retriever.candidates_for(retriever.indexer) == 40
+    pace.seconds_per_char = 1.0 / (1000 * head)  # a fast machine: capped
+    assert retriever.candidates_for(retriever.indexer) == MOST_CANDIDATES
+    pace.seconds_per_char = 1.0 / (3 * head)  # a slow embedder: the configured least
+    assert retriever.candidates_for(retriever.indexer) == 16
+    retriever.candidate_s = 0.0  # off: the configured number exactly
+    pace.seconds_per_char = 1.0 / (40 * head)
+    assert retriever.candidates_for(retriever.indexer) == 16
+
+
+async def test_the_first_question_ranks_that_many_candidates_by_meaning(make: Make) -> None:
+    from proxy.retrieval.retriever import CHARS_PER_TOKEN, PREVIEW_TOKENS
+
+    retriever = make(new_document_candidates=2, candidate_s=1.0)
+    counting = retriever.embedder
+    assert isinstance(counting, CountingEmbedder)
+    retriever.indexer.pace.seconds_per_char = 1.0 / (10 * PREVIEW_TOKENS * CHARS_PER_TOKEN)
+    async with retriever.indexer.gate.foreground():  # the background waits
+        await retriever.search([book()], "who fed sardines to the cats", 3)
+        # ten candidates (the opening three among them, and passages spread through the rest)
+        assert len(counting.documents) == 10

@@ -201,6 +201,19 @@ function passagesTable(retrieval) {
     const seconds = typeof rewrite.seconds === "number" && !rewrite.cached ? ` · ${rewrite.seconds.toFixed(2)} s` : "";
     box.append(el("p", { class: "budget rewrite", "data-outcome": rewrite.outcome, text: `standalone question${said}${seconds}` }));
   }
+  // How much of each file was ranked by meaning: a large new document answers from its
+  // candidates while the rest is embedded in the background.
+  const indexing = retrieval.indexing || {};
+  Object.entries(retrieval.places || {}).forEach(([file, place]) => {
+    box.append(el("p", { class: "place-asked", text: `${file}: the question names ${place}` }));
+  });
+  Object.entries(retrieval.indexed || {}).forEach(([file, percent]) => {
+    const how = indexing[file] ? ` (${indexing[file]})` : "";
+    box.append(el("p", {
+      class: percent < 100 ? "index-ready partial" : "index-ready",
+      text: `${file}: dense index ${percent}% ready when asked${how}`,
+    }));
+  });
   const table = el("table", {},
     el("thead", {}, el("tr", {},
       el("th", { class: "n", text: "#" }), el("th", { text: "file" }), el("th", { text: "where" }),
@@ -213,10 +226,12 @@ function passagesTable(retrieval) {
       el("td", {}, el("span", { class: "name", title: c.file, text: c.file })),
       el("td", {}, el("span", { class: "name", title: c.location || "", text: c.location || `page=${n(c.page)}` })),
       el("td", { class: "n", text: Number(c.score).toFixed(3) }),
-      // A whole-document question's opening and conclusion pass by where they sit, not their score.
+      // A whole-document question's opening and conclusion, and the place a question names,
+      // pass by where they sit, not their score.
       el("td", {
         class: `outcome ${String(c.outcome).replace(/ /g, "-")}`,
-        text: c.overview ? `${c.outcome} · whole-document question` : c.outcome,
+        text: c.place ? `${c.outcome} · the place asked for`
+          : c.overview ? `${c.outcome} · whole-document question` : c.outcome,
       }),
       el("td", { class: "snippet", title: snippet }, el("span", { class: "snippet-text", text: snippet })),
     ));

@@ -13,6 +13,7 @@ from proxy.documents.report import location_fragment
 from proxy.guard.neutralise import GuardReport
 from proxy.languages import LANGUAGE_NAMES
 from proxy.pipeline.answer_shape import completion_shaped
+from proxy.pipeline.citing import sources_header
 from proxy.pipeline.completion_prompt import BASE_PASSAGES, CompletionPrompt
 from proxy.pipeline.decision import Candidate, RetrievalRecord
 from proxy.pipeline.exchange import Exchange, FileSearch
@@ -67,6 +68,8 @@ async def retrieve(exchange: Exchange, services: Services) -> None:
     started = time.perf_counter()
     ranked: list[list[Scored]] = []
     indexed: dict[str, int] = {}
+    indexing: dict[str, str] = {}
+    places: dict[str, str] = {}
     translator = QuestionTranslations(exchange, services)
     shape = WindowShape(settings.window_before, settings.window_after)
     searched = conversation_texts(exchange, services)
@@ -89,7 +92,10 @@ async def retrieve(exchange: Exchange, services: Services) -> None:
             also=searched[1:],
             store_down=store_down,
             carried=carried,
+            indexing=indexing,
+            places=places,
         )
+        note_readiness(exchange, indexed)
     names = {ref.name: ref.file_id for ref in [*exchange.new_refs, *exchange.old_refs]}
     origins = [Origin(names.get(document.name)) for document in sources]
     thresholds = [threshold] * len(sources)
@@ -136,6 +142,8 @@ async def retrieve(exchange: Exchange, services: Services) -> None:
         fill=fill,
         depth=depth,
         indexed=indexed,
+        indexing=indexing,
+        places=places,
         window={"before": shape.before, "after": shape.after} if shape else {},
         query_language=translator.language,
         translations=[found.record() for found in translator.done.values() if found],
@@ -208,6 +216,23 @@ def searched_header(searched: list[SearchText]) -> str:
     """`question 1; conversation 0.5; reply 0.25`: what was searched, by where its words came
     from and its weight (the texts are in the decision record)."""
     return "; ".join(f"{text.source} {text.weight:g}" for text in searched)
+
+
+def note_readiness(exchange: Exchange, indexed: dict[str, int]) -> None:
+    """How much of each document's dense index the answer was ranked with, for the client:
+    `X-Enrich-Index-Ready: book.pdf=37, notes.md=100`, and a status line when a document was
+    not whole (its other passages were ranked by their words only)."""
+    if not indexed:
+        return
+    exchange.response_headers["X-Enrich-Index-Ready"] = sources_header(
+        [f"{name}={percent}" for name, percent in indexed.items()]
+    )
+    for name, percent in indexed.items():
+        if percent < 100:
+            exchange.status(
+                f"Answering from {name} while it is indexed: {percent}% of its passages"
+                " ranked by meaning so far"
+            )
 
 
 class QuestionTranslations:
@@ -363,8 +388,9 @@ def guarded_candidates(
 def above(hit: Scored, threshold: float) -> bool:
     """Whether a hit passes the threshold: its cosine is over it, it was ranked by its words
     alone (a language the embedder does not read, whose cosines mean nothing), or it was given
-    for a question about the whole document (chosen by where it sits, not by its cosine)."""
-    return not hit.by_meaning or hit.overview or hit.dense > threshold
+    for a question about the whole document or from the place the question names (chosen by
+    where it sits, not by its cosine)."""
+    return not hit.by_meaning or hit.overview or hit.place or hit.dense > threshold
 
 
 SNIPPET_CHARS = 300
@@ -407,6 +433,7 @@ def outcomes(
                     fused=None if hit.fused is None else round(hit.fused, 6),
                     rerank=None if hit.rerank is None else round(hit.rerank, 4),
                     overview=hit.overview,
+                    place=hit.place,
                 )
             )
     return candidates
