@@ -198,7 +198,11 @@ class ServerSettings(Section):
     )
     decision_log_snippets: bool = Field(
         True,
-        description="false: the decision log keeps names and numbers, no passage text.",
+        description=(
+            "false: the decision log keeps names and numbers, no passage text and no text of "
+            "what was searched for (question, conversation, rewrite, translations, the model's "
+            "queries)."
+        ),
     )
     max_storage_mb_per_key: float | None = Field(
         None,

@@ -378,3 +378,37 @@ def test_what_was_asked_and_found_is_recorded_and_logged(
     logged = [e for e in log_events(logs.out + logs.err) if e["event"] == "decision"]
     first = logged[0]
     assert (first["request_id"], first["new_files"]) == ("req-files", ["a.txt"])
+
+
+def test_snippets_off_keeps_no_text_of_what_was_searched_for() -> None:
+    # Without snippets, the record keeps how the search went, not what it searched for.
+    from proxy.pipeline.decision import Decision, RetrievalRecord, SearchCall, SearchesRecord
+    from proxy.pipeline.decision_log import decision_json
+
+    decision = Decision()
+    decision.retrieval = RetrievalRecord(
+        sources=["book.pdf"],
+        limit=3,
+        affinity_threshold=0.3,
+        embedder="e",
+        scores={},
+        budget_limit=100,
+        budget_unit="tokens",
+        selected_per_source={},
+        left_out=[],
+        searched=[
+            {"text": "And the keeper?", "weight": 1, "from": "question"},
+            {"text": "x", "weight": 1.5, "from": "terms", "carried": ["ada"], "words": {"a": []}},
+        ],
+        translations=[{"from": "en", "to": "de", "query": "Und der Wärter?"}],
+        rewrite={"outcome": "rewritten", "why": "leans", "text": "Who is the keeper?"},
+    )
+    decision.searches = SearchesRecord("tool", "tool", "asked", calls=[SearchCall(1, ["keeper"])])
+    kept = decision_json(decision, snippets=True)
+    assert kept["retrieval"]["searched"][0]["text"] == "And the keeper?"
+    record = decision_json(decision, snippets=False)
+    text = json.dumps(record)
+    assert "keeper" not in text and "Wärter" not in text and "ada" not in text
+    assert [entry["from"] for entry in record["retrieval"]["searched"]] == ["question", "terms"]
+    assert record["retrieval"]["rewrite"]["outcome"] == "rewritten"
+    assert record["searches"]["calls"][0]["round"] == 1

@@ -124,14 +124,29 @@ def warnings_of(decision: Decision) -> list[str]:
 
 
 def decision_json(decision: Decision, snippets: bool) -> dict[str, Any]:
-    """The decision record with its passage snippets shortened, or left out."""
+    """The decision record with its passage snippets shortened; without snippets, no text of
+    the documents or of the conversation: snippets, what was searched for (the question, its
+    conversation and carried words, its rewrite, its translations, the model's queries)."""
     record = decision.to_json()
     retrieval = record.get("retrieval")
-    for candidate in retrieval.get("candidates", []) if isinstance(retrieval, dict) else []:
+    retrieval = retrieval if isinstance(retrieval, dict) else {}
+    for candidate in retrieval.get("candidates", []):
         if snippets and isinstance(candidate.get("snippet"), str):
             candidate["snippet"] = candidate["snippet"][:SNIPPET_CHARS]
         else:
             candidate.pop("snippet", None)
+    if snippets:
+        return record
+    for searched in retrieval.get("searched", []):
+        for key in ("text", "carried", "words"):
+            searched.pop(key, None)
+    for translation in retrieval.get("translations", []):
+        translation.pop("query", None)
+    if isinstance(retrieval.get("rewrite"), dict):
+        retrieval["rewrite"].pop("text", None)
+    searches = record.get("searches")
+    for call in searches.get("calls", []) if isinstance(searches, dict) else []:
+        call.pop("queries", None)
     return record
 
 
