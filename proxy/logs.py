@@ -54,12 +54,27 @@ def _processors(fmt: str) -> list[structlog.types.Processor]:
     ]
 
 
+class CurrentStderr:
+    """sys.stderr as it is when a line is written, not when logging was set up: whatever
+    replaces it later (a test's capture, a supervisor's pipe) gets the lines, and a stream
+    closed since then is never written to."""
+
+    def write(self, text: str) -> int:
+        return sys.stderr.write(text)
+
+    def flush(self) -> None:
+        sys.stderr.flush()
+
+    def isatty(self) -> bool:
+        return sys.stderr.isatty()
+
+
 class LibraryLines(logging.StreamHandler):  # type: ignore[type-arg]
     """Writes the standard library's records (aiohttp's, the libraries') as the proxy's own
     lines: the same format, with the logger's name."""
 
     def __init__(self, fmt: str, level: int) -> None:
-        super().__init__(sys.stderr)
+        super().__init__(CurrentStderr())
         self.setLevel(level)
         self.setFormatter(
             structlog.stdlib.ProcessorFormatter(
@@ -108,7 +123,7 @@ def configure_logging(fmt: str = "console", level: str = "info") -> None:
     structlog.configure(
         processors=_processors(fmt),
         wrapper_class=structlog.make_filtering_bound_logger(LEVELS[level]),
-        logger_factory=structlog.PrintLoggerFactory(file=sys.stderr),
+        logger_factory=structlog.PrintLoggerFactory(file=CurrentStderr()),  # type: ignore[arg-type]
         cache_logger_on_first_use=True,
     )
     _route_libraries(fmt, LEVELS[level])

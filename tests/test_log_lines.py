@@ -132,3 +132,33 @@ def test_what_is_learnt_by_kind_waits_for_a_kind(tmp_path: Any) -> None:
     with pytest.raises(Exception, match="unreachable") as failed:
         asyncio.run(settled())
     assert getattr(failed.value, "code", None) == "upstream_unreachable"
+
+
+def test_lines_go_to_stderr_as_it_is_when_written(monkeypatch: pytest.MonkeyPatch) -> None:
+    # A stream swapped after logging was set up (a test's capture, then closed) never breaks a
+    # later line: the proxy's own lines and the libraries' both follow sys.stderr.
+    import io
+
+    from proxy.logs import configure_logging
+
+    saved = structlog.get_config()
+    root = logging.getLogger()
+    handlers, level = list(root.handlers), root.level
+    try:
+        first = io.StringIO()
+        monkeypatch.setattr("sys.stderr", first)
+        configure_logging("json", "info")
+        logger = structlog.get_logger("some.module")
+        logger.warning("first line")
+        logging.getLogger("some.library").warning("first library line")
+        assert "first line" in first.getvalue() and "first library line" in first.getvalue()
+        first.close()
+        second = io.StringIO()
+        monkeypatch.setattr("sys.stderr", second)
+        logger.warning("second line")
+        logging.getLogger("some.library").warning("second library line")
+        assert "second line" in second.getvalue() and "second library line" in second.getvalue()
+    finally:
+        structlog.configure(**saved)
+        root.handlers[:] = handlers
+        root.setLevel(level)
