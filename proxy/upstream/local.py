@@ -146,8 +146,9 @@ async def make_local_server(
             "spawn.base_model",
             detail=(
                 f"{Path(model).name} is a pre-trained model (no chat template, no fine-tune in "
-                "its GGUF): it never ends a turn by itself, so its answers stop at the first "
-                "blank line (upstream.spawn.stop: [] turns this off)"
+                "its GGUF): it never ends a turn by itself, so document questions get the "
+                "completion-shaped prompt (one sentence, stopped at the line's end) and other "
+                "chats stop at the first blank line (upstream.spawn.stop: [] turns that off)"
             ),
         )
     launch = ServerLaunch(
