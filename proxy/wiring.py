@@ -245,42 +245,49 @@ def make_retriever(settings: Settings) -> Retriever:
             embedder,
             disk_reserve_bytes=disk_room(settings).reserve_bytes,
         )
-    multilingual = make_multilingual(settings)
-    languages = settings.embeddings.languages
-    own_documents = None
-    if languages is None and settings.embeddings.backend == "default":
-        languages = list(MINILM_LANGUAGES)
-        # MiniLM half reads German or French (a German question about an English text finds
-        # it); e5 ranks documents in them better (docs/retrieval.md, Languages).
-        own_documents = frozenset({"english"})
-    overview_affinity = retrieval.overview_affinity
-    if overview_affinity is None and settings.embeddings.backend == "default":
-        overview_affinity = MINILM_OVERVIEW_AFFINITY
-    # e5's own, measured: a question in a language the embedder does not read is told by e5.
-    multilingual_overview = E5_OVERVIEW_AFFINITY if multilingual is not None else None
-    return Retriever(
-        languages=None if languages is None else frozenset(languages),
-        count_unread=chat_tokens(),
-        index=index,
-        embedder=embedder,
-        chunk_tokens=retrieval.chunk_tokens,
-        chunk_overlap=retrieval.chunk_overlap,
-        count_tokens=embedder.count_tokens,
-        ranking=retrieval.ranking,
-        new_document_candidates=retrieval.new_document_candidates,
-        whole_document_s=retrieval.whole_document_s,
-        candidate_s=CANDIDATE_S,
-        places=retrieval.places,
-        reranker=reranker,
-        rerank_top_n=retrieval.rerank.top_n if retrieval.rerank else 20,
-        passages_dir=data_dir(settings) / "passages",
-        disk=disk_room(settings),
-        leases=leases,
-        overview_affinity=overview_affinity if retrieval.overview else None,
-        multilingual=multilingual,
-        multilingual_overview_affinity=multilingual_overview,
-        own_documents=own_documents,
-    )
+    try:
+        multilingual = make_multilingual(settings)
+        languages = settings.embeddings.languages
+        own_documents = None
+        if languages is None and settings.embeddings.backend == "default":
+            languages = list(MINILM_LANGUAGES)
+            # MiniLM half reads German or French (a German question about an English text finds
+            # it); e5 ranks documents in them better (docs/retrieval.md, Languages).
+            own_documents = frozenset({"english"})
+        overview_affinity = retrieval.overview_affinity
+        if overview_affinity is None and settings.embeddings.backend == "default":
+            overview_affinity = MINILM_OVERVIEW_AFFINITY
+        # e5's own, measured: a question in a language the embedder does not read is told by e5.
+        multilingual_overview = E5_OVERVIEW_AFFINITY if multilingual is not None else None
+        return Retriever(
+            languages=None if languages is None else frozenset(languages),
+            count_unread=chat_tokens(),
+            index=index,
+            embedder=embedder,
+            chunk_tokens=retrieval.chunk_tokens,
+            chunk_overlap=retrieval.chunk_overlap,
+            count_tokens=embedder.count_tokens,
+            ranking=retrieval.ranking,
+            new_document_candidates=retrieval.new_document_candidates,
+            whole_document_s=retrieval.whole_document_s,
+            candidate_s=CANDIDATE_S,
+            places=retrieval.places,
+            reranker=reranker,
+            rerank_top_n=retrieval.rerank.top_n if retrieval.rerank else 20,
+            passages_dir=data_dir(settings) / "passages",
+            disk=disk_room(settings),
+            leases=leases,
+            overview_affinity=overview_affinity if retrieval.overview else None,
+            multilingual=multilingual,
+            multilingual_overview_affinity=multilingual_overview,
+            own_documents=own_documents,
+        )
+    except BaseException:
+        # Built around an index it could not finish: the lock goes back, so that the next
+        # request's try is not refused by this very process.
+        if isinstance(index, VectorIndex):
+            index.release_unused()
+        raise
 
 
 def make_multilingual(settings: Settings) -> Embedder | None:

@@ -295,6 +295,13 @@ class VectorIndex:
         if self.disk is not None:
             self.disk.check("the document's vector index")
 
+    def release_unused(self) -> None:
+        """Give the store's lock back when nothing was built around the index (no client was
+        made yet): the next try takes it again instead of finding it held by this process."""
+        if self._lock_fd is not None:
+            release(self._lock_fd)
+            self._lock_fd = None
+
     async def close(self) -> None:
         """Release the Chroma client and the store's lock."""
         with self._connect_lock:

@@ -317,3 +317,30 @@ def test_tokens_are_counted_as_in_a_passage_without_waiting_for_a_run() -> None:
         counter.start()
         counter.join(timeout=10)
     assert counted and counted[0] >= 1
+
+
+def test_a_retriever_that_could_not_be_built_gives_its_index_lock_back(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    # Found when a mistake in the wiring failed every request: the first try kept the embedded
+    # store's lock, and every later try was refused by its own process (IndexLockedError).
+    from proxy import wiring
+
+    settings = load_settings(
+        None,
+        environ={},
+        overrides={"embeddings": {"multilingual": False}, "server": {"data_dir": str(tmp_path)}},
+    )
+
+    class Broken(Exception):
+        pass
+
+    def broken(**fields: Any) -> Retriever:
+        raise Broken
+
+    with monkeypatch.context() as patch:
+        patch.setattr("proxy.retrieval.retriever.Retriever", broken)
+        with pytest.raises(Broken):
+            wiring.make_retriever(settings)
+    retriever = wiring.make_retriever(settings)  # the lock is free again
+    asyncio.run(retriever.close())
