@@ -370,6 +370,9 @@ def test_a_slice_of_the_tuning_half_runs_end_to_end(
     argv = ["retrieval_eval.py", "--docs", ",".join(SLICE), "--per-doc", "2"]
     argv += ["--methods", methods, "--json", str(out)]
     monkeypatch.setattr(sys, "argv", argv)
+    # The runner quiets the proxy's logs for its tables: in this process that set-up (its
+    # loggers cached on first use) would outlive the test and change every later test's lines.
+    monkeypatch.setattr(ev, "quiet_logs", lambda level="warning": None)
     ev.main()
     printed = capsys.readouterr().out
     runs = json.loads(out.read_text())["tuning"]["runs"]

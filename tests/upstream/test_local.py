@@ -147,7 +147,7 @@ async def test_a_base_model_stops_at_the_first_blank_line(tmp_path: Path) -> Non
     assert option_values(argv, "--reverse-prompt") == ["\n\n"]
     (note,) = [e for e in logs if e["event"] == "spawn.base_model"]
     assert "base.gguf is a pre-trained model" in note["detail"]
-    assert "upstream.spawn.stop: [] turns this off" in note["detail"]
+    assert "upstream.spawn.stop: [] turns that off" in note["detail"]
     for model in (tuned, templated):
         argv, _ = await launch_of(tmp_path, model)
         assert option_values(argv, "--reverse-prompt") == []
