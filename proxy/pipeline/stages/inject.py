@@ -8,11 +8,11 @@ from proxy.pipeline.answer_shape import completion_shaped, plan_shape
 from proxy.pipeline.citing import whole_document
 from proxy.pipeline.completion_prompt import CompletionPrompt
 from proxy.pipeline.exchange import Exchange
+from proxy.pipeline.guard_report import note_guard
 from proxy.pipeline.prompts import full_content_prompt
 from proxy.pipeline.rewrite import replace_last_user_text
 from proxy.pipeline.search_space import open_space
 from proxy.pipeline.services import Services
-from proxy.pipeline.stages.guard_report import note_guard
 from proxy.pipeline.stages.retrieve import retrieve
 from proxy.pipeline.strategy import INJECT, NONE, RETRIEVAL
 

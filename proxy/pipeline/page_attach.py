@@ -1,5 +1,5 @@
-"""Stage, second half: the planned page images rendered, put before the enriched prompt in
-the last user message, counted and cited."""
+"""The pages stage's second half: the planned page images rendered, put before the enriched
+prompt in the last user message, counted and cited."""
 
 from __future__ import annotations
 
