@@ -106,6 +106,9 @@ class Exchange:
     file_search: FileSearch | None = None  # asked for by a Responses file_search tool
     store_search: StoreSearch | None = None  # the vector stores searched, and what was found
     model_search: ModelSearch | None = None  # the model writes the searches (a tool loop)
+    search_offered: bool = (
+        False  # the model was offered its search function: the proxy searches not
+    )
     upstream_path: str = "/v1/chat/completions"
     fixed_route: bool = False  # the body goes where the caller sends it (native Responses)
     response_converter: ResponseConverter | None = None

@@ -1,4 +1,4 @@
-"""Stage (retrieval branch): index, search, fit the passages into the budget, cite them."""
+"""Stage: retrieval by the proxy — index, search, fit the passages into the budget, cite them."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from typing import Any
 
 from proxy.documents.model import ParsedDocument
 from proxy.languages import LANGUAGE_NAMES
-from proxy.pipeline.answer_shape import completion_shaped
+from proxy.pipeline.answer_shape import completion_shaped, plan_shape
 from proxy.pipeline.candidates import (
     citation_of,
     guarded_candidates,
@@ -29,6 +29,7 @@ from proxy.pipeline.references import last_user_index
 from proxy.pipeline.rewrite import replace_last_user_text
 from proxy.pipeline.services import Services
 from proxy.pipeline.standalone_question import standalone_question
+from proxy.pipeline.strategy import RETRIEVAL
 from proxy.retrieval.budget import Passage, PassageBudget, PassageSelection
 from proxy.retrieval.focus import focus_page, page_parts
 from proxy.retrieval.history import HistoryRule, SearchText, earlier_turns, search_texts
@@ -45,6 +46,15 @@ FILL_DEPTH = 16
 """Candidates per file offered to the budget when it may be filled: a 4,096-token window's
 budget holds ~8 passages of 250 word pieces, and a larger window is better spent on the
 answer than on a long tail of weaker passages (docs/retrieval.md)."""
+
+
+async def retrieve_passages(exchange: Exchange, services: Services) -> None:
+    """The stage: when retrieval was decided and the model was not offered its own searches,
+    which prompt (the chat prompts, or the completion shape for a base model), then retrieval."""
+    if exchange.strategy != RETRIEVAL or exchange.search_offered:
+        return
+    await plan_shape(exchange, services)
+    await retrieve(exchange, services)
 
 
 async def retrieve(exchange: Exchange, services: Services) -> None:
