@@ -62,7 +62,7 @@ GROUPS = {
         ),
     ),
     "references": Group(
-        ("proxy/pipeline/references.py", "proxy/pipeline/stages/references.py"),
+        ("proxy/pipeline/file_refs.py", "proxy/pipeline/stages/references.py"),
         (
             "tests/test_references.py",
             "tests/test_reading_references.py",

@@ -69,7 +69,7 @@ async def bound_of(messages: list[dict[str, Any]]) -> int | None:
     return token_bound(messages)
 
 
-async def fits_surely(messages: list[dict[str, Any]], limit: int) -> bool:
+async def surely_fits_async(messages: list[dict[str, Any]], limit: int) -> bool:
     """`surely_fits`, in a thread for a long conversation."""
     bound = await bound_of(messages)
     return bound is not None and bound <= limit

@@ -12,8 +12,8 @@ from proxy.config import CitationStyle, ImageDetail, PromptShape, SearchMode
 from proxy.documents.model import ParsedDocument
 from proxy.pipeline.completion_prompt import CompletionPrompt
 from proxy.pipeline.decision import Decision
+from proxy.pipeline.file_refs import FileRef
 from proxy.pipeline.file_search import FileSearch, ModelSearch
-from proxy.pipeline.references import FileRef
 from proxy.pipeline.strategy import Strategy
 
 if TYPE_CHECKING:

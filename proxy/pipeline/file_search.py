@@ -8,8 +8,8 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from proxy.documents.model import ParsedDocument
-from proxy.guard.names import safe_name
 from proxy.guard.neutralise import GuardReport
+from proxy.guard.safe_names import safe_name
 from proxy.pipeline.decision import SearchCall, SearchesRecord
 from proxy.retrieval.budget import PassageBudget
 

@@ -17,6 +17,7 @@ from proxy.documents.page_images import PagesFailed
 from proxy.pipeline.answer_shape import completion_shaped
 from proxy.pipeline.decision import ImagesRecord
 from proxy.pipeline.exchange import Exchange
+from proxy.pipeline.file_refs import FileRef
 from proxy.pipeline.page_attach import note
 from proxy.pipeline.page_plan import (
     LABEL_TOKENS,
@@ -27,7 +28,6 @@ from proxy.pipeline.page_plan import (
     sizes_wanted,
 )
 from proxy.pipeline.page_state import PagesState, Pricing
-from proxy.pipeline.references import FileRef
 from proxy.pipeline.services import Services
 from proxy.pipeline.strategy import available_tokens, measure_context
 from proxy.retrieval.budget import Passage, PassageBudget, PassageSelection

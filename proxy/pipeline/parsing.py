@@ -8,7 +8,7 @@ from proxy.documents.report import document_record, warning_lines, warnings_head
 from proxy.errors import BadRequest
 from proxy.formats.markers import turn_markers
 from proxy.pipeline.exchange import Exchange
-from proxy.pipeline.references import FileRef
+from proxy.pipeline.file_refs import FileRef
 from proxy.pipeline.renaming import titled
 from proxy.pipeline.services import Services
 

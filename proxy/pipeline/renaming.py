@@ -8,7 +8,7 @@ from typing import Any
 from proxy.documents.model import ParsedDocument
 from proxy.documents.naming import titled_name
 from proxy.pipeline.exchange import Exchange
-from proxy.pipeline.references import FileRef, attached_marker
+from proxy.pipeline.file_refs import FileRef, attached_marker
 
 
 def rename_marker(

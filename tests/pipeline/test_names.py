@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from proxy.documents.model import Page, ParsedDocument
 from proxy.pipeline.exchange import Exchange
-from proxy.pipeline.references import FileRef
+from proxy.pipeline.file_refs import FileRef
 from proxy.pipeline.renaming import rename_marker, titled
 from proxy.pipeline.stages.names import needs_sniffing, provisional
 

@@ -14,7 +14,7 @@ from proxy.formats import (
 )
 from proxy.formats.adapter import merged_stops
 from proxy.formats.shift import ContextOverflow
-from proxy.pipeline.bounds import answer_room, fits_surely, long_conversation
+from proxy.pipeline.bounds import answer_room, long_conversation, surely_fits_async
 from proxy.pipeline.completion_prompt import CompletionPrompt, completion_body, render_completion
 from proxy.pipeline.decision import AdapterRecord, ContextShift
 from proxy.pipeline.exchange import Exchange
@@ -70,7 +70,7 @@ def _note_dropped(exchange: Exchange, dropped: int, tokens: int, limit: int) -> 
 async def _shift_chat(exchange: Exchange, services: Services) -> None:
     messages = exchange.messages
     limit = await _window_limit(exchange, services)
-    if limit is None or await fits_surely(messages, limit):
+    if limit is None or await surely_fits_async(messages, limit):
         return
     counter = await services.introspection.counter(exchange.model)
     result = await shift_context(messages, counter.count_messages, limit)
@@ -83,7 +83,7 @@ async def _to_text_completion(exchange: Exchange, services: Services, format_nam
     stops = merged_stops(fmt, exchange.body.get("stop"))
     messages = resolve_macros(exchange.messages, services.settings.formats.variables)
     limit = await _window_limit(exchange, services)
-    if limit is not None and not await fits_surely(messages, limit):
+    if limit is not None and not await surely_fits_async(messages, limit):
         counter = await services.introspection.counter(exchange.model)
 
         async def count(candidate: list[dict[str, Any]]) -> int:

@@ -3,8 +3,8 @@ function (retrieval by the proxy is the next stage, proxy.pipeline.stages.retrie
 
 from __future__ import annotations
 
-from proxy.guard.names import safe_name
 from proxy.guard.neutralise import GuardReport
+from proxy.guard.safe_names import safe_name
 from proxy.pipeline.answer_shape import completion_shaped, plan_shape
 from proxy.pipeline.citing import whole_document
 from proxy.pipeline.completion_prompt import CompletionPrompt

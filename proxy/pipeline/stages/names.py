@@ -7,7 +7,7 @@ import dataclasses
 from proxy.documents.naming import extension, given_name, numbered_name
 from proxy.errors import ProxyError
 from proxy.pipeline.exchange import Exchange
-from proxy.pipeline.references import FileRef
+from proxy.pipeline.file_refs import FileRef
 from proxy.pipeline.renaming import rename_marker
 from proxy.pipeline.services import Services
 

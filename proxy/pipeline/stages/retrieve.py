@@ -21,11 +21,11 @@ from proxy.pipeline.citing import sources_header
 from proxy.pipeline.completion_prompt import BASE_PASSAGES, CompletionPrompt
 from proxy.pipeline.decision import RetrievalRecord
 from proxy.pipeline.exchange import Exchange
+from proxy.pipeline.file_refs import last_user_index
 from proxy.pipeline.file_search import FileSearch, Origin
 from proxy.pipeline.guard_report import note_guard
 from proxy.pipeline.page_selection import select_with_pages
 from proxy.pipeline.prompts import citations_prompt, no_citations_prompt
-from proxy.pipeline.references import last_user_index
 from proxy.pipeline.rewrite import replace_last_user_text
 from proxy.pipeline.services import Services
 from proxy.pipeline.standalone_question import standalone_question
@@ -35,8 +35,8 @@ from proxy.retrieval.focus import focus_page, page_parts
 from proxy.retrieval.history import HistoryRule, SearchText, earlier_turns, search_texts
 from proxy.retrieval.lexical import detect_language, query_language
 from proxy.retrieval.retriever import Scored
+from proxy.retrieval.sentence_windows import WindowShape
 from proxy.retrieval.translation import Endpoint, Translation, translatable
-from proxy.retrieval.windows import WindowShape
 from proxy.stores.chunking import reference
 from proxy.stores.records import FileRecord
 from proxy.stores.search import by_file
