@@ -273,14 +273,14 @@ class QuestionTranslations:
             self.done[target] = None
             return None
         mode = self.services.settings.retrieval.translate
-        kind = await self.services.introspection.kind()
+        server = await self.services.introspection.kind()
         if mode == "auto":
-            mode = "completions" if kind in COMPLETION_KINDS else "chat"
+            mode = "completions" if server in COMPLETION_SERVERS else "chat"
         # llama.cpp's prompt cache makes two identical greedy requests differ: the same
         # question must give the same translation, whatever was asked before.
-        extra: dict[str, Any] = {"cache_prompt": False} if kind == "llamacpp" else {}
+        extra: dict[str, Any] = {"cache_prompt": False} if server == "llamacpp" else {}
         endpoint: Endpoint = "completions" if mode == "completions" else "chat"
-        window = await self.ollama_window() if kind == "ollama" and mode == "chat" else None
+        window = await self.ollama_window() if server == "ollama" and mode == "chat" else None
         if window is not None:
             # Ollama's OpenAI endpoint sets no window: asked there, a model the proxy runs with
             # a larger one is reloaded with the default, and again for the question itself.
@@ -309,7 +309,7 @@ class QuestionTranslations:
         return (await introspection.context_window(self.exchange.model)).running
 
 
-COMPLETION_KINDS = frozenset({"llamacpp", "vllm"})
+COMPLETION_SERVERS = frozenset({"llamacpp", "vllm"})
 """Upstreams whose /v1/completions takes any model, base models included: a few-shot prompt
 there translates with models that follow no instruction (the bundled Gemma 3 270M)."""
 
