@@ -62,7 +62,7 @@ GROUPS = {
         ),
     ),
     "references": Group(
-        ("proxy/pipeline/references.py", "proxy/pipeline/stages/references.py"),
+        ("proxy/pipeline/file_refs.py", "proxy/pipeline/stages/references.py"),
         (
             "tests/test_references.py",
             "tests/test_reading_references.py",
@@ -82,14 +82,18 @@ GROUPS = {
             "proxy/pipeline/stages/cite.py",
             "proxy/pipeline/stages/decide.py",
             "proxy/pipeline/stages/documents.py",
-            "proxy/pipeline/stages/guard_report.py",
+            "proxy/pipeline/guard_report.py",
             "proxy/pipeline/stages/inject.py",
             "proxy/pipeline/stages/names.py",
             "proxy/pipeline/stages/options.py",
             "proxy/pipeline/stages/retrieve.py",
             "proxy/pipeline/stages/validate.py",
             "proxy/pipeline/stages/window.py",
+            "proxy/pipeline/bounds.py",
+            "proxy/pipeline/candidates.py",
             "proxy/pipeline/citing.py",
+            "proxy/pipeline/parsing.py",
+            "proxy/pipeline/renaming.py",
             "proxy/pipeline/rewrite.py",
         ),
         (

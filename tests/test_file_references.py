@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from proxy.files.references import BlobReferences, with_file, without_file
+from proxy.files.blob_refs import BlobReferences, with_file, without_file
 
 
 def test_the_first_upload_names_its_own_blob_and_later_ones_join_it() -> None:

@@ -11,9 +11,9 @@ import obstore
 import pytest
 
 from proxy.config import FileStoreSettings
+from proxy.files.blob_refs import BlobReferences
 from proxy.files.objects import make_object_store
 from proxy.files.protocol import StoredFile
-from proxy.files.references import BlobReferences
 from proxy.files.s3 import S3FileStore
 
 DATA = b"the same bytes every time"

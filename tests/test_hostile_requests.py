@@ -20,7 +20,7 @@ from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 
 from proxy.errors import ProxyError
-from proxy.pipeline.references import find_references
+from proxy.pipeline.file_refs import find_references
 from tests.fakes.upstream import FakeUpstream
 
 ERROR_KEYS = {"message", "type", "param", "code"}

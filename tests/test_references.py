@@ -10,7 +10,7 @@ import pytest
 
 from proxy.errors import BadRequest, DocumentError, PayloadTooLarge
 from proxy.files.paths import resolve_document_path
-from proxy.pipeline.references import find_references
+from proxy.pipeline.file_refs import find_references
 from proxy.pipeline.stages.references import decode_file_data
 
 

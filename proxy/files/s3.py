@@ -8,7 +8,7 @@ Under `files.prefix`:
 
 Each upload streams to its own new object (no shared key to race on while bytes arrive); at
 commit it joins the blob already holding the same bytes, by compare-and-swap on the refs
-record (`proxy/files/references.py`), and its own copy is deleted — or its object becomes the
+record (`proxy/files/blob_refs.py`), and its own copy is deleted — or its object becomes the
 blob. Deletes retire the refs record by the same swap before deleting a blob, so no replica
 can join a blob that is being deleted. The methods block (obstore's synchronous calls; the
 I/O runs in obstore's own runtime, without the GIL): call them off the event loop.
@@ -31,6 +31,7 @@ from typing import TYPE_CHECKING, Any, BinaryIO, TypeVar
 import obstore
 from obstore.exceptions import BaseError
 
+from proxy.files.blob_refs import BlobReferences, with_file, without_file
 from proxy.files.objects import CONFLICTS, MISSING, StoreUnavailable
 from proxy.files.protocol import (
     FILE_ID,
@@ -41,7 +42,6 @@ from proxy.files.protocol import (
     StoredFile,
     nothing_else,
 )
-from proxy.files.references import BlobReferences, with_file, without_file
 
 if TYPE_CHECKING:
     from obstore import WritableFile

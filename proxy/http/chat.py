@@ -25,7 +25,8 @@ from proxy.http.recording import recorded
 from proxy.http.search_loop import loop_chat
 from proxy.http.status import StatusChannel
 from proxy.http.streams import end_with_error, event_stream, outgoing_headers
-from proxy.pipeline.exchange import Exchange, FileSearch
+from proxy.pipeline.exchange import Exchange
+from proxy.pipeline.file_search import FileSearch
 from proxy.pipeline.flow import run_pipeline
 from proxy.pipeline.services import Services
 from proxy.upstream.client import CLIENT_AUTHORIZATION

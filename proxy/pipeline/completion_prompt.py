@@ -9,7 +9,7 @@ from typing import Any
 
 from proxy.formats.adapter import CHAT_ONLY
 from proxy.formats.render import message_text
-from proxy.pipeline.references import last_user_index
+from proxy.pipeline.file_refs import last_user_index
 
 # A base (pre-trained) model continues text: it answers when the prompt is a text in which an
 # answer comes next. The shape and the example were chosen on the dev half of

@@ -12,14 +12,13 @@ from proxy.config import CitationStyle, ImageDetail, PromptShape, SearchMode
 from proxy.documents.model import ParsedDocument
 from proxy.pipeline.completion_prompt import CompletionPrompt
 from proxy.pipeline.decision import Decision
-from proxy.pipeline.references import FileRef
+from proxy.pipeline.file_refs import FileRef
+from proxy.pipeline.file_search import FileSearch, ModelSearch
 from proxy.pipeline.strategy import Strategy
 
 if TYPE_CHECKING:
     from proxy.pipeline.inflight import Held
     from proxy.pipeline.page_state import PagesState
-    from proxy.pipeline.search_space import ModelSearch
-    from proxy.stores.filters import Filter
     from proxy.stores.records import StoreRecord
 
 
@@ -59,17 +58,6 @@ class Options:
         # Built from options as requests give them (a strategy's name, a list of ids).
         self.strategy = Strategy(self.strategy)
         self.vector_store_ids = tuple(self.vector_store_ids)
-
-
-@dataclass(frozen=True)
-class FileSearch:
-    """The Responses API's file_search tool: the stores, how many results, which files."""
-
-    vector_store_ids: tuple[str, ...]
-    max_num_results: int | None = None
-    filters: Filter | None = None
-    score_threshold: float | None = None
-    forced: bool = False  # tool_choice {"type": "file_search"}: the model's first turn searches
 
 
 @dataclass
@@ -118,6 +106,9 @@ class Exchange:
     file_search: FileSearch | None = None  # asked for by a Responses file_search tool
     store_search: StoreSearch | None = None  # the vector stores searched, and what was found
     model_search: ModelSearch | None = None  # the model writes the searches (a tool loop)
+    search_offered: bool = (
+        False  # the model was offered its search function: the proxy searches not
+    )
     upstream_path: str = "/v1/chat/completions"
     fixed_route: bool = False  # the body goes where the caller sends it (native Responses)
     response_converter: ResponseConverter | None = None

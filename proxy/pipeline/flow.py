@@ -17,6 +17,7 @@ from proxy.pipeline.stages.names import name_references
 from proxy.pipeline.stages.options import read_options
 from proxy.pipeline.stages.pages import send_pages
 from proxy.pipeline.stages.references import extract_references
+from proxy.pipeline.stages.retrieve import retrieve_passages
 from proxy.pipeline.stages.search_mode import choose_search
 from proxy.pipeline.stages.stores import find_stores
 from proxy.pipeline.stages.validate import validate_request
@@ -34,7 +35,8 @@ STAGES: list[tuple[str, Stage]] = [
     ("stores", find_stores),  # vector stores to search, searched like old files (file_search)
     ("search", choose_search),  # who writes the searches: the model (a tool loop) or the proxy
     ("decide", decide),  # token counts + context window → strategy (docs/strategy.md)
-    ("inject", inject),  # full content, or retrieval + budget + citations (retrieval.md)
+    ("inject", inject),  # full content, or the model offered its search function
+    ("retrieve", retrieve_passages),  # retrieval + budget + citations (retrieval.md)
     ("pages", send_pages),  # drawn pages (charts, scans) as images, for a model that sees
     ("window", measure_window),  # how the prompt fills the context window (no extra calls)
     ("adapt", adapt),  # context shifting; text-completion upstreams get a rendered prompt

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from proxy.pipeline.references import last_user_index
+from proxy.pipeline.file_refs import last_user_index
 
 
 def replace_last_user_text(messages: list[dict[str, Any]], text: str) -> list[dict[str, Any]]:

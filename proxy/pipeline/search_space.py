@@ -5,29 +5,23 @@ budget, and written back as the tool's result."""
 from __future__ import annotations
 
 import math
-from collections.abc import Awaitable, Callable
-from dataclasses import dataclass, field
-from typing import Any
 
-from proxy.documents.model import ParsedDocument
-from proxy.guard.names import safe_name
 from proxy.guard.neutralise import GuardReport
-from proxy.pipeline.decision import SearchCall, SearchesRecord
-from proxy.pipeline.exchange import Exchange, FileSearch
-from proxy.pipeline.services import Services
-from proxy.pipeline.stages.guard_report import note_guard
-from proxy.pipeline.stages.retrieve import (
-    Origin,
+from proxy.pipeline.candidates import (
     citation_of,
     guarded_candidates,
     index_sources,
     search_result,
 )
+from proxy.pipeline.decision import SearchCall
+from proxy.pipeline.exchange import Exchange
+from proxy.pipeline.file_search import CallResult, FileSearch, Origin
+from proxy.pipeline.guard_report import note_guard
+from proxy.pipeline.services import Services
 from proxy.retrieval.budget import Passage, PassageBudget, citation_line
 from proxy.retrieval.retriever import Scored
-from proxy.retrieval.windows import WindowShape
+from proxy.retrieval.sentence_windows import WindowShape
 from proxy.stores.chunking import reference
-from proxy.stores.records import StoreRecord
 from proxy.stores.search import by_file
 
 SEARCH_FUNCTION = "file_search"
@@ -64,47 +58,6 @@ def nothing_found(queries: list[str], repeated: bool) -> str:
     if repeated:
         return f"The passages found for {quoted(queries)} were all given above already."
     return f"No passage of the files matched {quoted(queries)}."
-
-
-@dataclass
-class CallResult:
-    """What one search call gives back: the tool message's text, the passages as a Responses
-    `file_search_call` reports them, and the record of it."""
-
-    text: str
-    results: list[dict[str, Any]]
-    record: SearchCall
-
-
-@dataclass
-class ModelSearch:
-    """A request whose searches the model writes: what its function covers, what was given."""
-
-    record: SearchesRecord
-    file_search: FileSearch | None = None
-    sources: list[ParsedDocument] = field(default_factory=list)  # attached, when retrieved
-    origins: list[Origin] = field(default_factory=list)
-    stores: list[StoreRecord] = field(default_factory=list)
-    budget: PassageBudget | None = None
-    measure: Callable[[str], Awaitable[int]] | None = None  # in the budget's unit
-    unit: str = "tokens"
-    used: int = 0  # of the budget, by everything given so far
-    given: set[str] = field(default_factory=set)  # passage texts already given
-    reports: dict[str, GuardReport] = field(default_factory=dict)
-    attributes: dict[tuple[str, str], dict[str, Any]] = field(default_factory=dict)
-
-    @property
-    def armed(self) -> bool:
-        """Whether there is anything for the function to search."""
-        return bool(self.sources or self.stores)
-
-    def scope(self, control_tokens: tuple[str, ...] = ()) -> list[str]:
-        """The names of what it covers, guarded (the model reads them in the description)."""
-        names = [safe_name(document.name, control_tokens) for document in self.sources]
-        for store in self.stores:
-            label = store.name or store.id
-            names.append(f"vector store {safe_name(label, control_tokens)}")
-        return names
 
 
 async def open_space(exchange: Exchange, services: Services, documents: bool) -> None:

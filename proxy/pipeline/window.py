@@ -9,7 +9,7 @@ from typing import Any
 
 from proxy.formats.render import message_text
 from proxy.pipeline.decision import WindowShare
-from proxy.pipeline.references import last_user_index
+from proxy.pipeline.file_refs import last_user_index
 
 CHARS_PER_TOKEN = 4.0
 """For text nobody counted and no counted text to learn from: about 4 characters of English

@@ -6,7 +6,7 @@ import dataclasses
 from dataclasses import dataclass, field
 from typing import Any
 
-from proxy.pipeline.exchange import FileSearch
+from proxy.pipeline.file_search import FileSearch
 from proxy.responses.items import STATELESS, bad, input_messages, text_of
 from proxy.stores.filters import parse_filter
 

@@ -11,7 +11,7 @@ from typing import Any
 from proxy.retrieval.lexical import function_word
 
 MARKER = re.compile(r"^\[attached: .*\]$", re.S)
-"""The text a file part of an earlier message becomes (proxy.pipeline.references)."""
+"""The text a file part of an earlier message becomes (proxy.pipeline.file_refs)."""
 WORD = re.compile(r"\w+")
 MAX_WORDS = 80
 """Each earlier text is searched by at most this many words (a reply by its first ones, a

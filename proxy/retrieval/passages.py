@@ -18,7 +18,7 @@ from proxy.disk import DiskRoom
 from proxy.documents.model import ParsedDocument
 from proxy.retrieval.chunking import Chunk
 from proxy.retrieval.lexical import LexicalIndex
-from proxy.retrieval.windows import document_text
+from proxy.retrieval.sentence_windows import document_text
 
 log = structlog.get_logger(__name__)
 

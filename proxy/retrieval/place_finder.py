@@ -13,7 +13,7 @@ from proxy.retrieval.chunking import Chunk
 from proxy.retrieval.headings import SEPARATOR
 from proxy.retrieval.overview import is_summary_heading
 from proxy.retrieval.places import LAST, NUMBER_WORDS, UNITS, Place, roman_value
-from proxy.retrieval.windows import document_text
+from proxy.retrieval.sentence_windows import document_text
 
 REGION_PASSAGES = 3
 """Passages given for "at the very end" or "at the beginning": the last (first) of the body."""

@@ -27,9 +27,9 @@ from proxy.retrieval.passages import DocumentPassages, PassagesMissing, PassageS
 from proxy.retrieval.place_finder import Found, find_place
 from proxy.retrieval.places import Place, parse_place
 from proxy.retrieval.rerank import Reranker
+from proxy.retrieval.sentence_windows import WindowShape, windows
 from proxy.retrieval.space import Scorer, Space
 from proxy.retrieval.translation import Translate, Translation
-from proxy.retrieval.windows import WindowShape, windows
 from proxy.tasks import cancel_and_wait
 
 log = structlog.get_logger(__name__)

@@ -7,15 +7,15 @@ from typing import Any, cast
 
 from proxy.documents.model import Page, ParsedDocument
 from proxy.guard.neutralise import Guarded, GuardReport
-from proxy.pipeline.exchange import Exchange
-from proxy.pipeline.services import Services
-from proxy.pipeline.stages.retrieve import (
-    Origin,
+from proxy.pipeline.candidates import (
     citation_of,
     guarded_candidates,
     outcomes,
     search_result,
 )
+from proxy.pipeline.exchange import Exchange
+from proxy.pipeline.file_search import Origin
+from proxy.pipeline.services import Services
 from proxy.retrieval.budget import Passage, PassageSelection
 from proxy.retrieval.chunking import Chunk
 from proxy.retrieval.retriever import Scored

@@ -6,7 +6,7 @@ from structlog.testing import capture_logs
 
 from proxy.guard.neutralise import GuardReport
 from proxy.pipeline.exchange import Exchange
-from proxy.pipeline.stages.guard_report import note_guard
+from proxy.pipeline.guard_report import note_guard
 
 
 def test_changes_are_recorded_per_file_counted_and_logged() -> None:

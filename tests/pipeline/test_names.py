@@ -4,8 +4,9 @@ from __future__ import annotations
 
 from proxy.documents.model import Page, ParsedDocument
 from proxy.pipeline.exchange import Exchange
-from proxy.pipeline.references import FileRef
-from proxy.pipeline.stages.names import needs_sniffing, provisional, rename_marker, titled
+from proxy.pipeline.file_refs import FileRef
+from proxy.pipeline.renaming import rename_marker, titled
+from proxy.pipeline.stages.names import needs_sniffing, provisional
 
 SHA = "9f86d081884c7d659a2feaa0c55ad015a3bf4f1b2b0b822cd15d6c15b0f00a08"
 

@@ -11,10 +11,10 @@ import pytest
 from proxy.config import load_settings
 from proxy.documents.drawn import DrawnPage
 from proxy.documents.model import Page, ParsedDocument
+from proxy.pipeline import page_selection as stage
 from proxy.pipeline.decision import ImagesRecord
 from proxy.pipeline.exchange import Exchange
 from proxy.pipeline.page_state import PagesState
-from proxy.pipeline.stages import pages as stage
 from proxy.retrieval.budget import Passage, PassageBudget, PassageSelection
 from proxy.upstream.image_cost import ImageCost
 from proxy.upstream.vision import Sight

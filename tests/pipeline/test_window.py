@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from proxy.pipeline.stages.adapt import TEMPLATE_TOKENS_PER_MESSAGE, surely_fits
+from proxy.pipeline.bounds import TEMPLATE_TOKENS_PER_MESSAGE, surely_fits
 from proxy.pipeline.window import PromptSizes, after_shift, prompt_sizes, share_window
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import itertools
 
 from proxy.retrieval.chunking import Chunk, chunk_document
-from proxy.retrieval.windows import WindowShape, document_text, windows
+from proxy.retrieval.sentence_windows import WindowShape, document_text, windows
 from tests.retrieval.support import text_document
 
 

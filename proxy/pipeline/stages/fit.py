@@ -8,10 +8,10 @@ from typing import Any
 import structlog
 
 from proxy.errors import BadRequest
+from proxy.pipeline.bounds import answer_budget, answer_room, bound_of
 from proxy.pipeline.decision import UpstreamRecord
 from proxy.pipeline.exchange import Exchange
 from proxy.pipeline.services import Services
-from proxy.pipeline.stages.adapt import answer_budget, answer_room, bound_of
 from proxy.upstream.abilities import Abilities
 from proxy.upstream.facts import ModelFacts
 from proxy.upstream.kinds import traits

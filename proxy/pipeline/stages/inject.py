@@ -1,19 +1,19 @@
-"""Stage: put the documents into the last user message, in full or as retrieved citations."""
+"""Stage: put the documents into the last user message in full, or offer the model its search
+function (retrieval by the proxy is the next stage, proxy.pipeline.stages.retrieve)."""
 
 from __future__ import annotations
 
-from proxy.guard.names import safe_name
 from proxy.guard.neutralise import GuardReport
+from proxy.guard.safe_names import safe_name
 from proxy.pipeline.answer_shape import completion_shaped, plan_shape
 from proxy.pipeline.citing import whole_document
 from proxy.pipeline.completion_prompt import CompletionPrompt
 from proxy.pipeline.exchange import Exchange
+from proxy.pipeline.guard_report import note_guard
 from proxy.pipeline.prompts import full_content_prompt
 from proxy.pipeline.rewrite import replace_last_user_text
 from proxy.pipeline.search_space import open_space
 from proxy.pipeline.services import Services
-from proxy.pipeline.stages.guard_report import note_guard
-from proxy.pipeline.stages.retrieve import retrieve
 from proxy.pipeline.strategy import INJECT, NONE, RETRIEVAL
 
 
@@ -21,15 +21,12 @@ async def inject(exchange: Exchange, services: Services) -> None:
     if exchange.model_search is not None:
         # A model that calls tools follows instructions: the chat prompts, never the
         # completion shape.
+        exchange.search_offered = True
         await offer_search(exchange, services)
         return
-    if exchange.strategy not in (INJECT, RETRIEVAL):
-        return
-    await plan_shape(exchange, services)
     if exchange.strategy == INJECT:
+        await plan_shape(exchange, services)
         await inject_full_content(exchange, services)
-    else:
-        await retrieve(exchange, services)
 
 
 async def offer_search(exchange: Exchange, services: Services) -> None:

@@ -11,10 +11,10 @@ from proxy.errors import BadRequest, DocumentError, PayloadTooLarge
 from proxy.files.paths import read_document_path, resolve_document_path
 from proxy.files.remote import fetch_document
 from proxy.pipeline.exchange import Exchange
+from proxy.pipeline.file_refs import FileRef, find_references
 from proxy.pipeline.inflight import MIB, request_too_large
-from proxy.pipeline.references import FileRef, find_references
+from proxy.pipeline.parsing import learn_control_tokens
 from proxy.pipeline.services import Services
-from proxy.pipeline.stages.documents import learn_control_tokens
 
 OFF_LOOP_CHARS = 1 << 20
 DECODE_STEP = 1 << 20  # base64 characters decoded at a time (see _b64decode)

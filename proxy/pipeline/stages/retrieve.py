@@ -1,37 +1,42 @@
-"""Stage (retrieval branch): index, search, fit the passages into the budget, cite them."""
+"""Stage: retrieval by the proxy — index, search, fit the passages into the budget, cite them."""
 
 from __future__ import annotations
 
 import asyncio
 import math
 import time
-from dataclasses import dataclass
 from typing import Any
 
 from proxy.documents.model import ParsedDocument
-from proxy.documents.report import location_fragment
-from proxy.guard.neutralise import GuardReport
 from proxy.languages import LANGUAGE_NAMES
-from proxy.pipeline.answer_shape import completion_shaped
+from proxy.pipeline.answer_shape import completion_shaped, plan_shape
+from proxy.pipeline.candidates import (
+    citation_of,
+    guarded_candidates,
+    index_sources,
+    outcomes,
+    search_result,
+)
 from proxy.pipeline.citing import sources_header
 from proxy.pipeline.completion_prompt import BASE_PASSAGES, CompletionPrompt
-from proxy.pipeline.decision import Candidate, RetrievalRecord
-from proxy.pipeline.exchange import Exchange, FileSearch
+from proxy.pipeline.decision import RetrievalRecord
+from proxy.pipeline.exchange import Exchange
+from proxy.pipeline.file_refs import last_user_index
+from proxy.pipeline.file_search import FileSearch, Origin
+from proxy.pipeline.guard_report import note_guard
+from proxy.pipeline.page_selection import select_with_pages
 from proxy.pipeline.prompts import citations_prompt, no_citations_prompt
-from proxy.pipeline.references import last_user_index
 from proxy.pipeline.rewrite import replace_last_user_text
 from proxy.pipeline.services import Services
-from proxy.pipeline.stages.documents import parse_refs
-from proxy.pipeline.stages.guard_report import note_guard
-from proxy.pipeline.stages.pages import select_with_pages
-from proxy.pipeline.stages.standalone import standalone_question
+from proxy.pipeline.standalone_question import standalone_question
+from proxy.pipeline.strategy import RETRIEVAL
 from proxy.retrieval.budget import Passage, PassageBudget, PassageSelection
 from proxy.retrieval.focus import focus_page, page_parts
 from proxy.retrieval.history import HistoryRule, SearchText, earlier_turns, search_texts
 from proxy.retrieval.lexical import detect_language, query_language
 from proxy.retrieval.retriever import Scored
+from proxy.retrieval.sentence_windows import WindowShape
 from proxy.retrieval.translation import Endpoint, Translation, translatable
-from proxy.retrieval.windows import WindowShape
 from proxy.stores.chunking import reference
 from proxy.stores.records import FileRecord
 from proxy.stores.search import by_file
@@ -43,11 +48,13 @@ budget holds ~8 passages of 250 word pieces, and a larger window is better spent
 answer than on a long tail of weaker passages (docs/retrieval.md)."""
 
 
-def citation_of(meta: dict[str, Any]) -> str:
-    """`report.pdf#page=4` (the way PDF viewers open a page), `handbook.docx#section=Refunds`,
-    `sheet.xlsx#sheet=Q3`, `deck.pptx#slide=4`."""
-    location = meta.get("location") or f"page={meta['page_start']}"
-    return f"{meta['filename']}#{location_fragment(location)}"
+async def retrieve_passages(exchange: Exchange, services: Services) -> None:
+    """The stage: when retrieval was decided and the model was not offered its own searches,
+    which prompt (the chat prompts, or the completion shape for a base model), then retrieval."""
+    if exchange.strategy != RETRIEVAL or exchange.search_offered:
+        return
+    await plan_shape(exchange, services)
+    await retrieve(exchange, services)
 
 
 async def retrieve(exchange: Exchange, services: Services) -> None:
@@ -266,14 +273,14 @@ class QuestionTranslations:
             self.done[target] = None
             return None
         mode = self.services.settings.retrieval.translate
-        kind = await self.services.introspection.kind()
+        server = await self.services.introspection.kind()
         if mode == "auto":
-            mode = "completions" if kind in COMPLETION_KINDS else "chat"
+            mode = "completions" if server in COMPLETION_SERVERS else "chat"
         # llama.cpp's prompt cache makes two identical greedy requests differ: the same
         # question must give the same translation, whatever was asked before.
-        extra: dict[str, Any] = {"cache_prompt": False} if kind == "llamacpp" else {}
+        extra: dict[str, Any] = {"cache_prompt": False} if server == "llamacpp" else {}
         endpoint: Endpoint = "completions" if mode == "completions" else "chat"
-        window = await self.ollama_window() if kind == "ollama" and mode == "chat" else None
+        window = await self.ollama_window() if server == "ollama" and mode == "chat" else None
         if window is not None:
             # Ollama's OpenAI endpoint sets no window: asked there, a model the proxy runs with
             # a larger one is reloaded with the default, and again for the question itself.
@@ -302,18 +309,9 @@ class QuestionTranslations:
         return (await introspection.context_window(self.exchange.model)).running
 
 
-COMPLETION_KINDS = frozenset({"llamacpp", "vllm"})
+COMPLETION_SERVERS = frozenset({"llamacpp", "vllm"})
 """Upstreams whose /v1/completions takes any model, base models included: a few-shot prompt
 there translates with models that follow no instruction (the bundled Gemma 3 270M)."""
-
-
-@dataclass(frozen=True)
-class Origin:
-    """Where a source's passages come from: a file id (uploaded, or a vector store's file) and
-    the vector store, if any."""
-
-    file_id: str | None = None
-    vector_store_id: str | None = None
 
 
 async def search_stores(
@@ -340,103 +338,6 @@ async def search_stores(
     )
     found.results = [hit.found() for hit in hits]
     return by_file(hits)
-
-
-async def index_sources(exchange: Exchange, services: Services) -> list[ParsedDocument]:
-    """New and old documents, each once (by sha256); the retriever indexes them as it searches."""
-    documents = list(exchange.new_documents)
-    if exchange.old_refs:
-        documents += await parse_refs(exchange.old_refs, exchange, services)
-    # The same document attached twice is one source.
-    return list({doc.sha256: doc for doc in documents}.values())
-
-
-def guarded_candidates(
-    exchange: Exchange,
-    services: Services,
-    sources: list[ParsedDocument],
-    ranked: list[list[Scored]],
-    thresholds: list[float],
-    origins: list[Origin],
-) -> tuple[list[list[Passage]], dict[str, GuardReport]]:
-    """Per source, its hits above its threshold as guarded passages, in rank order."""
-    reports: dict[str, GuardReport] = {}
-    by_source: list[list[Passage]] = []
-    for source, (document, hits) in enumerate(zip(sources, ranked, strict=True)):
-        passages = []
-        threshold, origin = thresholds[source], origins[source]
-        for rank, hit in enumerate(h for h in hits if above(h, threshold)):
-            guarded = services.guarded.guard(hit.chunk.shown, exchange.control_tokens)
-            reports[document.name] = reports.get(document.name, GuardReport()) + guarded.report
-            meta = {
-                "filename": document.name,
-                "page_start": hit.chunk.page_start,
-                "page_end": hit.chunk.page_end,
-                "location": hit.chunk.location,
-                "start": hit.chunk.start,
-                "end": hit.chunk.end,
-                "overview": hit.overview,
-                "score": hit.dense,
-                "file_id": origin.file_id,
-                "vector_store_id": origin.vector_store_id,
-            }
-            passages.append(Passage(source, rank, guarded.text, meta))
-        by_source.append(passages)
-    return by_source, reports
-
-
-def above(hit: Scored, threshold: float) -> bool:
-    """Whether a hit passes the threshold: its cosine is over it, it was ranked by its words
-    alone (a language the embedder does not read, whose cosines mean nothing), or it was given
-    for a question about the whole document or from the place the question names (chosen by
-    where it sits, not by its cosine)."""
-    return not hit.by_meaning or hit.overview or hit.place or hit.dense > threshold
-
-
-SNIPPET_CHARS = 300
-
-
-def outcomes(
-    sources: list[ParsedDocument],
-    ranked: list[list[Scored]],
-    thresholds: list[float],
-    offered: list[list[Passage]],
-    selection: PassageSelection,
-) -> list[Candidate]:
-    """Every hit, best first per file, with what the threshold and the budget made of it."""
-    kept = {(p.source, p.rank): p for p in selection.passages}
-    candidates = []
-    for source, (document, hits) in enumerate(zip(sources, ranked, strict=True)):
-        rank = 0
-        for hit in hits:
-            if not above(hit, thresholds[source]):
-                outcome = "below threshold"
-            else:
-                passage = kept.get((source, rank))
-                rank += 1
-                if passage is None:
-                    outcome = "over budget"
-                else:
-                    whole = offered[source][passage.rank].text
-                    outcome = "kept" if passage.text == whole else "shortened"
-            candidates.append(
-                Candidate(
-                    file=document.name,
-                    page=hit.chunk.page_start,
-                    location=hit.chunk.location,
-                    score=round(hit.dense, 4),
-                    outcome=outcome,
-                    snippet=hit.chunk.text[:SNIPPET_CHARS],
-                    passage=hit.chunk.index,
-                    dense=round(hit.dense, 4),
-                    lexical=None if hit.lexical is None else round(hit.lexical, 4),
-                    fused=None if hit.fused is None else round(hit.fused, 6),
-                    rerank=None if hit.rerank is None else round(hit.rerank, 4),
-                    overview=hit.overview,
-                    place=hit.place,
-                )
-            )
-    return candidates
 
 
 Focus = dict[tuple[int, int], int]
@@ -518,25 +419,3 @@ def cite(exchange: Exchange, selection: PassageSelection, focus: Focus | None = 
     ]
     exchange.status(f"Retrieved {len(texts)} relevant citations for user query")
     exchange.response_headers["X-Enrich-Citations"] = str(len(texts))
-
-
-def search_result(meta: dict[str, Any], text: str) -> dict[str, Any]:
-    result = {
-        "title": meta["filename"],
-        "url": citation_of(meta),
-        "snippet": text[:500],
-        "source": "attachment",
-        "location": meta.get("location") or f"page={meta['page_start']}",
-        "score": round(float(meta["score"]), 4),
-    }
-    if result["location"].startswith("page="):
-        page = result["location"].removeprefix("page=")
-        result["page"] = int(page) if page.isdigit() else meta["page_start"]
-        end = meta.get("page_end", meta["page_start"])
-        if end > meta["page_start"]:  # the passage runs over a page break
-            result["page_start"], result["page_end"] = meta["page_start"], end
-    if meta.get("file_id"):
-        result["file_id"] = meta["file_id"]
-    if meta.get("vector_store_id"):
-        result["vector_store_id"] = meta["vector_store_id"]
-    return result

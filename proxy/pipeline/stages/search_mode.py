@@ -8,7 +8,8 @@ from typing import Any
 from proxy.errors import BadRequest
 from proxy.pipeline.decision import SearchesRecord
 from proxy.pipeline.exchange import Exchange
-from proxy.pipeline.search_space import SEARCH_FUNCTION, ModelSearch
+from proxy.pipeline.file_search import ModelSearch
+from proxy.pipeline.search_space import SEARCH_FUNCTION
 from proxy.pipeline.services import Services
 from proxy.upstream.facts import Fact
 

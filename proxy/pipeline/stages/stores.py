@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from proxy.errors import BadRequest
 from proxy.pipeline.exchange import Exchange, StoreSearch
+from proxy.pipeline.parsing import learn_control_tokens
 from proxy.pipeline.services import Services
-from proxy.pipeline.stages.documents import learn_control_tokens
 
 
 async def find_stores(exchange: Exchange, services: Services) -> None:

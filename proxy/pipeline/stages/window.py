@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
+from proxy.pipeline.bounds import answer_budget
 from proxy.pipeline.exchange import Exchange
 from proxy.pipeline.services import Services
-from proxy.pipeline.stages.adapt import answer_budget
 from proxy.pipeline.strategy import INJECT, RETRIEVAL
 from proxy.pipeline.window import after_shift, prompt_sizes, share_window
 

@@ -7,7 +7,7 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from proxy.pipeline.exchange import Exchange
-from proxy.pipeline.references import last_user_index
+from proxy.pipeline.file_refs import last_user_index
 from proxy.pipeline.services import Services
 from proxy.retrieval.history import SearchText, earlier_turns
 from proxy.retrieval.rewriter import Rewrite

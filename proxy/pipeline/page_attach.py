@@ -1,5 +1,5 @@
-"""Stage, second half: the planned page images rendered, put before the enriched prompt in
-the last user message, counted and cited."""
+"""The pages stage's second half: the planned page images rendered, put before the enriched
+prompt in the last user message, counted and cited."""
 
 from __future__ import annotations
 
@@ -8,11 +8,11 @@ from typing import Any
 import structlog
 
 from proxy.documents.page_images import PageImage, PagesFailed
-from proxy.guard.names import safe_name
+from proxy.guard.safe_names import safe_name
 from proxy.pipeline.exchange import Exchange
+from proxy.pipeline.file_refs import last_user_index
 from proxy.pipeline.page_plan import LABEL_TOKENS, ImagePlan, PageCandidate
 from proxy.pipeline.page_state import PagesState
-from proxy.pipeline.references import last_user_index
 from proxy.pipeline.services import Services
 from proxy.pipeline.strategy import INJECT, RETRIEVAL
 

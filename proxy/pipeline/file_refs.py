@@ -8,7 +8,7 @@ from typing import Any, Literal
 
 from proxy.errors import BadRequest
 from proxy.files.remote import url_name
-from proxy.guard.names import safe_name
+from proxy.guard.safe_names import safe_name
 
 FILE_PART_TYPES = frozenset({"file", "input_file"})
 IMAGE_DETAILS = ("auto", "low", "high")  # an input_file's `detail`: how its pages go as images
