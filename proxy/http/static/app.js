@@ -24,7 +24,7 @@ const STAGE_TITLES = {
   stores: "the vector stores to search",
   count: "the conversation and the documents counted in the model's tokens",
   decide: "the 70 % rule: whole documents, retrieval, or nothing",
-  search: "the passages closest to the question found",
+  search: "who writes the searches: the model in a tool loop, or the proxy once",
   inject: "the documents put into the prompt whole, or the model offered its search function",
   retrieve: "the passages closest to the question found, fitted into the budget and cited",
   pages: "drawn pages as images, for a model that sees",
