@@ -540,7 +540,11 @@ class Retriever:
 
     def _whole_now(self, space: Space, passages: DocumentPassages) -> bool:
         """Whether embedding the rest of a document before answering costs no more than
-        `whole_document_s`, at the pace the embedder was measured at (docs/retrieval.md)."""
+        `whole_document_s`, at the pace the embedder was measured at (docs/retrieval.md).
+        Never where proxies share the index (leases): the one holding the document's lease
+        indexes it, in the background, and the others would embed it again."""
+        if space.indexer.leases is not None:
+            return False
         cost = space.indexer.whole_now_costs(passages)
         log.debug("whole document now", file=passages.name, estimate_s=cost)
         return cost is not None and cost <= self.whole_document_s
