@@ -543,7 +543,7 @@ class Retriever:
         `whole_document_s`, at the pace the embedder was measured at (docs/retrieval.md).
         Never where proxies share the index (leases): the one holding the document's lease
         indexes it, in the background, and the others would embed it again."""
-        if space.indexer.leases is not None:
+        if space.indexer.leases is not None or self.whole_document_s <= 0:
             return False
         cost = space.indexer.whole_now_costs(passages)
         log.debug("whole document now", file=passages.name, estimate_s=cost)
