@@ -47,21 +47,20 @@ server is one more entry in `LEARNERS`.
 
 from __future__ import annotations
 
-import asyncio
 import re
-import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, replace
 from typing import Any
 
 import structlog
-from cachetools import LRUCache, TTLCache
+from cachetools import LRUCache
 
 from proxy.config import Settings
 from proxy.errors import ProxyError
 from proxy.logs import probe_failed
 from proxy.upstream.client import UpstreamClient
 from proxy.upstream.facts import Fact
+from proxy.upstream.learnt import Learnt
 from proxy.upstream.vision import RENDER_PATH, error_message, lmstudio_card
 
 log = structlog.get_logger(__name__)
@@ -364,26 +363,17 @@ class AbilityIntrospection:
         # What the proxy's own llama.cpp server's GGUF says (upstream.spawn): more exact than
         # /props, where the template chosen for it may stand in for a missing one.
         self.spawned = spawned
-        self._abilities: TTLCache[str, Abilities] = TTLCache(
-            maxsize=256, ttl=settings.upstream.context_ttl_s, timer=time.monotonic
+        self._abilities: Learnt[Abilities] = Learnt(
+            settings.upstream.context_ttl_s, lambda found: found.keep
         )
         # The last abilities of each model, for /healthz (names are the callers' own).
         self.seen: LRUCache[str, Abilities] = LRUCache(maxsize=256)
-        self._lock = asyncio.Lock()
 
     async def of(self, model: str | None) -> Abilities:
         """`model`'s abilities: configured, remembered, or learnt from the upstream now."""
         key = model or ""
-        cached = self._abilities.get(key)
-        if cached is not None:
-            return cached
-        async with self._lock:  # one probe per model at a time
-            cached = self._abilities.get(key)
-            if cached is not None:
-                return cached
-            found = await self._learn(model)
-            if found.keep:
-                self._abilities[key] = found
+        found, now = await self._abilities.get(key, lambda: self._learn(model))
+        if now:
             self.seen[key] = found
             # Unknown for want of an answer is not learnt: asked again next time.
             (log.info if found.keep else log.debug)(
@@ -394,7 +384,7 @@ class AbilityIntrospection:
                 tools=found.tools.value,
                 tools_source=found.tools.source,
             )
-            return found
+        return found
 
     async def _learn(self, model: str | None) -> Abilities:
         configured = self.settings.model_settings(model)

@@ -26,20 +26,20 @@ from __future__ import annotations
 import asyncio
 import base64
 import struct
-import time
 import zlib
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, replace
 from typing import Any
 
 import structlog
-from cachetools import LRUCache, TTLCache
+from cachetools import LRUCache
 
 from proxy.config import Settings
 from proxy.errors import ProxyError
 from proxy.logs import probe_failed
 from proxy.upstream.client import UpstreamClient
 from proxy.upstream.image_cost import ImageCost, configured, guessed
+from proxy.upstream.learnt import Learnt
 
 log = structlog.get_logger(__name__)
 
@@ -210,28 +210,18 @@ class VisionIntrospection:
         self.settings = settings
         self.upstream = upstream
         self._kind = kind
-        self._sights: TTLCache[str, Sight] = TTLCache(
-            maxsize=256, ttl=settings.upstream.context_ttl_s, timer=time.monotonic
+        self._sights: Learnt[Sight] = Learnt(
+            settings.upstream.context_ttl_s, lambda sight: sight.keep
         )
         self._counts: LRUCache[tuple[str, int, int], int] = LRUCache(maxsize=4096)
-        self._lock = asyncio.Lock()
 
     async def sight(self, model: str | None) -> Sight:
-        key = model or ""
-        cached = self._sights.get(key)
-        if cached is not None:
-            return cached
-        async with self._lock:  # one probe per model at a time
-            cached = self._sights.get(key)
-            if cached is not None:
-                return cached
-            sight = await self._learn(model)
-            if sight.keep:
-                self._sights[key] = sight
+        sight, now = await self._sights.get(model or "", lambda: self._learn(model))
+        if now:
             (log.info if sight.keep else log.debug)(
                 "model sight learnt", model=model, sees=sight.sees, source=sight.source
             )
-            return sight
+        return sight
 
     async def _learn(self, model: str | None) -> Sight:
         configured_settings = self.settings.model_settings(model)
