@@ -61,7 +61,7 @@ sys.path.insert(0, str(EVAL))
 
 import retrieval_eval as single  # noqa: E402
 from documents import Document, DocumentError, default_cache, ensure, load_documents  # noqa: E402
-from reporting import log_heldout_run, merge_single_documents  # noqa: E402
+from reporting import log_heldout_run, merge_single_documents, recorded  # noqa: E402
 
 HALVES = ("tuning", "heldout")
 CONDITIONS = ("first", "follow-up", "ceiling", "alone")
@@ -632,7 +632,16 @@ def main() -> None:
     parser.add_argument(
         "--rewrite-timeout", type=float, default=120.0, help="seconds a rewrite call may take"
     )
+    parser.add_argument(
+        "--out", type=Path, help="also write what is printed here (e.g. bench/results/retrieval/…)"
+    )
     args = parser.parse_args()
+    with recorded(args.out):
+        evaluate(args)
+
+
+def evaluate(args: argparse.Namespace) -> None:
+    """The run `main` was asked for: the conversations asked, the tables printed."""
     single.WINDOW = args.window
     sys.path.insert(0, str(args.proxy_root.resolve()))
     halves = HALVES if args.set == "all" else (args.set,)

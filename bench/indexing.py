@@ -48,6 +48,7 @@ ROOT = BENCH.parent
 sys.path.insert(0, str(BENCH / "eval"))
 
 from documents import find_corpus  # noqa: E402
+from reporting import recorded  # noqa: E402
 
 CORPUS = find_corpus()
 BOOKS = {"moby-dick.epub": "epub/moby-dick.epub", "freeculture.pdf": "pdf/freeculture.pdf"}
@@ -551,7 +552,16 @@ def main() -> None:
     parser.add_argument("--agreement", action="store_true")
     parser.add_argument("--parse-vs-embed", action="store_true", help="per corpus document")
     parser.add_argument("--worker", help=argparse.SUPPRESS)
+    parser.add_argument(
+        "--out", type=Path, help="also write what is printed here (e.g. bench/results/retrieval/…)"
+    )
     args = parser.parse_args()
+    with recorded(args.out):
+        measure(args)
+
+
+def measure(args: argparse.Namespace) -> None:
+    """The run `main` was asked for."""
     if args.worker:
         print(json.dumps(run_spec(json.loads(args.worker))))
     elif args.one:

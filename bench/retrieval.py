@@ -41,6 +41,9 @@ from proxy.retrieval.embeddings import DefaultEmbedder  # noqa: E402
 from proxy.retrieval.index import VectorIndex  # noqa: E402
 from proxy.upstream.encodings import load_encoding  # noqa: E402
 
+sys.path.insert(0, str(ROOT / "bench" / "eval"))
+from reporting import recorded  # noqa: E402
+
 CORPUS = ROOT.parent / "shared" / "corpus"
 CHUNKS_PER_DOC = 500
 
@@ -234,6 +237,9 @@ def parse_args() -> argparse.Namespace:
         help="only: the first question on a new 352-page book against parsing it alone",
     )
     parser.add_argument("--lexical", action="store_true", help="only: bm25s against SQLite FTS5")
+    parser.add_argument(
+        "--out", type=Path, help="also write what is printed here (e.g. bench/results/retrieval/…)"
+    )
     args = parser.parse_args()
     args.sizes = [int(size) for size in args.sizes.split(",")]
     if args.quick:
@@ -242,4 +248,6 @@ def parse_args() -> argparse.Namespace:
 
 
 if __name__ == "__main__":
-    asyncio.run(main(parse_args()))
+    ARGS = parse_args()
+    with recorded(ARGS.out):
+        asyncio.run(main(ARGS))

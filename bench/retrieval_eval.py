@@ -62,7 +62,12 @@ EVAL = BENCH / "eval"
 sys.path.insert(0, str(EVAL))
 
 from documents import Document, DocumentError, default_cache, ensure, load_documents  # noqa: E402
-from reporting import log_heldout_run, merge_single_documents, word_overlap  # noqa: E402
+from reporting import (  # noqa: E402
+    log_heldout_run,
+    merge_single_documents,
+    recorded,
+    word_overlap,
+)
 
 HALVES = ("tuning", "heldout")
 
@@ -976,7 +981,16 @@ def main() -> None:
         "--calibrate", action="store_true", help="warm: also the threshold's calibration table"
     )
     parser.add_argument("--verbose", action="store_true", help="the proxy's own log lines")
+    parser.add_argument(
+        "--out", type=Path, help="also write what is printed here (e.g. bench/results/retrieval/…)"
+    )
     args = parser.parse_args()
+    with recorded(args.out):
+        evaluate(args)
+
+
+def evaluate(args: argparse.Namespace) -> None:
+    """The run `main` was asked for: the questions asked, the tables printed."""
     MAX_TOKENS[0] = args.max_tokens
     sys.path.insert(0, str(args.proxy_root.resolve()))
     halves = HALVES if args.set == "all" else (args.set,)

@@ -1,14 +1,20 @@
-"""What the evaluations may say about a held-out half, and the log of every held-out run."""
+"""What the evaluations may say about a held-out half, the log of every held-out run, and result
+files: what a bench run prints, written under bench/results/ by its `--out` option."""
 
 from __future__ import annotations
 
+import contextlib
 import csv
 import datetime
+import io
+import os
 import re
+import shlex
 import subprocess
-from collections.abc import Callable, Iterable, Sequence
+import sys
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from pathlib import Path
-from typing import TypeVar
+from typing import TextIO, TypeVar
 
 Item = TypeVar("Item")
 
@@ -100,3 +106,50 @@ def log_heldout_run(
             writer.writerow(LOG_COLUMNS)
         when = datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%d %H:%M")
         writer.writerow((when, commit_of(root), runner, half, method, mode, upstream, figures))
+
+
+class _Tee(io.TextIOBase):
+    """Text written to the console and kept for the result file."""
+
+    def __init__(self, console: TextIO, kept: io.StringIO) -> None:
+        self.console, self.kept = console, kept
+
+    def write(self, text: str) -> int:
+        self.kept.write(text)
+        return self.console.write(text)
+
+    def flush(self) -> None:
+        self.console.flush()
+
+
+def command_line(argv: Sequence[str], root: Path = RESULTS.parent.parent) -> str:
+    """The command as typed from the repository's root: `python bench/x.py --flag value`."""
+    script = Path(argv[0]).resolve() if argv else Path("?")
+    with contextlib.suppress(ValueError):
+        script = script.relative_to(root)
+    return shlex.join(["python", str(script), *argv[1:]])
+
+
+@contextlib.contextmanager
+def recorded(out: Path | None, argv: Sequence[str] | None = None) -> Iterator[None]:
+    """What the run prints inside, written also to `out` (a result file, e.g.
+    bench/results/retrieval/<date>-<what>.md) once the run has finished, headed by the
+    command, the date, the checkout's commit and the load average at start and end: a run
+    lands in bench/results/ by command, and one that fails writes nothing."""
+    if out is None:
+        yield
+        return
+    argv = sys.argv if argv is None else argv
+    started = datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%d %H:%M UTC")
+    load_at_start = os.getloadavg()[0]
+    kept = io.StringIO()
+    with contextlib.redirect_stdout(_Tee(sys.stdout, kept)):
+        yield
+    head = (
+        f"Command: `{command_line(argv)}`\n\n"
+        f"Run {started} at commit {commit_of(RESULTS.parent.parent)}; "
+        f"{os.cpu_count()} cores, load average {load_at_start:.1f} at start, "
+        f"{os.getloadavg()[0]:.1f} at end.\n\n"
+    )
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(head + kept.getvalue(), encoding="utf-8")
