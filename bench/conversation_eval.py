@@ -103,7 +103,7 @@ METHODS: dict[str, dict[str, Any]] = {
     "1 turn 0.5, reply 0.25": history(turns=1, weight=0.5, reply=0.25),
     "1 turn 1, reply 0.5": history(turns=1, weight=1.0, reply=0.5),
     "2 turns 1, reply 0.5": history(turns=2, weight=1.0, decay=0.5, reply=0.5),
-    # Second round (docs/retrieval.md, Conversations, What was tried): over the first round's
+    # Second round (bench/results/retrieval/2026-12-04-conversations.md): over the first round's
     # rule; the default is "lean, near terms 1".
     "terms 0.5": history(terms=0.5),
     "terms 1": history(terms=1.0),
