@@ -9,7 +9,7 @@ import pytest
 from proxy.config import EnrichFields, Settings
 from proxy.errors import BadRequest
 from proxy.pipeline.exchange import Options
-from proxy.pipeline.stages.options import (
+from proxy.pipeline.option_layers import (
     OPTION_HEADERS,
     REQUEST_OPTIONS,
     config_defaults,
