@@ -1,18 +1,19 @@
 """A request's option layers (`X-Enrich-*` headers, the `enrich` object) read, checked and merged
-over the defaults, all derived from the declarations on EnrichFields."""
+over the defaults into `Options`, all derived from the declarations on EnrichFields."""
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import typing
 from collections.abc import Collection, Iterable, Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pydantic import ValidationError
 
 from proxy.config import EnrichFields, Settings, request_options
 from proxy.errors import BadRequest
-from proxy.pipeline.exchange import Options
+from proxy.pipeline.strategy import Strategy
 from proxy.suggest import did_you_mean
 
 # Everything below derives from the declarations on EnrichFields (proxy.config): an option is
@@ -53,6 +54,62 @@ def config_defaults(settings: Settings) -> dict[str, Any]:
 
 # What an option falls back to when the caller's defaults leave it out: the setting's default.
 BUILT_IN_DEFAULTS = config_defaults(Settings())
+
+HELD_AS: dict[str, Any] = {"strategy": Strategy, "vector_store_ids": tuple[str, ...]}
+"""Options held in another form than requests give them: a strategy's name as a Strategy, the
+stores' ids as a tuple; every other option as its declared type."""
+
+
+def resolved_type(name: str) -> Any:
+    """An option's type once every layer is merged: as HELD_AS says, else its declared type
+    without the None that means "not given" (kept where None is what no layer giving it means:
+    no affinity threshold)."""
+    if name in HELD_AS:
+        return HELD_AS[name]
+    annotation = EnrichFields.model_fields[name].annotation
+    if BUILT_IN_DEFAULTS[name] is None:
+        return annotation
+    given = [arg for arg in typing.get_args(annotation) if arg is not type(None)]
+    return given[0] if len(given) == 1 else annotation
+
+
+def _held(options: Any) -> None:
+    # Built from options as layers give them (a strategy's name, a list of ids).
+    for name, kind in HELD_AS.items():
+        setattr(options, name, (typing.get_origin(kind) or kind)(getattr(options, name)))
+
+
+if TYPE_CHECKING:
+
+    class Options:
+        """The checker's view of the derived class below: each option is typed where it is
+        declared (EnrichFields), and read here as it is."""
+
+        retrieval_limit_given: bool
+
+        def __init__(self, **options: Any) -> None: ...
+
+        def __getattr__(self, name: str) -> Any: ...
+
+else:
+    Options = dataclasses.make_dataclass(
+        "Options",
+        [
+            *(
+                (name, resolved_type(name), dataclasses.field(default=BUILT_IN_DEFAULTS[name]))
+                for name in REQUEST_OPTIONS
+            ),
+            # Sent by the client: honoured exactly, no budget fill.
+            ("retrieval_limit_given", bool, dataclasses.field(default=False)),
+        ],
+        namespace={
+            "__post_init__": _held,
+            "__doc__": "A request's options with every layer merged (a model's defaults, "
+            "`X-Enrich-*` headers, the body's `enrich` object) and the config's defaults filled "
+            "in: one field per option declared on EnrichFields, at its type and default.",
+        },
+    )
+    Options.__module__ = __name__
 
 
 def unknown_option_header(headers: Mapping[str, str]) -> BadRequest | None:
