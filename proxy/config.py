@@ -838,7 +838,7 @@ class RequestOption:
     """Where a request option comes from besides the body's `enrich` object (its `X-Enrich-*`
     header) and what it is when no layer gives it: the setting named by `setting` (a dotted path
     in Settings), else `default`. Attached to its EnrichFields field, so an option is declared
-    once; the options stage derives headers, parsing and the merge from it."""
+    once; pipeline/option_layers.py derives headers, parsing, the merge and `Options` from it."""
 
     header: str
     example: str  # a header value, for the reference

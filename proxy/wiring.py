@@ -213,9 +213,10 @@ def make_retriever(settings: Settings) -> Retriever:
     from proxy.retrieval.embeddings import MINILM_LANGUAGES
     from proxy.retrieval.index import VectorIndex
     from proxy.retrieval.lease import Leases
+    from proxy.retrieval.new_document import CANDIDATE_S
     from proxy.retrieval.overview import E5_OVERVIEW_AFFINITY, MINILM_OVERVIEW_AFFINITY
     from proxy.retrieval.rerank import Reranker
-    from proxy.retrieval.retriever import CANDIDATE_S, Retriever
+    from proxy.retrieval.retriever import Retriever
 
     retrieval = settings.retrieval
     embedder = make_embedder_from(settings)

@@ -92,6 +92,7 @@ GROUPS = {
             "proxy/pipeline/bounds.py",
             "proxy/pipeline/candidates.py",
             "proxy/pipeline/citing.py",
+            "proxy/pipeline/option_layers.py",
             "proxy/pipeline/parsing.py",
             "proxy/pipeline/renaming.py",
             "proxy/pipeline/rewrite.py",

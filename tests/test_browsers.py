@@ -14,7 +14,7 @@ import pytest
 from aiohttp import web
 
 from proxy.config import ConfigError, load_settings
-from proxy.pipeline.stages.options import OPTION_HEADERS
+from proxy.pipeline.option_layers import OPTION_HEADERS
 from tests.fakes.browser import Browser
 from tests.fakes.servers import ServerThread
 from tests.fakes.upstream import FakeUpstream

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 
 from proxy.config import ServerSettings, origin_of
 from proxy.errors import ProxyError
-from proxy.pipeline.stages.options import HEADER_NAMES
+from proxy.pipeline.option_layers import HEADER_NAMES
 
 # Request headers a page may send (the Fetch standard wants Authorization named, a wildcard
 # does not cover it): ours, OpenAI's, and what the openai JS SDK adds (`x-stainless-*`, taken

@@ -30,7 +30,7 @@ from proxy.http.keys import (
 )
 from proxy.http.ui import PAGE_PATHS
 from proxy.pipeline.exchange import ANONYMOUS, Caller
-from proxy.pipeline.stages.options import repeated_option_header, unknown_option_header
+from proxy.pipeline.option_layers import repeated_option_header, unknown_option_header
 from proxy.upstream.relay import UpstreamCut
 
 log = structlog.get_logger("proxy.access")

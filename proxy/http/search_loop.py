@@ -17,11 +17,10 @@ from proxy.http.decorate import citation_fields
 from proxy.http.keys import UPSTREAM_SECONDS
 from proxy.http.status import StatusChannel, comment
 from proxy.http.streams import end_with_error, event_stream, outgoing_headers
-from proxy.pipeline.citing import sources_header, with_sources
+from proxy.pipeline.citing import name_sources, sources_header, with_sources
 from proxy.pipeline.exchange import Exchange
 from proxy.pipeline.search_space import quoted
 from proxy.pipeline.services import Services
-from proxy.pipeline.stages.cite import cite_sources
 from proxy.responses.answer import Cited, Ids, file_search_item, response_from_chat
 from proxy.responses.events import ResponseStream, sse
 from proxy.responses.request import Asked
@@ -84,7 +83,7 @@ async def finish_sources(exchange: Exchange, services: Services) -> None:
     """What the searches gave, as every answer cites: each place once, the Sources header and
     block, and the searches themselves (headers of a whole answer)."""
     given = len(exchange.citations)
-    await cite_sources(exchange, services)
+    name_sources(exchange)
     headers = exchange.response_headers
     headers["X-Enrich-Citations"] = str(given)
     record = exchange.decision.searches

@@ -10,8 +10,8 @@ from multidict import CIMultiDict
 from proxy.errors import ProxyError
 from proxy.http.keys import FAILURE
 from proxy.pipeline.exchange import Exchange
+from proxy.pipeline.option_layers import OPTION_HEADERS
 from proxy.pipeline.services import Services
-from proxy.pipeline.stages.options import OPTION_HEADERS
 from proxy.upstream.headers import upstream_request_headers
 from proxy.upstream.relay import Ending, sse_error_event
 

@@ -14,7 +14,7 @@ from proxy.pipeline.file_search import Origin
 from proxy.pipeline.parsing import parse_refs
 from proxy.pipeline.services import Services
 from proxy.retrieval.budget import Passage, PassageSelection
-from proxy.retrieval.retriever import Scored
+from proxy.retrieval.scored import Scored
 
 
 def citation_of(meta: dict[str, Any]) -> str:

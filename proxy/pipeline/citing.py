@@ -6,6 +6,8 @@ from collections.abc import Sequence
 from typing import Any
 from urllib.parse import quote
 
+from proxy.pipeline.exchange import Exchange
+
 SOURCES_HEADING = "\n\nSources:\n"
 HEADER_CHARS = 1024
 WHOLE_DOCUMENT = "whole document"
@@ -223,3 +225,18 @@ def with_sources(payload: dict[str, Any], block: str) -> dict[str, Any]:
         return payload
     message = {**message, "content": message["content"] + block}
     return {**payload, "choices": [{**first, "message": message}, *choices[1:]]}
+
+
+def name_sources(exchange: Exchange) -> None:
+    """The exchange's cited sources named for the client: each place once, the
+    X-Enrich-Sources header, and the "Sources:" block when the style asks for it."""
+    if exchange.search_results:
+        # The prompt numbers passages; what the client sees names places, each once.
+        exchange.search_results = distinct_places(exchange.search_results)
+        exchange.citations = list(dict.fromkeys(exchange.citations))
+    names = [str(document["title"]) for document in exchange.whole_documents]
+    if not exchange.citations and not names:
+        return
+    exchange.response_headers["X-Enrich-Sources"] = sources_header([*exchange.citations, *names])
+    if exchange.options.citations in ("inline", "both"):
+        exchange.sources_block = sources_block(exchange.sources)

@@ -8,12 +8,12 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol
 
-from proxy.config import CitationStyle, ImageDetail, PromptShape, SearchMode
 from proxy.documents.model import ParsedDocument
 from proxy.pipeline.completion_prompt import CompletionPrompt
 from proxy.pipeline.decision import Decision
 from proxy.pipeline.file_refs import FileRef
 from proxy.pipeline.file_search import FileSearch, ModelSearch
+from proxy.pipeline.option_layers import Options
 from proxy.pipeline.strategy import Strategy
 
 if TYPE_CHECKING:
@@ -37,27 +37,6 @@ class Caller:
 
 
 ANONYMOUS = Caller()
-
-
-@dataclass
-class Options:
-    """Per-request settings (model defaults, `X-Enrich-*` headers, the body's `enrich` object),
-    with config defaults filled in."""
-
-    strategy: Strategy = Strategy.AUTO
-    retrieval_limit: int = 3
-    affinity_threshold: float | None = None
-    citations: CitationStyle = "fields"
-    retrieval_limit_given: bool = False  # sent by the client: honoured exactly, no budget fill
-    vector_store_ids: tuple[str, ...] = ()  # searched as if their files were old files
-    images: ImageDetail = "auto"  # drawn pages as images, for a model that sees
-    search: SearchMode = "auto"  # who writes the searches: the model (tool), the proxy (once)
-    prompt: PromptShape = "auto"  # chat prompts, or the completion shape for a base model
-
-    def __post_init__(self) -> None:
-        # Built from options as requests give them (a strategy's name, a list of ids).
-        self.strategy = Strategy(self.strategy)
-        self.vector_store_ids = tuple(self.vector_store_ids)
 
 
 @dataclass

@@ -78,7 +78,8 @@ def _asked(exchange: Exchange, document: ParsedDocument) -> Asked:
     for ref in refs:
         if ref.name == document.name and ref.detail:
             return ref.detail  # type: ignore[return-value]
-    return exchange.options.images
+    asked: Asked = exchange.options.images
+    return asked
 
 
 async def _digest(data: bytes) -> str:

@@ -19,7 +19,7 @@ from proxy.pipeline.file_search import CallResult, FileSearch, Origin
 from proxy.pipeline.guard_report import note_guard
 from proxy.pipeline.services import Services
 from proxy.retrieval.budget import Passage, PassageBudget, citation_line
-from proxy.retrieval.retriever import Scored
+from proxy.retrieval.scored import Scored
 from proxy.retrieval.sentence_windows import WindowShape
 from proxy.stores.chunking import reference
 from proxy.stores.search import by_file

@@ -2,100 +2,38 @@
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
-from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field, replace
-from itertools import zip_longest
 from pathlib import Path
-
-import numpy as np
-import structlog
 
 from proxy.disk import DiskRoom
 from proxy.documents.model import ParsedDocument
 from proxy.retrieval.chunking import CHUNKER_VERSION, Chunk, chunk_document
 from proxy.retrieval.embeddings import Embedder
-from proxy.retrieval.fusion import reciprocal_rank_fusion
+from proxy.retrieval.fusion import POOL, best_scored, weighted_fusion
 from proxy.retrieval.history import SearchText, salient_words
 from proxy.retrieval.index import VectorIndex
-from proxy.retrieval.indexing import STORE_DOWN, Indexer, Vectors
+from proxy.retrieval.indexing import STORE_DOWN, Indexer
 from proxy.retrieval.lease import Leases
 from proxy.retrieval.lexical import detect_language, function_word, query_language
+from proxy.retrieval.new_document import BY_WORDS, NewDocuments, Status
 from proxy.retrieval.overview import OverviewRouter, overview_passages
 from proxy.retrieval.passages import DocumentPassages, PassagesMissing, PassageStore
-from proxy.retrieval.place_finder import Found, find_place
-from proxy.retrieval.places import Place, parse_place
+from proxy.retrieval.place_finder import find_place
+from proxy.retrieval.place_ranking import PLACE_EMBEDDED, described, place_first, place_order
+from proxy.retrieval.places import parse_place
 from proxy.retrieval.rerank import Reranker
+from proxy.retrieval.scored import Scored
 from proxy.retrieval.sentence_windows import WindowShape, windows
-from proxy.retrieval.space import Scorer, Space
+from proxy.retrieval.space import Space
 from proxy.retrieval.translation import Translate, Translation
-from proxy.tasks import cancel_and_wait
-
-log = structlog.get_logger(__name__)
 
 RANKINGS = ("hybrid", "dense", "lexical")
-POOL = 50
-"""Candidates each ranking contributes before fusion: far more than any budget holds."""
-STATUS_EVERY_S = 1.0
 REGION_HITS = 3
 """The earlier question's best passages whose neighbourhoods make a follow-up's region."""
-OPENING_PASSAGES = 3
-"""A new document's first passages are always among its first question's candidates."""
-CANDIDATE_S = 1.0
-MOST_CANDIDATES = 64
-"""A new document's question ranks by meaning as many of its lexical candidates as take about a
-second to embed, at least `new_document_candidates`, at most 64: with MiniLM on two busy
-cores ~25, idle ~64; with e5, 16. More candidates ranked by meaning bring an answer the words
-rank 20th-50th into the fused ranking (docs/retrieval.md)."""
-CHARS_PER_TOKEN = 4
-"""About as many characters as a word piece or a cl100k token holds in English prose."""
-PREVIEW_TOKENS = 128
-"""A new document's candidates are ranked by the vectors of their first 128 tokens: half the
-cost of whole passages, for the same hits on the eval (docs/retrieval.md)."""
-
 NO_WINDOW = WindowShape()
 
-COMPLETE = "complete"
-WHOLE_NOW = "whole before the answer"
-PARTLY = "in part, the rest in the background"
-BY_WORDS = "by its words"
-INDEXING = (COMPLETE, WHOLE_NOW, PARTLY, BY_WORDS)
-"""How a document's passages were ranked by meaning for a question: from an index complete
-before it, embedded whole while it waited (a small document), from its candidates with the
-rest embedded in the background (a large one), or not at all (a language not embedded)."""
-
-
-Status = Callable[[str], None]
 Resolve = Callable[[ParsedDocument], Awaitable[ParsedDocument]]
-
-
-@dataclass(frozen=True)
-class Scored:
-    """A passage found for a query, with every score that placed it.
-
-    `dense` is the cosine affinity the threshold applies to (every candidate gets one);
-    `lexical` its BM25 score (None: no query term in it); `fused` the reciprocal-rank-fusion
-    score of the hybrid ranking; `rerank` the reranker's relevance score when one is configured.
-    """
-
-    chunk: Chunk
-    dense: float
-    lexical: float | None = None
-    fused: float | None = None
-    rerank: float | None = None
-    by_meaning: bool = True
-    """False for a document in a language the embedder does not read: ranked by its words
-    alone, its cosine means nothing and no threshold applies to it."""
-    multilingual: bool = False
-    """True when its cosine is the multilingual embedder's (a document in a language the
-    embedder does not keep: `Retriever.own_documents`), put on the embedder's scale."""
-    overview: bool = False
-    """True for a passage given because the question is about the document as a whole (its
-    opening, its summary or conclusion): chosen by where it sits, held to no threshold."""
-    place: bool = False
-    """True for a passage of the place the question names ("chapter 3", "Table 2", "at the
-    very end"): chosen by where it sits, then by the question; held to no threshold."""
 
 
 @dataclass
@@ -291,6 +229,13 @@ class Retriever:
         if self.second is not None:
             await self.second.indexer.close()
 
+    @property
+    def new_documents(self) -> NewDocuments:
+        """How a document not yet indexed in full is ranked, as the settings stand now."""
+        return NewDocuments(
+            self.new_document_candidates, self.candidate_s, self.whole_document_s, self.background
+        )
+
     async def search(
         self,
         documents: list[ParsedDocument],
@@ -335,7 +280,7 @@ class Retriever:
             document, passages = await self._open(document, resolve)
             where = find_place(place, passages.chunks, query, passages.text) if place else None
             if place is not None and places is not None:
-                places[document.name] = _described(place, where)
+                places[document.name] = described(place, where)
             language = passages.lexical.language
             queries = [(query, query_language(query, prefer=language))]
             if translate is not None:
@@ -374,9 +319,9 @@ class Retriever:
                 ]
                 plain = [vector for vector, _ in vectors]
                 # A new document's candidates include the place's best passages by their words.
-                nearby = _place_order(passages, where.passages, words, []) if where else []
+                nearby = place_order(passages, where.passages, words, []) if where else []
                 try:
-                    dense, ready[document.name], how = await self._dense(
+                    dense, ready[document.name], how = await self.new_documents.scorer(
                         space, document, passages, words, status, nearby[:PLACE_EMBEDDED]
                     )
                 except STORE_DOWN as error:
@@ -397,7 +342,7 @@ class Retriever:
                     ]
                     found = self._rank(passages, weighted, lambda vector: {}, [], by_words, around)
                     if where is not None:
-                        found = _place_first(
+                        found = place_first(
                             passages, found, where.passages, words, lambda vector: {}, []
                         )
                     found = [replace(item, by_meaning=False) for item in found]
@@ -419,7 +364,7 @@ class Retriever:
                     ]
                     found = self._rank(passages, weighted, scorer, vectors, by_words, around)
                     if where is not None:
-                        found = _place_first(passages, found, where.passages, words, scorer, plain)
+                        found = place_first(passages, found, where.passages, words, scorer, plain)
                     if space is not self.primary:
                         found = [replace(item, multilingual=True) for item in found]
             else:
@@ -433,7 +378,7 @@ class Retriever:
                 ]
                 found = self._rank(passages, weighted, lambda vector: {}, [], by_words, around)
                 if where is not None:
-                    found = _place_first(
+                    found = place_first(
                         passages, found, where.passages, words, lambda vector: {}, []
                     )
                 found = [replace(item, by_meaning=False) for item in found]
@@ -481,113 +426,9 @@ class Retriever:
         document = await resolve(document)
         return document, await self.store.open(document)
 
-    async def _dense(
-        self,
-        space: Space,
-        document: ParsedDocument,
-        passages: DocumentPassages,
-        queries: list[str],
-        status: Status,
-        also: Sequence[int] = (),
-    ) -> tuple[Scorer, int, str]:
-        """A scorer giving passages' cosines in the space for a query vector, the index's
-        readiness, and how the document was ranked by meaning (INDEXING)."""
-        vectors = await space.index.vectors(document.sha256, space.settings)
-        how = COMPLETE
-        if vectors is None:
-            progress = space.indexer.progress(passages)
-            line = lambda: f"Indexing file {document.name}... ({progress.percent}%)"  # noqa: E731
-            async with _ticking(status, line):
-                if not self.background:
-                    scorer = await self._candidates(space.indexer, passages, queries, also)
-                    return scorer, progress.percent, PARTLY
-                small = len(passages.chunks) <= self.new_document_candidates
-                if not (small or self._whole_now(space, passages)):
-                    scorer = await self._candidates(space.indexer, passages, queries, also)
-                    # The candidates measured the embedder's pace if nothing had before.
-                    if not self._whole_now(space, passages):
-                        space.indexer.complete_later(document, passages)
-                        return scorer, progress.percent, PARTLY
-                try:
-                    await space.indexer.complete_now(document, passages)
-                except STORE_DOWN:
-                    # The store took no more: the background stores what was embedded (kept,
-                    # not embedded again) and the rest once the store is back.
-                    space.indexer.complete_later(document, passages)
-                    raise
-                vectors = await space.index.vectors(document.sha256, space.settings)
-                how = WHOLE_NOW
-        if vectors is None:
-            raise RuntimeError(f"{document.name} was indexed but its vectors are missing")
-        rows = [int(key.rsplit(":", 1)[1]) for key in vectors.ids]
-
-        def score_all(query_vector: list[float]) -> dict[int, float]:
-            scores = vectors.scores(query_vector)
-            return {row: float(score) for row, score in zip(rows, scores, strict=True)}
-
-        return score_all, 100, how
-
     def candidates_for(self, indexer: Indexer) -> int:
-        """How many lexical candidates a new document's question ranks by meaning: as many as
-        the embedder ranks in about `candidate_s` at its measured pace (heads of PREVIEW_TOKENS,
-        side by side on its lanes), within new_document_candidates and MOST_CANDIDATES."""
-        least = self.new_document_candidates
-        pace = indexer.pace.seconds_per_char
-        if pace is None or not self.candidate_s:
-            return least
-        affordable = int(self.candidate_s / (pace * PREVIEW_TOKENS * CHARS_PER_TOKEN))
-        return max(least, min(MOST_CANDIDATES, affordable))
-
-    def _whole_now(self, space: Space, passages: DocumentPassages) -> bool:
-        """Whether embedding the rest of a document before answering costs no more than
-        `whole_document_s`, at the pace the embedder was measured at (docs/retrieval.md).
-        Never where proxies share the index (leases): the one holding the document's lease
-        indexes it, in the background, and the others would embed it again."""
-        if space.indexer.leases is not None or self.whole_document_s <= 0:
-            return False
-        cost = space.indexer.whole_now_costs(passages)
-        log.debug("whole document now", file=passages.name, estimate_s=cost)
-        return cost is not None and cost <= self.whole_document_s
-
-    async def _candidates(
-        self,
-        indexer: Indexer,
-        passages: DocumentPassages,
-        queries: list[str],
-        also: Sequence[int] = (),
-    ) -> Callable[[list[float]], dict[int, float]]:
-        """A new document: dense scores for its best lexical candidates and whatever passages
-        were embedded already, while the rest is indexed in the background."""
-        count = self.candidates_for(indexer)
-        # One search per query, deep enough for the candidates and for the background's order.
-        searched = [passages.lexical.ranked(text, max(POOL, count))[0] for text in queries]
-        found = [hits[:count] for hits in searched]
-        # The queries' candidates take turns: a translation's best come before the tail of
-        # the question's own.
-        lexical = list(
-            dict.fromkeys(i for rank in zip_longest(*found) for i in rank if i is not None)
-        )
-        wanted = first_question_candidates(lexical, len(passages.chunks), count)
-        # The place the question names, if any: its passages are ranked by meaning too.
-        wanted = list(dict.fromkeys([*wanted, *also]))
-        # The background embeds what lies around this question's candidates and lexical hits
-        # first: the next question on the same part finds them with dense scores.
-        hits = [i for ranked in searched for i in ranked[:POOL]]
-        indexer.prefer(passages, [*wanted, *hits])
-        made: Vectors = dict(indexer.progress(passages).vectors)
-        made.update(await indexer.previews_for(passages, wanted, PREVIEW_TOKENS))
-
-        def score_made(query_vector: list[float]) -> dict[int, float]:
-            if not made:
-                return {}
-            keys = list(made)
-            matrix = np.asarray([made[k] for k in keys], dtype=np.float32)
-            matrix /= np.clip(np.linalg.norm(matrix, axis=1, keepdims=True), 1e-12, None)
-            vector = np.asarray(query_vector, dtype=np.float32)
-            scores = matrix @ (vector / max(float(np.linalg.norm(vector)), 1e-12))
-            return {key: float(score) for key, score in zip(keys, scores, strict=True)}
-
-        return score_made
+        """How many lexical candidates a new document's question ranks by meaning now."""
+        return self.new_documents.candidates_for(indexer)
 
     def _region(
         self,
@@ -628,7 +469,7 @@ class Retriever:
         for scores, _ in per_query:
             for i, score in scores.items():
                 cosines[i] = max(score, cosines.get(i, score))
-        dense_orders = [(_best(scores), weight) for scores, weight in per_query]
+        dense_orders = [(best_scored(scores), weight) for scores, weight in per_query]
         found = [(passages.lexical.ranked(text, POOL), weight) for text, weight in queries]
         word_orders = [(order, weight) for (order, _), weight in found]
         lexical: dict[int, float] = {}
@@ -640,11 +481,11 @@ class Retriever:
         ]
         order: list[tuple[int, float | None]]
         if self.ranking == "dense" and embeddings:
-            order = _fused([*dense_orders, *around])
+            order = weighted_fusion([*dense_orders, *around])
         elif self.ranking == "lexical" or not embeddings:
-            order = _fused([*word_orders, *around])
+            order = weighted_fusion([*word_orders, *around])
         else:
-            order = _fused([*dense_orders, *word_orders, *around])
+            order = weighted_fusion([*dense_orders, *word_orders, *around])
         return [
             Scored(
                 chunk=passages.chunks[i],
@@ -732,63 +573,6 @@ def characters_as_tokens(text: str) -> int:
     return (len(text) + 3) // 4
 
 
-PLACE_FIRST = 4
-"""Passages of the place a question names that come before the rest of the ranking: its
-opening (a chapter's first lines, a table's caption), then its best for the question; the
-budget's other room goes to the ranking of the whole document, in case the place was misread."""
-PLACE_EMBEDDED = 8
-"""A new document's place passages embedded for its first question (by their words' order)."""
-
-
-def _described(place: Place, where: Found | None) -> str:
-    """`chapter 3: "3: Catalogs", passages 105-115` or `chapter 3: not found`."""
-    if where is None or not where.passages:
-        return f"{place.describe()}: not found"
-    span = where.passages
-    spread = f"passage {span[0]}" if len(span) == 1 else f"passages {span[0]}-{span[-1]}"
-    return f'{place.describe()}: "{where.what}", {spread}'
-
-
-def _place_order(
-    passages: DocumentPassages,
-    where: list[int],
-    queries: list[str],
-    dense: list[dict[int, float]],
-) -> list[int]:
-    """The place's passages for the question: its opening first, then the rest ranked by the
-    queries' words and cosines (where known) fused, then those neither ranks, in order."""
-    inside = set(where)
-    rankings = [
-        [i for i in passages.lexical.ranked(text, len(passages.chunks))[0] if i in inside]
-        for text in queries
-    ]
-    rankings += [_best({i: c for i, c in scores.items() if i in inside}) for scores in dense]
-    fused = [i for i, _ in reciprocal_rank_fusion([r for r in rankings if r])]
-    return list(dict.fromkeys([where[0], *fused, *where]))
-
-
-def _place_first(
-    passages: DocumentPassages,
-    found: list[Scored],
-    where: list[int],
-    queries: list[str],
-    scorer: Scorer,
-    vectors: list[list[float]],
-) -> list[Scored]:
-    """The place's first PLACE_FIRST passages (marked), then the rest of the ranking."""
-    per_query = [scorer(vector) for vector in vectors]
-    chosen = _place_order(passages, where, queries, per_query)[:PLACE_FIRST]
-    ranked = {item.chunk.index: item for item in found}
-    cosine = {i: max(scores.get(i, 0.0) for scores in per_query or [{}]) for i in chosen}
-    first = [
-        replace(ranked[i], place=True)
-        if i in ranked
-        else Scored(chunk=passages.chunks[i], dense=cosine[i], place=True)
-        for i in chosen
-    ]
-    return first + [item for item in found if item.chunk.index not in set(chosen)]
-
-
 def _overview_first(passages: DocumentPassages, found: list[Scored]) -> list[Scored]:
     """The document's overview passages first (with their cosines where ranked), then the
     rest of the ranking as it was."""
@@ -802,58 +586,6 @@ def _overview_first(passages: DocumentPassages, found: list[Scored]) -> list[Sco
         for i in chosen
     ]
     return first + [item for item in found if item.chunk.index not in moved]
-
-
-def _best(scores: dict[int, float]) -> list[int]:
-    """The `POOL` best-scored passages, best first; equal scores in document order, so that the
-    same index always gives the same ranking."""
-    return sorted(scores, key=lambda i: (-scores[i], i))[:POOL]
-
-
-def _fused(rankings: list[tuple[list[int], float]]) -> list[tuple[int, float | None]]:
-    """One ranking as it is (no fused score); several fused by reciprocal rank, each at its
-    weight."""
-    if len(rankings) == 1:
-        return [(i, None) for i in rankings[0][0]]
-    orders = [order for order, _ in rankings]
-    weights = [weight for _, weight in rankings]
-    return [(i, fused) for i, fused in reciprocal_rank_fusion(orders, weights=weights)]
-
-
-def first_question_candidates(lexical: list[int], total: int, count: int) -> list[int]:
-    """Which passages of a new document get a dense score for its first question.
-
-    The best lexical matches first; then the document's opening passages (a title, an abstract,
-    an introduction: what a question like "what is this about?" needs, and it shares no word
-    with them); then passages spread evenly through the document, so that a question whose words
-    match nothing still has `count` candidates to be ranked among.
-    """
-    picked = dict.fromkeys(lexical[:count])
-    for index in range(min(OPENING_PASSAGES, total)):
-        picked.setdefault(index)
-    for slot in range(count):
-        if len(picked) >= count:
-            break
-        picked.setdefault(slot * total // count)
-    return list(picked)
-
-
-@contextlib.asynccontextmanager
-async def _ticking(status: Status, line: Callable[[], str]) -> AsyncIterator[None]:
-    """`line()` as a status now, every second while the block runs, and when it ends."""
-    status(line())
-
-    async def tick() -> None:
-        while True:
-            await asyncio.sleep(STATUS_EVERY_S)
-            status(line())
-
-    task = asyncio.create_task(tick())
-    try:
-        yield
-    finally:
-        await cancel_and_wait(task)
-        status(line())
 
 
 def _with_neighbours(passages: DocumentPassages, found: list[Scored], reach: int) -> list[Scored]:

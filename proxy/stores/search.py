@@ -15,7 +15,7 @@ from proxy.stores.records import FileRecord
 if TYPE_CHECKING:
     from proxy.retrieval.chunking import Chunk
     from proxy.retrieval.history import SearchText
-    from proxy.retrieval.retriever import Scored
+    from proxy.retrieval.scored import Scored
 
 Load = Callable[[FileRecord, str], Awaitable[ParsedDocument]]
 """The parsed document of a store file, keyed for its chunking (when its passages are not

@@ -18,7 +18,7 @@ from proxy.pipeline.file_search import Origin
 from proxy.pipeline.services import Services
 from proxy.retrieval.budget import Passage, PassageSelection
 from proxy.retrieval.chunking import Chunk
-from proxy.retrieval.retriever import Scored
+from proxy.retrieval.scored import Scored
 
 
 def hit(text: str, score: float, page: int) -> Scored:

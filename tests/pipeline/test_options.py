@@ -3,15 +3,18 @@
 from __future__ import annotations
 
 import dataclasses
+import typing
 
 import pytest
 
 from proxy.config import EnrichFields, Settings
 from proxy.errors import BadRequest
-from proxy.pipeline.exchange import Options
-from proxy.pipeline.stages.options import (
+from proxy.pipeline.option_layers import (
+    BUILT_IN_DEFAULTS,
+    HELD_AS,
     OPTION_HEADERS,
     REQUEST_OPTIONS,
+    Options,
     config_defaults,
     enrich_from_body,
     enrich_from_headers,
@@ -117,9 +120,22 @@ def test_what_no_layer_gives_comes_from_the_declared_setting() -> None:
     assert options.strategy is Strategy.AUTO and options.vector_store_ids == ()
 
 
-def test_the_resolved_record_has_every_option_and_the_same_defaults() -> None:
-    """`Options` is the typed view stages read: one field per declared option (and whether the
-    limit was given), its defaults those of a configuration left alone."""
-    fields = {field.name for field in dataclasses.fields(Options)}
-    assert fields == set(REQUEST_OPTIONS) | {"retrieval_limit_given"}
+def test_the_resolved_record_is_derived_from_the_declarations() -> None:
+    """`Options` is the typed view stages read, derived from EnrichFields: one field per declared
+    option in its order (and whether the limit was given), each at its declared type without
+    the None of "not given" and at its default in a configuration left alone."""
+    fields = {field.name: field for field in dataclasses.fields(Options)}
+    assert list(fields) == [*REQUEST_OPTIONS, "retrieval_limit_given"]
+    for name, declared in EnrichFields.model_fields.items():
+        held = fields[name]
+        assert held.default == BUILT_IN_DEFAULTS[name]
+        if name in HELD_AS:
+            assert held.type == HELD_AS[name]
+            continue
+        assert held.type | None == declared.annotation
+        # None stays only where it is what no layer giving the option means (no threshold).
+        assert (type(None) in typing.get_args(held.type)) == (BUILT_IN_DEFAULTS[name] is None)
+    assert {str(strategy) for strategy in Strategy} == set(
+        typing.get_args(typing.get_args(EnrichFields.model_fields["strategy"].annotation)[0])
+    )
     assert merge_options(defaults=config_defaults(Settings())) == Options()

@@ -10,7 +10,7 @@ from typing import Any
 import httpx
 import pytest
 
-from proxy.retrieval import retriever as retriever_module
+from proxy.retrieval import new_document as retriever_module
 from tests.fakes.reranker import FakeReranker
 from tests.fakes.servers import ServerThread
 from tests.fakes.upstream import FakeUpstream

@@ -17,7 +17,8 @@ import pytest_asyncio
 from proxy.documents.model import ParsedDocument
 from proxy.retrieval.embeddings import Embedder
 from proxy.retrieval.index import VectorIndex
-from proxy.retrieval.retriever import Retriever, first_question_candidates
+from proxy.retrieval.new_document import first_question_candidates
+from proxy.retrieval.retriever import Retriever
 from tests.retrieval.support import CountingEmbedder, HashEmbedder, text_document
 
 TOPICS = ["lighthouse lamp keeper", "bakery bread flour", "river boat ferry", "garden roses soil"]
@@ -230,7 +231,7 @@ async def test_neighbours_join_a_passage_with_the_ones_around_it(make: Make) -> 
 async def test_long_candidates_are_ranked_by_their_heads_and_indexed_whole_later(
     make: Make, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from proxy.retrieval import retriever as retriever_module
+    from proxy.retrieval import new_document as retriever_module
 
     monkeypatch.setattr(retriever_module, "PREVIEW_TOKENS", 6)
     retriever = make()
@@ -327,7 +328,7 @@ def test_the_pace_is_a_moving_average_of_what_requests_waited_for() -> None:
 
 
 async def test_a_document_cheap_to_embed_is_whole_before_its_first_answer(make: Make) -> None:
-    from proxy.retrieval.retriever import WHOLE_NOW
+    from proxy.retrieval.new_document import WHOLE_NOW
 
     retriever = make(whole_document_s=60.0)
     counting = retriever.embedder
@@ -350,7 +351,7 @@ async def test_a_document_cheap_to_embed_is_whole_before_its_first_answer(make: 
 
 
 async def test_the_first_question_measures_the_pace_it_decides_by(make: Make) -> None:
-    from proxy.retrieval.retriever import WHOLE_NOW
+    from proxy.retrieval.new_document import WHOLE_NOW
 
     retriever = make(whole_document_s=60.0)
     assert retriever.indexer.pace.seconds_per_char is None  # a new process
@@ -362,7 +363,7 @@ async def test_the_first_question_measures_the_pace_it_decides_by(make: Make) ->
 
 
 async def test_a_document_costly_to_embed_is_answered_from_its_candidates(make: Make) -> None:
-    from proxy.retrieval.retriever import COMPLETE, PARTLY
+    from proxy.retrieval.new_document import COMPLETE, PARTLY
 
     retriever = make(whole_document_s=2.0)
     retriever.indexer.pace.record(1, 1.0)  # a second a character: far over two seconds
@@ -379,7 +380,7 @@ async def test_a_document_costly_to_embed_is_answered_from_its_candidates(make: 
 
 
 async def test_a_large_documents_rest_is_waited_for_once_it_is_cheap(make: Make) -> None:
-    from proxy.retrieval.retriever import PARTLY, WHOLE_NOW
+    from proxy.retrieval.new_document import PARTLY, WHOLE_NOW
 
     retriever = make(whole_document_s=2.0)
     pace = retriever.indexer.pace
@@ -397,7 +398,7 @@ async def test_a_large_documents_rest_is_waited_for_once_it_is_cheap(make: Make)
 
 
 def test_a_new_documents_candidates_are_as_many_as_a_second_embeds(make: Make) -> None:
-    from proxy.retrieval.retriever import CHARS_PER_TOKEN, MOST_CANDIDATES, PREVIEW_TOKENS
+    from proxy.retrieval.new_document import CHARS_PER_TOKEN, MOST_CANDIDATES, PREVIEW_TOKENS
 
     retriever = make(new_document_candidates=16, candidate_s=1.0)
     pace = retriever.indexer.pace
@@ -415,7 +416,7 @@ def test_a_new_documents_candidates_are_as_many_as_a_second_embeds(make: Make) -
 
 
 async def test_the_first_question_ranks_that_many_candidates_by_meaning(make: Make) -> None:
-    from proxy.retrieval.retriever import CHARS_PER_TOKEN, PREVIEW_TOKENS
+    from proxy.retrieval.new_document import CHARS_PER_TOKEN, PREVIEW_TOKENS
 
     retriever = make(new_document_candidates=2, candidate_s=1.0)
     counting = retriever.embedder

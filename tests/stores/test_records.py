@@ -9,7 +9,7 @@ import pytest
 
 from proxy.errors import BadRequest
 from proxy.retrieval.chunking import Chunk
-from proxy.retrieval.retriever import Scored
+from proxy.retrieval.scored import Scored
 from proxy.stores import params
 from proxy.stores.chunking import index_key
 from proxy.stores.pagination import PageRequest, page_request, paginate

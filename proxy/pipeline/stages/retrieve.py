@@ -34,7 +34,7 @@ from proxy.retrieval.budget import Passage, PassageBudget, PassageSelection
 from proxy.retrieval.focus import focus_page, page_parts
 from proxy.retrieval.history import HistoryRule, SearchText, earlier_turns, search_texts
 from proxy.retrieval.lexical import detect_language, query_language
-from proxy.retrieval.retriever import Scored
+from proxy.retrieval.scored import Scored
 from proxy.retrieval.sentence_windows import WindowShape
 from proxy.retrieval.translation import Endpoint, Translation, translatable
 from proxy.stores.chunking import reference
