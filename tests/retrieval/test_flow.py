@@ -14,7 +14,7 @@ from proxy.retrieval import retriever as retriever_module
 from tests.fakes.reranker import FakeReranker
 from tests.fakes.servers import ServerThread
 from tests.fakes.upstream import FakeUpstream
-from tests.test_enrich import ask, preview, text_part
+from tests.pipeline.test_enrich import ask, preview, text_part
 
 # Twelve one-sentence passages that all mention the harbour, one of them the answer.
 PAGES = [f"Note {n}: the harbour had {n} boats moored at dawn." for n in range(1, 13)]

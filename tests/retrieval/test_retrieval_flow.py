@@ -14,7 +14,7 @@ import pytest
 
 from tests.fakes.embeddings import FakeEmbeddings
 from tests.fakes.upstream import FakeUpstream
-from tests.test_enrich import ask, pdf_part, preview, text_part
+from tests.pipeline.test_enrich import ask, pdf_part, preview, text_part
 
 PAGES = [
     "The lighthouse keeper fed the cats every morning with fresh sardines.",

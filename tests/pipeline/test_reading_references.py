@@ -12,7 +12,7 @@ from aiohttp import web
 
 from tests.fakes.servers import ServerThread
 from tests.fakes.upstream import FakeUpstream
-from tests.test_enrich import ask, sent_text
+from tests.pipeline.test_enrich import ask, sent_text
 
 CHAT = "/v1/chat/completions"
 FULL = {"strategy": "inject-full-content"}

@@ -17,7 +17,7 @@ from proxy.pipeline.citing import (
 )
 from proxy.responses.answer import file_citations
 from tests.fakes.upstream import ANSWER, FakeUpstream
-from tests.test_enrich import pdf_bytes
+from tests.pipeline.test_enrich import pdf_bytes
 
 TEXT = "".join(ANSWER)
 QUESTION = "What did the lighthouse keeper feed the cats?"

@@ -12,7 +12,7 @@ import pytest
 
 from tests.fakes.servers import ServerThread
 from tests.fakes.upstream import FakeUpstream, Recorded
-from tests.test_conversations import STOPPING, client, conversation, forwarded
+from tests.retrieval.test_conversations import STOPPING, client, conversation, forwarded
 
 # A template of the model's own (not llama.cpp's ChatML fallback): an instruction-tuned model.
 CHAT_TEMPLATE = "{% for message in messages %}<|user|>{{ message['content'] }}{% endfor %}"
