@@ -50,11 +50,11 @@ GROUPS = {
     ),
     "budget": Group(
         ("proxy/retrieval/budget.py",),
-        ("tests/retrieval/test_budget.py", "tests/retrieval/test_retrieval_flow.py"),
+        ("tests/retrieval/test_budget.py", "tests/retrieval/test_flow.py"),
     ),
     "guard": Group(
         ("proxy/guard/neutralise.py", "proxy/guard/control_tokens.py", "proxy/guard/texts.py"),
-        ("tests/guard/test_guard.py", "tests/guard/test_guarding.py"),
+        ("tests/guard/test_guard.py",),
     ),
     "keys": Group(
         ("proxy/upstream/headers.py", "proxy/upstream/client.py"),
@@ -69,7 +69,6 @@ GROUPS = {
         ("proxy/pipeline/file_refs.py", "proxy/pipeline/stages/references.py"),
         (
             "tests/pipeline/test_references.py",
-            "tests/pipeline/test_reading_references.py",
             "tests/pipeline/test_path_traversal.py",
             "tests/files/test_file_references.py",
             "tests/files/test_file_ownership.py",
@@ -102,8 +101,7 @@ GROUPS = {
         ),
         (
             "tests/pipeline",
-            "tests/retrieval/test_retrieval_flow.py",
-            "tests/formats/test_text_adapter.py",
+            "tests/formats/test_adapter.py",
             "tests/documents/test_document_locations.py",
             "tests/guard/test_guard_names_and_formats.py",
             "tests/upstream/test_relay.py",

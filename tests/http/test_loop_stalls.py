@@ -34,7 +34,7 @@ from tests.callers import sdk
 from tests.documents.zipbombs import crowded_docx
 from tests.fakes.servers import ServerThread
 from tests.http.test_body_deadline import trickle
-from tests.pipeline.test_reading_references import upload
+from tests.pipeline.test_references import upload
 from tests.stores.support import FAST, upload_topics, wait_until
 
 BOUND_S = 0.25

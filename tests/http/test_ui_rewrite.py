@@ -10,8 +10,8 @@ from tests.fakes.upstream import FakeUpstream
 from tests.http.test_decisions import chat
 from tests.http.test_ui_page import ARTIFACTS, HANDBOOK
 from tests.pipeline.test_enrich import text_part
-from tests.retrieval.test_retrieval_flow import SMALL_CHUNKS
-from tests.retrieval.test_standalone_question import CHAT_TEMPLATE
+from tests.retrieval.test_flow import SMALL_CHUNKS
+from tests.retrieval.test_standalone import CHAT_TEMPLATE
 
 
 def follow_up(question: str) -> dict[str, object]:

@@ -21,7 +21,7 @@ from tests.fakes.upstream import (
     FakeUpstream,
     stream_chunks,
 )
-from tests.retrieval.test_retrieval_flow import SMALL_CHUNKS, retrieval_body
+from tests.retrieval.test_flow import SMALL_CHUNKS, retrieval_body
 from tests.test_logs_and_secrets import json_logs, log_events
 
 MESSAGES = [{"role": "user", "content": "Hi"}]
