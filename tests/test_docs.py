@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 
 from tests.fakes.upstream import ANSWER
-from tests.test_enrich import pdf_bytes
+from tests.pipeline.test_enrich import pdf_bytes
 
 ROOT = Path(__file__).resolve().parents[1]
 README = ROOT / "README.md"

@@ -283,7 +283,7 @@ def test_an_upstream_down_at_start_is_a_warning_until_it_answers(
     assert httpx.get(base + "/healthz").status_code == 200
 
 
-# -- a document sent as an image (more in tests/test_image_parts.py) ---------------------------
+# -- a document sent as an image (more in tests/pipeline/test_image_parts.py) ---------------
 
 
 def test_the_type_of_a_data_url_is_read_from_its_head_only() -> None:

@@ -16,9 +16,9 @@ from proxy.retrieval.embeddings import DefaultEmbedder
 from proxy.retrieval.focus import focus_page, page_parts
 from tests.callers import sdk
 from tests.fakes.upstream import FakeUpstream
+from tests.pipeline.test_enrich import ask, pdf_bytes, pdf_part
 from tests.retrieval.support import text_document
 from tests.stores.support import wait_until
-from tests.test_enrich import ask, pdf_bytes, pdf_part
 
 SPEC = Path("/usr/share/doc/shared-mime-info/shared-mime-info-spec.pdf")
 """The README tour's PDF as the issue met it: Debian's shared-mime-info package ships it."""

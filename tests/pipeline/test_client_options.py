@@ -13,7 +13,7 @@ from aiohttp import web
 
 from tests.fakes.servers import ServerThread
 from tests.fakes.upstream import ANSWER, FakeUpstream
-from tests.test_enrich import ask, pdf_bytes, pdf_part, sent_text, text_part
+from tests.pipeline.test_enrich import ask, pdf_bytes, pdf_part, sent_text, text_part
 
 PAGES = [
     "The lighthouse keeper fed the cats every morning with fresh sardines.",

@@ -15,7 +15,7 @@ import docx
 import openpyxl
 import pytest
 
-SCRIPT = Path(__file__).resolve().parent.parent / "bench" / "eval" / "heldout_docs.py"
+SCRIPT = Path(__file__).resolve().parents[2] / "bench" / "eval" / "heldout_docs.py"
 
 
 @pytest.fixture(scope="module")

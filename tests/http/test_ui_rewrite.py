@@ -7,11 +7,11 @@ from collections.abc import Callable
 
 from tests.fakes.browser import Browser
 from tests.fakes.upstream import FakeUpstream
-from tests.test_decisions import chat
-from tests.test_enrich import text_part
-from tests.test_retrieval_flow import SMALL_CHUNKS
-from tests.test_standalone_question import CHAT_TEMPLATE
-from tests.test_ui_page import ARTIFACTS, HANDBOOK
+from tests.http.test_decisions import chat
+from tests.http.test_ui_page import ARTIFACTS, HANDBOOK
+from tests.pipeline.test_enrich import text_part
+from tests.retrieval.test_flow import SMALL_CHUNKS
+from tests.retrieval.test_standalone import CHAT_TEMPLATE
 
 
 def follow_up(question: str) -> dict[str, object]:

@@ -33,15 +33,15 @@ from proxy.upstream.spawn import free_port
 from tests.callers import sdk
 from tests.documents.zipbombs import crowded_docx
 from tests.fakes.servers import ServerThread
+from tests.http.test_body_deadline import trickle
+from tests.pipeline.test_references import upload
 from tests.stores.support import FAST, upload_topics, wait_until
-from tests.test_body_deadline import trickle
-from tests.test_reading_references import upload
 
 BOUND_S = 0.25
 CHAT = "/v1/chat/completions"
 RESPONSES = "/v1/responses"
 JSON = {"Content-Type": "application/json"}
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 REFUSED = ("too_many_json_values", "too_many_messages")
 T = TypeVar("T")
 

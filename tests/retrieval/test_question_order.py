@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from tests.fakes.upstream import FakeUpstream
-from tests.test_enrich import ask, preview, text_part
+from tests.pipeline.test_enrich import ask, preview, text_part
 
 TOPICS = [
     "harbour",

@@ -32,7 +32,7 @@ from proxy.upstream.relay import stream_broken, translate_client_error
 from proxy.upstream.spawn import free_port
 from tests.fakes.upstream import FakeUpstream
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 URL = "http://127.0.0.1:9"
 
 

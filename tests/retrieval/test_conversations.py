@@ -9,7 +9,7 @@ import httpx
 import openai
 
 from tests.fakes.upstream import FakeUpstream
-from tests.test_enrich import text_part
+from tests.pipeline.test_enrich import text_part
 
 STOPPING = (
     "With the easy interface, return an error from the progress callback to stop a running "

@@ -18,11 +18,11 @@ from tests.fakes.browser import Browser
 from tests.fakes.servers import ServerThread
 from tests.fakes.upstream import LLAMACPP_CHATML_FALLBACK, FakeUpstream
 from tests.fakes.vision import VisionUpstream, chart_report_pdf
-from tests.test_decisions import KEYS, chat
-from tests.test_enrich import ask, text_part
-from tests.test_page_images import chat as chat_body
-from tests.test_page_images import pdf_part
-from tests.test_retrieval_flow import SMALL_CHUNKS, retrieval_body
+from tests.http.test_decisions import KEYS, chat
+from tests.pipeline.test_enrich import ask, text_part
+from tests.pipeline.test_page_images import chat as chat_body
+from tests.pipeline.test_page_images import pdf_part
+from tests.retrieval.test_flow import SMALL_CHUNKS, retrieval_body
 
 ARTIFACTS = ROOT / "test-artifacts" / "ui"
 LONG_NAME = "quarterly-report-for-the-board-of-directors-2024-final-revised-v3.txt"
@@ -374,7 +374,7 @@ async def test_a_card_shows_its_question_and_explains_its_numbers(
 async def test_a_request_answered_before_its_document_was_indexed_says_how_much_was_ready(
     make_proxy: Callable[..., str], browser: Browser
 ) -> None:
-    from tests.test_retrieval_flow import notes_request
+    from tests.retrieval.test_flow import notes_request
 
     base = make_proxy(
         retrieval={**SMALL_CHUNKS, "new_document_candidates": 2, "whole_document_s": 0}

@@ -23,7 +23,7 @@ from proxy.pipeline.completion_prompt import (
 from proxy.upstream.base_answer import BaseAnswerConverter, first_sentence
 from proxy.upstream.facts import Fact
 from tests.fakes.upstream import LLAMACPP_CHATML_FALLBACK, FakeUpstream
-from tests.test_enrich import ask, pdf_part, preview, text_part
+from tests.pipeline.test_enrich import ask, pdf_part, preview, text_part
 
 PAGES = [
     "The lighthouse keeper fed the cats every morning with fresh sardines.",

@@ -21,8 +21,8 @@ from tests.fakes.upstream import (
     FakeUpstream,
     stream_chunks,
 )
+from tests.retrieval.test_flow import SMALL_CHUNKS, retrieval_body
 from tests.test_logs_and_secrets import json_logs, log_events
-from tests.test_retrieval_flow import SMALL_CHUNKS, retrieval_body
 
 MESSAGES = [{"role": "user", "content": "Hi"}]
 # The fake upstream's test routes, which no real upstream has: forwarded once allowed.
@@ -110,7 +110,7 @@ def test_unknown_fields_preserved(make_proxy: Callable[..., str], upstream: Fake
 def test_passthrough_any_method_and_path(
     make_proxy: Callable[..., str], upstream: FakeUpstream, method: str
 ) -> None:
-    # With a proxy key, any body goes (without one, only JSON: see tests/test_browsers.py).
+    # With a proxy key, any body goes (without one, only JSON: see tests/http/test_browsers.py).
     key = "relay-key-0123456789"
     base = make_proxy(server={"api_keys": [key]}, upstream={"allowed_routes": ["/some/odd/*"]})
     body = b"\x00\x01binary" if method in {"POST", "PUT", "PATCH"} else b""

@@ -22,10 +22,10 @@ from proxy.files.store import DiskFileStore
 from proxy.http.keys import SERVICES
 from tests.fakes.servers import ServerThread
 from tests.fakes.upstream import FakeUpstream
-from tests.test_reading_references import upload
+from tests.pipeline.test_references import upload
 
 CHAT = "/v1/chat/completions"
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 KIB = 1024
 
 

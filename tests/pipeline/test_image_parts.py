@@ -13,7 +13,7 @@ import pytest
 
 from proxy.pipeline.images import data_head, document_type, is_picture, sorted_image_parts
 from tests.fakes.upstream import FakeUpstream
-from tests.test_enrich import pdf_bytes, preview
+from tests.pipeline.test_enrich import pdf_bytes, preview
 
 QUESTION = "What does it say?"
 PDF = pdf_bytes(["The harbour office opens at nine."])

@@ -13,9 +13,9 @@ import pytest
 from proxy.pipeline.decision_log import SNIPPET_CHARS
 from proxy.pipeline.window import prompt_sizes, share_window
 from tests.fakes.upstream import FakeUpstream
-from tests.test_enrich import ask, text_part
+from tests.pipeline.test_enrich import ask, text_part
+from tests.retrieval.test_flow import SMALL_CHUNKS, retrieval_body
 from tests.test_logs_and_secrets import json_logs, log_events
-from tests.test_retrieval_flow import SMALL_CHUNKS, retrieval_body
 
 KEYS = [
     {"name": "team-a", "key": "key-a-0123456789"},
