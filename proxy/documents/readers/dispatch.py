@@ -1,4 +1,4 @@
-"""One dispatch from a document kind to its parser; every parser yields units of Markdown."""
+"""One dispatch from a document kind to its reader; every reader yields units of Markdown."""
 
 from __future__ import annotations
 
