@@ -572,7 +572,7 @@ def check(
     held-out one), and how many of a half's documents are documents of the other half."""
     import asyncio
 
-    from proxy.documents import DocumentParser
+    from proxy.documents.parser import DocumentParser
 
     async def texts(cache: Path) -> dict[str, str]:
         parser = DocumentParser(cache)

@@ -61,8 +61,8 @@ TODAY = {"precision": "fp32", "run": 64, "round": 4}
 
 async def book_document(spec: dict[str, Any], directory: Path) -> Any:
     """The book parsed by the code under test (its first `pages` pages, if given)."""
-    from proxy.documents import DocumentParser
     from proxy.documents.model import ParsedDocument
+    from proxy.documents.parser import DocumentParser
 
     path = CORPUS / BOOKS[spec["book"]]
     parser = DocumentParser(directory / "parsed", workers=1)
@@ -260,7 +260,7 @@ def compare(args: argparse.Namespace) -> None:
 
 def book_passages(name: str) -> list[str]:
     sys.path.insert(0, str(ROOT))
-    from proxy.documents import DocumentParser
+    from proxy.documents.parser import DocumentParser
     from proxy.retrieval.chunking import chunk_document
     from proxy.retrieval.embeddings import DefaultEmbedder
 
@@ -389,7 +389,7 @@ def parse_vs_embed(args: argparse.Namespace) -> None:
     sys.path.insert(0, str(ROOT))
     os.environ.setdefault("TIKTOKEN_CACHE_DIR", str(Path.home() / ".cache" / "tiktoken"))
     from proxy.config import load_settings
-    from proxy.documents import DocumentParser
+    from proxy.documents.parser import DocumentParser
     from proxy.wiring import make_retriever
 
     async def run() -> None:
@@ -454,7 +454,7 @@ def agreement(args: argparse.Namespace) -> None:
 
     sys.path.insert(0, str(ROOT))
     os.environ.setdefault("TIKTOKEN_CACHE_DIR", str(Path.home() / ".cache" / "tiktoken"))
-    from proxy.documents import DocumentParser
+    from proxy.documents.parser import DocumentParser
     from proxy.retrieval.chunking import chunk_document
     from proxy.retrieval.embeddings import DefaultEmbedder
 

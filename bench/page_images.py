@@ -20,9 +20,9 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from proxy.documents.model import Page, ParsedDocument
-from proxy.documents.mupdf import _mupdf
 from proxy.documents.page_images import PageImages
 from proxy.documents.pool import WorkerPool
+from proxy.documents.readers.pdf import _mupdf
 from proxy.upstream.image_cost import ImageCost
 
 CORPUS = Path(__file__).resolve().parents[2] / "shared" / "corpus" / "pdf"

@@ -26,12 +26,12 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from bench.documents import odfpy_pass, plain_pass, samples, source_text
-from proxy.documents import DocumentParser
 from proxy.documents.cache import DocumentCache
-from proxy.documents.extract import extract_units
 from proxy.documents.job import Job, Unit
-from proxy.documents.mupdf import _mupdf
 from proxy.documents.ocr import ocr_status
+from proxy.documents.parser import DocumentParser
+from proxy.documents.readers.dispatch import extract_units
+from proxy.documents.readers.pdf import _mupdf
 
 CORPUS = Path(__file__).resolve().parents[2] / "shared" / "corpus" / "pdf"
 FILES = ("GeoTopo-komprimiert.pdf", "freeculture.pdf", "chinese-tables.pdf")

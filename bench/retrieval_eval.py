@@ -901,7 +901,7 @@ def result_json(half: str, runs: list[Run], documents: dict[str, Document]) -> d
 def check(questions: list[Question], paths: dict[str, Path]) -> list[str]:
     """The answers the checkout's parser does not give: listed for the tuning half, counted
     for the held-out one."""
-    from proxy.documents import DocumentParser
+    from proxy.documents.parser import DocumentParser
 
     async def texts(cache: Path) -> dict[str, str]:
         parser = DocumentParser(cache)

@@ -31,7 +31,7 @@ def variant(data: bytes, round_number: int) -> bytes:
 
 def parse_alone(data: bytes) -> float:
     """Seconds to parse the book with the proxy's parser (worker pool already started)."""
-    from proxy.documents import DocumentParser
+    from proxy.documents.parser import DocumentParser
 
     async def run() -> float:
         with tempfile.TemporaryDirectory() as cache:

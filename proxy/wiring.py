@@ -15,9 +15,10 @@ import structlog
 
 from proxy.config import ConfigError, Settings
 from proxy.disk import DiskRoom
-from proxy.documents import DocumentParser, ParseLimits
+from proxy.documents.limits import ParseLimits
 from proxy.documents.ocr import OcrStatus, OcrUnavailable, ocr_status
 from proxy.documents.page_images import PageImages
+from proxy.documents.parser import DocumentParser
 from proxy.errors import ProxyError
 from proxy.files.protocol import FileStore
 from proxy.files.store import DiskFileStore

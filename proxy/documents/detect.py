@@ -7,64 +7,14 @@ from __future__ import annotations
 
 import codecs
 import re
-from enum import StrEnum
 from pathlib import PurePath
 
 import charset_normalizer
 
-from proxy.documents.archive import open_zip, read_head
 from proxy.documents.failure import ExtractError
+from proxy.documents.kinds import CODE_LANGUAGES, CODE_NAMES, TEXT_KINDS, Kind
+from proxy.documents.readers.archive import open_zip, read_head
 from proxy.errors import DocumentError
-
-
-class Kind(StrEnum):
-    """A format we can parse; the value is the PyMuPDF filetype for the PyMuPDF kinds."""
-
-    PDF = "pdf"
-    XPS = "xps"
-    EPUB = "epub"
-    MOBI = "mobi"
-    FB2 = "fb2"
-    CBZ = "cbz"
-    IMAGE = "image"
-    DOCX = "docx"
-    ODT = "odt"
-    RTF = "rtf"
-    HTML = "html"
-    XLSX = "xlsx"
-    XLS = "xls"
-    ODS = "ods"
-    PPTX = "pptx"
-    ODP = "odp"
-    TEXT = "text"
-    MARKDOWN = "markdown"
-    CSV = "csv"
-    JSON = "json"
-    CODE = "code"
-
-
-MUPDF_KINDS = frozenset({Kind.PDF, Kind.XPS, Kind.MOBI, Kind.FB2, Kind.CBZ, Kind.IMAGE})
-PAGED_KINDS = MUPDF_KINDS | {Kind.PPTX, Kind.ODP}
-"""Formats whose units are pages or slides of their own, counted against `max_pages`."""
-TEXT_KINDS = frozenset({Kind.TEXT, Kind.MARKDOWN, Kind.CSV, Kind.JSON, Kind.CODE})
-"""Decoded in a thread of the main process: no native parser, linear in the input."""
-
-LIBRARY = {
-    **{kind: "PyMuPDF" for kind in MUPDF_KINDS},
-    Kind.IMAGE: "PyMuPDF",
-    Kind.EPUB: "selectolax",
-    Kind.DOCX: "python-docx",
-    Kind.ODT: "odfpy",
-    Kind.ODS: "odfpy",
-    Kind.ODP: "odfpy",
-    Kind.RTF: "striprtf",
-    Kind.HTML: "selectolax",
-    Kind.XLSX: "openpyxl",
-    Kind.XLS: "xlrd",
-    Kind.PPTX: "python-pptx",
-    **{kind: "text" for kind in TEXT_KINDS},
-    Kind.CSV: "csv",
-}
 
 _IMAGE_MAGIC = (
     (b"\x89PNG\r\n\x1a\n", "PNG"),
@@ -85,20 +35,6 @@ _HTML_EXTS = {".html", ".htm", ".xhtml"}
 _MARKDOWN_EXTS = {".md", ".markdown", ".mdown", ".mkd", ".rst"}
 _CSV_EXTS = {".csv", ".tsv"}
 _JSON_EXTS = {".json", ".jsonl", ".ndjson", ".geojson"}
-CODE_LANGUAGES = {
-    ".py": "python", ".pyi": "python", ".js": "javascript", ".mjs": "javascript",
-    ".cjs": "javascript", ".jsx": "jsx", ".ts": "typescript", ".tsx": "tsx", ".java": "java",
-    ".kt": "kotlin", ".scala": "scala", ".go": "go", ".rs": "rust", ".c": "c", ".h": "c",
-    ".cc": "cpp", ".cpp": "cpp", ".cxx": "cpp", ".hpp": "cpp", ".cs": "csharp",
-    ".swift": "swift", ".m": "objectivec", ".rb": "ruby", ".php": "php", ".pl": "perl",
-    ".lua": "lua", ".r": "r", ".jl": "julia", ".sh": "bash", ".bash": "bash", ".zsh": "zsh",
-    ".ps1": "powershell", ".sql": "sql", ".yaml": "yaml", ".yml": "yaml", ".toml": "toml",
-    ".ini": "ini", ".cfg": "ini", ".xml": "xml", ".css": "css", ".scss": "scss",
-    ".proto": "protobuf", ".dockerfile": "dockerfile", ".tf": "hcl", ".hs": "haskell",
-    ".ex": "elixir", ".exs": "elixir", ".erl": "erlang", ".clj": "clojure", ".dart": "dart",
-    ".vue": "vue", ".svelte": "svelte", ".gradle": "groovy", ".groovy": "groovy",
-}  # fmt: skip
-_CODE_NAMES = {"dockerfile": "dockerfile", "makefile": "makefile", "jenkinsfile": "groovy"}
 _ODF_MIMETYPES = {
     b"application/vnd.oasis.opendocument.text": Kind.ODT,
     b"application/vnd.oasis.opendocument.spreadsheet": Kind.ODS,
@@ -123,14 +59,9 @@ _HTML_HINT = re.compile(rb"<!doctype html|<html[\s>]|<head[\s>]|<body[\s>]")
 def declared_kind(name: str) -> Kind | None:
     """The kind a file's name claims, if it claims one."""
     path = PurePath(name)
-    if path.name.lower() in _CODE_NAMES:
+    if path.name.lower() in CODE_NAMES:
         return Kind.CODE
     return EXTENSION_KINDS.get(path.suffix.lower())
-
-
-def code_language(name: str) -> str:
-    path = PurePath(name)
-    return _CODE_NAMES.get(path.name.lower()) or CODE_LANGUAGES.get(path.suffix.lower(), "")
 
 
 def detect(name: str, data: bytes) -> Kind:

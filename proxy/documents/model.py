@@ -1,9 +1,10 @@
-"""The parsed form of a document: its units of text (pages, sections, sheets, slides)."""
+"""A parsed document: its units of text (pages, sections, sheets, slides) and its drawn pages."""
 
 from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
 StatusSink = Callable[[str], None]
 """Receives progress lines such as `Parsing file report.pdf... (40%)`."""
@@ -61,3 +62,17 @@ class ParsedDocument:
     @property
     def ocr_pages(self) -> list[int]:
         return [page.number for page in self.pages if page.ocr]
+
+
+@dataclass(frozen=True)
+class DrawnPage:
+    """A page whose content is drawn rather than written: why, how much of it, and its size."""
+
+    number: int
+    width: float  # points
+    height: float
+    reason: str  # "figure" | "image" | "scan"
+    share: float  # of the page area covered by what is drawn
+
+    def frame(self) -> list[Any]:
+        return [self.number, round(self.width, 2), round(self.height, 2), self.reason, self.share]

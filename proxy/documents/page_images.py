@@ -10,8 +10,7 @@ from typing import Any
 import structlog
 from cachetools import LRUCache
 
-from proxy.documents.drawn import DrawnPage
-from proxy.documents.model import ParsedDocument
+from proxy.documents.model import DrawnPage, ParsedDocument
 from proxy.documents.pool import WorkerCrashed, WorkerPool, WorkerTimeout, WorkerUnavailable
 
 log = structlog.get_logger(__name__)

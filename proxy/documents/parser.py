@@ -15,19 +15,20 @@ import structlog
 from proxy.disk import DiskRoom
 from proxy.documents.cache import DocumentCache
 from proxy.documents.collect import PageCollector
-from proxy.documents.detect import LIBRARY, PAGED_KINDS, TEXT_KINDS, Kind, declared_kind, detect
+from proxy.documents.detect import declared_kind, detect
 from proxy.documents.failure import ExtractError
 from proxy.documents.job import Job
+from proxy.documents.kinds import LIBRARY, PAGED_KINDS, TEXT_KINDS, Kind
 from proxy.documents.limits import ParseLimits
 from proxy.documents.model import DocumentWarning, Page, ParsedDocument, StatusSink
 from proxy.documents.ocr import ENABLE_HINT, OcrStatus
-from proxy.documents.plain import text_sections
 from proxy.documents.pool import (
     WorkerCrashed,
     WorkerPool,
     WorkerTimeout,
     WorkerUnavailable,
 )
+from proxy.documents.readers.plain import text_sections
 from proxy.errors import DocumentError, PayloadTooLarge, ProxyError
 
 if TYPE_CHECKING:

@@ -94,7 +94,7 @@ class WorkerPool:
         self._size = max(1, size)
         # None: no cap (one identity); the proxy's wiring caps keys at all processes but one.
         self.share = FairShare(self._size, min(self._size, per_key or self._size))
-        self._argv = list(argv or [sys.executable, "-m", "proxy.documents.worker"])
+        self._argv = list(argv or [sys.executable, "-m", "proxy.documents.readers.worker"])
         self._argv.append(str(memory_bytes))
         self._idle: asyncio.Queue[_Worker | None] | None = None
         self._live: set[_Worker] = set()

@@ -11,8 +11,7 @@ from collections.abc import Awaitable, Callable, Sequence
 
 import structlog
 
-from proxy.documents.drawn import DrawnPage
-from proxy.documents.model import ParsedDocument
+from proxy.documents.model import DrawnPage, ParsedDocument
 from proxy.documents.page_images import PagesFailed
 from proxy.pipeline.answer_shape import completion_shaped
 from proxy.pipeline.decision import ImagesRecord

@@ -11,7 +11,7 @@ from typing import cast
 from semchunk.semchunk import chunk as semchunk_chunk
 
 from proxy.documents.model import ParsedDocument
-from proxy.documents.table_form import TableBlock, table_blocks
+from proxy.documents.readers.table_form import TableBlock, table_blocks
 from proxy.retrieval.headings import SEPARATOR, section_paths
 
 # MiniLM (the default embedder) reads at most 256 word pieces, two of them its [CLS] and

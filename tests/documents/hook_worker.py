@@ -17,8 +17,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
 import structlog
 
-from proxy.documents import drawn, worker
 from proxy.documents.job import Job, Unit
+from proxy.documents.readers import drawn, worker
 
 _real_extract = worker.extract
 _real_look = drawn.look

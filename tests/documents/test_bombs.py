@@ -12,8 +12,9 @@ from pathlib import Path
 import docx
 import pytest
 
-from proxy.documents import DocumentParser, detect
-from proxy.documents.archive import MAX_ENTRIES
+from proxy.documents.detect import detect
+from proxy.documents.parser import DocumentParser
+from proxy.documents.readers.archive import MAX_ENTRIES
 from proxy.errors import DocumentError
 from tests.documents.zipbombs import crowded_docx, deflated_zeros, raw_zip, small
 
@@ -26,7 +27,7 @@ def _peak_rss_of_detect(path: Path) -> dict[str, object]:
     script = f"""
 import json, resource, sys
 sys.path.insert(0, {str(ROOT)!r})
-from proxy.documents import detect
+from proxy.documents.detect import detect
 from proxy.errors import DocumentError
 data = open({str(path)!r}, "rb").read()
 before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss

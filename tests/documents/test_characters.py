@@ -10,8 +10,9 @@ from pathlib import Path
 import pytest
 import pytest_asyncio
 
-from proxy.documents import DocumentParser, ParseLimits
-from proxy.documents.text import normalise_characters
+from proxy.documents.limits import ParseLimits
+from proxy.documents.parser import DocumentParser
+from proxy.documents.readers.text import normalise_characters
 
 MODULE_LOOP = pytest.mark.asyncio(loop_scope="module")
 

@@ -10,7 +10,8 @@ from pathlib import Path
 import pytest
 import pytest_asyncio
 
-from proxy.documents import DocumentParser, ParseLimits
+from proxy.documents.limits import ParseLimits
+from proxy.documents.parser import DocumentParser
 from proxy.errors import DocumentError
 
 pytestmark = pytest.mark.asyncio(loop_scope="module")

@@ -9,8 +9,8 @@ import docx
 from docx.enum.style import WD_STYLE_TYPE
 from lxml import etree
 
-from proxy.documents.docx_text import W, docx_to_text
 from proxy.documents.job import Job
+from proxy.documents.readers.docx import W, docx_to_text
 
 
 def _with_body(xml: str, setup: object = None) -> bytes:

@@ -10,10 +10,10 @@ from typing import Any
 import pymupdf
 import pytest
 
-from proxy.documents.drawn import DrawnPage, render, run, survey
-from proxy.documents.model import Page, ParsedDocument
+from proxy.documents.model import DrawnPage, Page, ParsedDocument
 from proxy.documents.page_images import PageImages, PagesFailed
 from proxy.documents.pool import WorkerPool
+from proxy.documents.readers.drawn import render, run, survey
 from tests.fakes.vision import BAR_RED, chart_report_pdf
 
 

@@ -7,8 +7,9 @@ from collections.abc import Callable
 from pathlib import Path
 
 from proxy.config import load_settings
-from proxy.documents import DocumentParser, ParseLimits
 from proxy.documents.fairness import FairShare
+from proxy.documents.limits import ParseLimits
+from proxy.documents.parser import DocumentParser
 from proxy.wiring import parse_workers_per_key
 from tests.documents.test_workers import HOOK_WORKER
 

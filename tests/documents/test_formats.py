@@ -10,10 +10,10 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from proxy.documents.docx_text import docx_to_text
 from proxy.documents.failure import ExtractError
-from proxy.documents.html_text import html_to_text
-from proxy.documents.text import PAGE_CHARS, decode_text, split_pages
+from proxy.documents.readers.docx import docx_to_text
+from proxy.documents.readers.html import html_to_text
+from proxy.documents.readers.text import PAGE_CHARS, decode_text, split_pages
 
 
 @pytest.mark.parametrize(
@@ -113,7 +113,7 @@ def test_corrupt_docx_is_an_extract_error() -> None:
 
 
 def test_nesting_depth_is_counted_from_tags() -> None:
-    from proxy.documents.html_text import MAX_DEPTH, nesting_depth
+    from proxy.documents.readers.html import MAX_DEPTH, nesting_depth
 
     assert nesting_depth("<html><body><div><p>a<p>b</div><br><img src=x></body></html>") == 3
     assert nesting_depth("<div>" * (MAX_DEPTH + 1)) == MAX_DEPTH + 1

@@ -6,8 +6,9 @@ from pathlib import Path
 
 import pytest
 
-from proxy.documents import DocumentParser, ParseLimits
+from proxy.documents.limits import ParseLimits
 from proxy.documents.ocr import OcrUnavailable, find_tessdata, ocr_status
+from proxy.documents.parser import DocumentParser
 from proxy.errors import DocumentError
 from tests.documents import makers
 

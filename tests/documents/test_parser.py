@@ -15,10 +15,11 @@ import pymupdf
 import pytest
 import pytest_asyncio
 
-from proxy.documents import DocumentParser, ParseLimits
 from proxy.documents.cache import DocumentCache
 from proxy.documents.detect import detect
+from proxy.documents.limits import ParseLimits
 from proxy.documents.model import Page, ParsedDocument
+from proxy.documents.parser import DocumentParser
 from proxy.errors import DocumentError, PayloadTooLarge
 
 pytestmark = pytest.mark.asyncio(loop_scope="module")

@@ -6,7 +6,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from proxy.documents.sections import Section, chapter_lines, merge_units, split_sections
+from proxy.documents.readers.sections import Section, chapter_lines, merge_units, split_sections
 
 
 def test_headings_make_sections_named_by_their_heading() -> None:

@@ -9,7 +9,9 @@ from pathlib import Path
 import pytest
 import pytest_asyncio
 
-from proxy.documents import DocumentParser, ParsedDocument, ParseLimits
+from proxy.documents.limits import ParseLimits
+from proxy.documents.model import ParsedDocument
+from proxy.documents.parser import DocumentParser
 from tests.documents import makers
 
 pytestmark = pytest.mark.asyncio(loop_scope="module")

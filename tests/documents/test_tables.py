@@ -9,10 +9,11 @@ from collections.abc import AsyncIterator
 import pytest
 import pytest_asyncio
 
-from proxy.documents import DocumentParser, ParsedDocument
-from proxy.documents.sections import split_sections
-from proxy.documents.sheets import sheet_sections
-from proxy.documents.table_form import (
+from proxy.documents.model import ParsedDocument
+from proxy.documents.parser import DocumentParser
+from proxy.documents.readers.sections import split_sections
+from proxy.documents.readers.sheets import sheet_sections
+from proxy.documents.readers.table_form import (
     Caption,
     Table,
     TableBlock,

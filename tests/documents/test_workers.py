@@ -14,7 +14,8 @@ from pathlib import Path
 import pytest
 
 from proxy import logs
-from proxy.documents import DocumentParser, ParseLimits
+from proxy.documents.limits import ParseLimits
+from proxy.documents.parser import DocumentParser
 from proxy.errors import DocumentError
 
 HOOK_WORKER = [sys.executable, str(Path(__file__).with_name("hook_worker.py"))]

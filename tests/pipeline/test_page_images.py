@@ -425,7 +425,7 @@ def hooked_workers(monkeypatch: pytest.MonkeyPatch) -> None:
     from functools import partial
 
     from proxy import wiring
-    from proxy.documents import DocumentParser
+    from proxy.documents.parser import DocumentParser
     from tests.documents.test_workers import HOOK_WORKER
 
     monkeypatch.setattr(wiring, "DocumentParser", partial(DocumentParser, worker_argv=HOOK_WORKER))

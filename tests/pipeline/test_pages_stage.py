@@ -9,8 +9,7 @@ from typing import Any
 import pytest
 
 from proxy.config import load_settings
-from proxy.documents.drawn import DrawnPage
-from proxy.documents.model import Page, ParsedDocument
+from proxy.documents.model import DrawnPage, Page, ParsedDocument
 from proxy.pipeline import page_selection as stage
 from proxy.pipeline.decision import ImagesRecord
 from proxy.pipeline.exchange import Exchange

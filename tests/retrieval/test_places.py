@@ -328,7 +328,7 @@ async def test_places_can_be_turned_off(retriever: Retriever) -> None:
 async def test_places_in_corpus_documents(
     tmp_path: Path, corpus_dir: Path, file: str, question: str, heading: str
 ) -> None:
-    from proxy.documents import DocumentParser
+    from proxy.documents.parser import DocumentParser
     from proxy.retrieval.embeddings import DefaultEmbedder
 
     path = corpus_dir / file

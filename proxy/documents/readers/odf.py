@@ -14,12 +14,12 @@ from typing import Any
 
 from lxml import etree
 
-from proxy.documents.archive import open_zip
 from proxy.documents.failure import ExtractError
 from proxy.documents.job import Job
-from proxy.documents.markdown import heading
-from proxy.documents.table_form import Block, Caption, Table, cell, join_blocks
-from proxy.documents.text import tidy
+from proxy.documents.readers.archive import open_zip
+from proxy.documents.readers.markdown_blocks import heading
+from proxy.documents.readers.table_form import Block, Caption, Table, cell, join_blocks
+from proxy.documents.readers.text import tidy
 
 Grid = list[tuple[int, list[str]]]
 

@@ -12,8 +12,8 @@ import re
 from dataclasses import dataclass
 from typing import Literal
 
-from proxy.documents.table_form import block_parts, table_blocks
-from proxy.documents.text import PAGE_CHARS, split_pages
+from proxy.documents.readers.table_form import block_parts, table_blocks
+from proxy.documents.readers.text import PAGE_CHARS, split_pages
 
 Anchor = Literal["line", "paragraph"]
 

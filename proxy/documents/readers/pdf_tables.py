@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from proxy.documents.table_form import cell, is_caption, table
+from proxy.documents.readers.table_form import cell, is_caption, table
 
 MIN_RULE_POINTS = 8.0
 """A stroke shorter than this is a glyph detail or a tick, not a table rule."""

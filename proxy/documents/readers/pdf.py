@@ -11,7 +11,7 @@ import structlog
 
 from proxy.documents.failure import ExtractError
 from proxy.documents.job import Job, OcrOptions, Unit, Units
-from proxy.documents.tables import ruled, text_with_tables
+from proxy.documents.readers.pdf_tables import ruled, text_with_tables
 
 # When installed, pymupdf imports its optional add-ons (layout analysis, pymupdf4llm with
 # numpy) eagerly: over a second of worker start-up, and the layout model makes the table

@@ -13,14 +13,15 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any, BinaryIO
 
-# Imported up front so that a job never waits for a library to load.
-from proxy.documents import drawn
-from proxy.documents.extract import extract_units
 from proxy.documents.failure import ExtractError
 from proxy.documents.job import Job, OcrOptions, Units
-from proxy.documents.mupdf import mupdf_warnings
 from proxy.documents.protocol import pack_json, read_frame
-from proxy.documents.text import normalise_characters
+
+# Imported up front so that a job never waits for a library to load.
+from proxy.documents.readers import drawn
+from proxy.documents.readers.dispatch import extract_units
+from proxy.documents.readers.pdf import mupdf_warnings
+from proxy.documents.readers.text import normalise_characters
 from proxy.logs import configure_from_environment
 
 FLUSH_SECONDS = 0.05

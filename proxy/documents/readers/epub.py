@@ -13,11 +13,11 @@ from urllib.parse import unquote
 
 from lxml import etree
 
-from proxy.documents.archive import open_zip
 from proxy.documents.failure import ExtractError
-from proxy.documents.html_text import html_to_text
 from proxy.documents.job import Job
-from proxy.documents.markdown import heading
+from proxy.documents.readers.archive import open_zip
+from proxy.documents.readers.html import html_to_text
+from proxy.documents.readers.markdown_blocks import heading
 
 # No entities, no DTDs, no network, no huge trees: the book is untrusted.
 _PARSER = etree.XMLParser(

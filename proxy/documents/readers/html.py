@@ -8,8 +8,8 @@ from selectolax.lexbor import LexborHTMLParser, LexborNode
 
 from proxy.documents.failure import ExtractError
 from proxy.documents.job import Job
-from proxy.documents.table_form import Block, Table, cell, join_blocks
-from proxy.documents.text import decode_text, tidy
+from proxy.documents.readers.table_form import Block, Table, cell, join_blocks
+from proxy.documents.readers.text import decode_text, tidy
 
 
 def _tags(names: str) -> frozenset[str]:

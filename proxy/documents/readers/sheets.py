@@ -13,12 +13,12 @@ import datetime
 import io
 from collections.abc import Iterable
 
-from proxy.documents.archive import open_zip
 from proxy.documents.failure import ExtractError
 from proxy.documents.job import Job
-from proxy.documents.sections import Section
-from proxy.documents.table_form import cell, table_parts
-from proxy.documents.text import PAGE_CHARS
+from proxy.documents.readers.archive import open_zip
+from proxy.documents.readers.sections import Section
+from proxy.documents.readers.table_form import cell, table_parts
+from proxy.documents.readers.text import PAGE_CHARS
 
 Row = tuple[int, list[str]]
 """A row's number in its sheet (1 for the first) and its cells, escaped."""

@@ -6,12 +6,12 @@ import io
 from collections.abc import Iterable
 from typing import Any
 
-from proxy.documents.archive import open_zip
 from proxy.documents.failure import ExtractError
 from proxy.documents.job import Job, Unit, Units
-from proxy.documents.odf_text import odp_slides
-from proxy.documents.table_form import cell, table
-from proxy.documents.text import tidy
+from proxy.documents.readers.archive import open_zip
+from proxy.documents.readers.odf import odp_slides
+from proxy.documents.readers.table_form import cell, table
+from proxy.documents.readers.text import tidy
 
 
 def pptx_slides(data: bytes, job: Job) -> list[tuple[str, str, str]]:

@@ -6,11 +6,11 @@ from __future__ import annotations
 import base64
 import time
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
 from typing import Any
 
 from proxy.documents.failure import ExtractError
-from proxy.documents.mupdf import _mupdf
+from proxy.documents.model import DrawnPage
+from proxy.documents.readers.pdf import _mupdf
 
 Send = Callable[[dict[str, Any]], None]
 
@@ -29,20 +29,6 @@ SCAN_SHARE = 0.85
 LIGHT = 0.85
 """Fills lighter than this (luminance 0-1) are table shading or backgrounds, not graphics."""
 _ALWAYS_IMAGES = frozenset({"cbz", "image"})
-
-
-@dataclass(frozen=True)
-class DrawnPage:
-    """A page whose content is drawn rather than written: why, how much of it, and its size."""
-
-    number: int
-    width: float  # points
-    height: float
-    reason: str  # "figure" | "image" | "scan"
-    share: float  # of the page area covered by what is drawn
-
-    def frame(self) -> list[Any]:
-        return [self.number, round(self.width, 2), round(self.height, 2), self.reason, self.share]
 
 
 def _open(data: bytes, kind: str) -> Any:

@@ -1,20 +1,20 @@
-"""One dispatch from a document kind to its parser; every parser yields units of Markdown."""
+"""One dispatch from a document kind to its reader; every reader yields units of Markdown."""
 
 from __future__ import annotations
 
-from proxy.documents.detect import MUPDF_KINDS, TEXT_KINDS, Kind
-from proxy.documents.docx_text import docx_to_text
-from proxy.documents.epub import epub_to_text
 from proxy.documents.failure import ExtractError
-from proxy.documents.html_text import html_to_text
 from proxy.documents.job import Job, Units
-from proxy.documents.mupdf import mupdf_units
-from proxy.documents.odf_text import ods_sheets, odt_to_text
-from proxy.documents.plain import first_heading, text_sections, units_of
-from proxy.documents.sections import merge_units, split_sections
-from proxy.documents.sheets import sheet_sections, xls_sheets, xlsx_sheets
-from proxy.documents.slides import slide_units
-from proxy.documents.text import decode_text, tidy
+from proxy.documents.kinds import MUPDF_KINDS, TEXT_KINDS, Kind
+from proxy.documents.readers.docx import docx_to_text
+from proxy.documents.readers.epub import epub_to_text
+from proxy.documents.readers.html import html_to_text
+from proxy.documents.readers.odf import ods_sheets, odt_to_text
+from proxy.documents.readers.pdf import mupdf_units
+from proxy.documents.readers.plain import first_heading, text_sections, units_of
+from proxy.documents.readers.rtf import rtf_to_text
+from proxy.documents.readers.sections import merge_units, split_sections
+from proxy.documents.readers.sheets import sheet_sections, xls_sheets, xlsx_sheets
+from proxy.documents.readers.slides import slide_units
 
 
 def extract_units(kind: str, data: bytes, job: Job) -> Units:
@@ -45,18 +45,5 @@ def _reflowable(kind: str, data: bytes, job: Job) -> str:
     if kind == Kind.ODT:
         return odt_to_text(data, job)
     if kind == Kind.RTF:
-        return _rtf_to_text(data)
+        return rtf_to_text(data)
     raise ExtractError(f"is of a kind no parser reads ({kind})", "unsupported_format")
-
-
-def _rtf_to_text(data: bytes) -> str:
-    from striprtf.striprtf import rtf_to_text
-
-    # RTF is 7-bit text with escapes; stray 8-bit bytes are read as the common Windows code page.
-    source = (
-        decode_text(data) if data.startswith(b"\xef\xbb\xbf") else data.decode("cp1252", "replace")
-    )
-    try:
-        return tidy(str(rtf_to_text(source, errors="ignore")))  # type: ignore[no-untyped-call]
-    except Exception as exc:
-        raise ExtractError(f"is not a readable RTF file ({exc})", "corrupt_document") from exc

@@ -3,12 +3,12 @@ source code verbatim in fenced blocks."""
 
 from __future__ import annotations
 
-from proxy.documents.detect import Kind, code_language
 from proxy.documents.job import Job, Unit, Units
-from proxy.documents.markdown import fence
-from proxy.documents.sections import Section, merge_units, split_sections
-from proxy.documents.sheets import csv_sheet, sheet_sections
-from proxy.documents.text import PAGE_CHARS, decode_text
+from proxy.documents.kinds import Kind, code_language
+from proxy.documents.readers.markdown_blocks import fence
+from proxy.documents.readers.sections import Section, merge_units, split_sections
+from proxy.documents.readers.sheets import csv_sheet, sheet_sections
+from proxy.documents.readers.text import PAGE_CHARS, decode_text
 
 FIRST_HEADING_LINES = 200
 

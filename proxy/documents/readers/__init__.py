@@ -1,0 +1,1 @@
+"""What the parse worker runs: a reader per format, the dispatch between them, the worker loop."""
