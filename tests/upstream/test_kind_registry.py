@@ -15,12 +15,12 @@ import pytest
 from aiohttp import web
 
 import proxy.upstream.kinds as kinds_package
-from proxy.config import Settings, TokenizerSetting, UpstreamKind
-from proxy.upstream.client import UpstreamClient
+from proxy.config import TokenizerSetting, UpstreamKind
 from proxy.upstream.detect import PROBES, all_probes, listing_kind
-from proxy.upstream.facts import ContextWindow, Detection
+from proxy.upstream.facts import ContextWindow
 from proxy.upstream.kinds import PROFILES, named, profile
 from proxy.upstream.kinds.profile import Body, Fitting, Probe, ServerKind, as_dict, version_at
+from proxy.upstream.windows import WindowAsk
 from tests.fakes.openai_like import OpenAIServer, Seen
 from tests.fakes.servers import ServerThread
 
@@ -95,14 +95,8 @@ def toy_status(body: Body) -> bool:
     return as_dict(body).get("engine") == "toy"
 
 
-async def toy_window(
-    upstream: UpstreamClient,
-    model: str | None,
-    settings: Settings,
-    found: Detection,
-    memory: object = None,
-) -> ContextWindow:
-    status, body = await upstream.get_json("/toy/status")
+async def toy_window(asked: WindowAsk) -> ContextWindow:
+    status, body = await asked.upstream.get_json("/toy/status")
     context = as_dict(body).get("context")
     if status == 200 and isinstance(context, int):
         return ContextWindow(context, "toy /toy/status context", hint="start toy with --context")
