@@ -19,6 +19,7 @@ from proxy.upstream.client import UpstreamClient
 from proxy.upstream.detect import detect_kind
 from proxy.upstream.facts import ContextWindow, Detection, Fact, ModelFacts
 from proxy.upstream.kinds import named, profile
+from proxy.upstream.ollama.api import full_name
 from proxy.upstream.tokens import MarginCounter, TiktokenCounter, TokenCounter
 from proxy.upstream.windows import KindMemory, WindowAsk, refused
 
@@ -279,6 +280,14 @@ class ModelIntrospection:
             return ContextWindow(None, f"unknown ({error.message})", keep=False)
         self._unanswered_windows.forget(key)
         return window
+
+    async def running_window(self, model: str | None) -> int | None:
+        """The window the server runs `model` with, as far as the proxy knows: the one it asked
+        for last (Ollama's num_ctx), else the one the server says (None: its default)."""
+        raised = self.raised_num_ctx.get(full_name(model or ""))
+        if raised is not None:
+            return raised
+        return (await self.context_window(model)).running
 
     async def facts(self, model: str | None) -> ModelFacts:
         """The kind, window and tokenizer the proxy uses for `model`."""

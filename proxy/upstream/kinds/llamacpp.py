@@ -243,4 +243,8 @@ PROFILE = ServerKind(
     sight=sight,
     abilities=abilities,
     control_tokens=control_tokens,
+    completions_take_any_model=True,
+    reads_template_kwargs=True,
+    # Its prompt cache makes two identical greedy requests differ.
+    repeatable={"cache_prompt": False},
 )

@@ -322,4 +322,9 @@ PROFILE = ServerKind(
     abilities=abilities,
     prepare=prepare,
     fit=fit,
+    native_side_calls=True,
+    no_search_loop=(
+        "Ollama: a prompt past the window it loaded goes to /api/chat so that it is never cut, "
+        "and the proxy runs no search loop there"
+    ),
 )

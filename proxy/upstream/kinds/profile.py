@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import re
-from collections.abc import Awaitable, Callable, MutableMapping
-from dataclasses import dataclass
+from collections.abc import Awaitable, Callable, Mapping, MutableMapping
+from dataclasses import dataclass, field
 from typing import Any, Protocol, TypeVar
 
 from proxy.config import Settings, UpstreamKind
@@ -182,3 +182,17 @@ class ServerKind:
     fit: Callable[[Fitting], Awaitable[bool]] | None = None
     """For a kind that `truncates`: fits the prompt to the window its own way; True when it
     did, False to leave it to the generic check against the window."""
+    completions_take_any_model: bool = False
+    """Its /v1/completions takes any model, base models included: a few-shot prompt there
+    translates with a model that follows no instruction."""
+    reads_template_kwargs: bool = False
+    """Passes `chat_template_kwargs` to the model's template (`enable_thinking: false` keeps a
+    reasoning model from spending a short call's tokens on thinking)."""
+    repeatable: Mapping[str, Any] = field(default_factory=dict)
+    """Fields that make two identical greedy requests answer alike, for the proxy's own calls
+    whose answers must not depend on what was asked before."""
+    native_side_calls: bool = False
+    """The proxy's own short calls (a translation, the standalone question) go to its native
+    chat with the window the model runs with: its OpenAI endpoint would reload the model."""
+    no_search_loop: str = ""
+    """Why the model's search loop cannot run on this kind ("" when it can)."""

@@ -157,4 +157,6 @@ PROFILE = ServerKind(
     counter_source="POST /tokenize (messages, template applied)",
     sight=sight,
     abilities=abilities,
+    completions_take_any_model=True,
+    reads_template_kwargs=True,
 )
