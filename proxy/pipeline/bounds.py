@@ -7,7 +7,8 @@ import json
 from typing import Any
 
 from proxy.config import UpstreamKind
-from proxy.upstream.kinds import ANSWER_RESERVE, traits
+from proxy.upstream.kinds import profile
+from proxy.upstream.kinds.profile import ANSWER_RESERVE
 
 # Template overhead per message no chat format exceeds (role markers, separators, BOS/EOS).
 TEMPLATE_TOKENS_PER_MESSAGE = 16
@@ -83,4 +84,4 @@ def answer_budget(body: dict[str, Any]) -> int:
 def answer_room(body: dict[str, Any], kind: UpstreamKind) -> int:
     """Tokens the answer needs beside the prompt: the request's max_tokens; on servers that
     cut a prompt leaving too little room, a reserve when the request sets none."""
-    return answer_budget(body) or (ANSWER_RESERVE if traits(kind).truncates else 0)
+    return answer_budget(body) or (ANSWER_RESERVE if profile(kind).truncates else 0)

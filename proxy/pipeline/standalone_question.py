@@ -6,6 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from typing import Any
 
+from proxy.config import UpstreamKind
 from proxy.pipeline.exchange import Exchange
 from proxy.pipeline.file_refs import last_user_index
 from proxy.pipeline.services import Services
@@ -20,7 +21,7 @@ from proxy.retrieval.standalone import (
 from proxy.retrieval.translation import Endpoint
 from proxy.upstream.abilities import AbilityIntrospection
 from proxy.upstream.client import UpstreamClient
-from proxy.upstream.ollama.api import full_name
+from proxy.upstream.kinds import profile
 
 # What happened, one of these: the header `X-Enrich-Rewrite` says it, the record says why.
 REWRITTEN = "rewritten"
@@ -31,10 +32,6 @@ FAILED = "failed"
 REFUSED_OUTCOME = "refused"
 UNCHANGED = "unchanged"
 OFF = "off"
-
-TEMPLATE_KINDS = frozenset({"llamacpp", "vllm"})
-"""Servers that pass `chat_template_kwargs` to the model's template: `enable_thinking: false`
-keeps a model that reasons (Qwen3 and the like) from spending the few tokens on thinking."""
 
 
 @dataclass(frozen=True)
@@ -154,21 +151,19 @@ def outcome_of(
 
 
 async def how_to_ask(
-    services: Services, kind: str, model: str | None, upstream: bool
+    services: Services, kind: UpstreamKind, model: str | None, upstream: bool
 ) -> tuple[Endpoint, dict[str, Any]]:
     """The endpoint and the fields the call adds: Ollama's own /api/chat with the window the
     model runs with (its OpenAI endpoint would reload it with the default), and the thinking
     switch where a template reads it. llama.cpp keeps its prompt cache: the instruction and
     examples every call starts with are then read once (the proxy's own cache gives one
     conversation the same answer every time)."""
-    if kind == "ollama" and upstream:
-        introspection = services.introspection
-        window = introspection.raised_num_ctx.get(full_name(model or ""))
-        if window is None:
-            window = (await introspection.context_window(model)).running
+    server = profile(kind)
+    if server.native_side_calls and upstream:
+        window = await services.introspection.running_window(model)
         if window is not None:
             return "native", {"options": {"num_ctx": window}}
     extra: dict[str, Any] = {}
-    if kind in TEMPLATE_KINDS:
+    if server.reads_template_kwargs:
         extra["chat_template_kwargs"] = {"enable_thinking": False}
     return "chat", extra

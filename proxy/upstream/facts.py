@@ -1,5 +1,5 @@
 """What the proxy knows of its upstream: each fact with its value, whether it is exact, and where
-it was learnt (the upstream's kind, a model's window, its tokenizer)."""
+it was learnt (the upstream's kind, a model's window, its tokenizer, its sight, its abilities)."""
 
 from __future__ import annotations
 
@@ -8,6 +8,7 @@ from typing import Any, Generic, TypeVar, get_args
 
 from proxy.config import UpstreamKind
 from proxy.errors import ProxyError
+from proxy.upstream.image_cost import ImageCost
 
 T = TypeVar("T")
 
@@ -94,3 +95,47 @@ class ModelFacts:
             "window": window,
             "tokenizer": self.tokenizer.to_json(),
         }
+
+
+@dataclass(frozen=True)
+class Sight:
+    """Whether a model sees images, where that was learnt, and what an image costs it."""
+
+    sees: bool
+    source: str
+    cost: ImageCost
+    server_counts: bool = False  # the upstream counts an image's tokens itself (vLLM render)
+    keep: bool = True  # False: learnt from a failure; asked again next time
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "sees": self.sees,
+            "source": self.source,
+            "image_tokens": "counted by the upstream" if self.server_counts else self.cost.family,
+            "image_tokens_source": self.cost.source,
+            "estimated": self.cost.estimated and not self.server_counts,
+        }
+
+
+ESTIMATE = ImageCost("estimate", "estimated: one token per 28×28 pixels", estimated=True)
+
+
+def unknown(source: str) -> Fact[bool | None]:
+    return Fact(None, False, source)
+
+
+@dataclass(frozen=True)
+class Abilities:
+    """Whether a model is instruction-tuned and whether its server parses its tool calls.
+    `keep` is False when learnt from a failure: asked again next time."""
+
+    instruct: Fact[bool | None]
+    tools: Fact[bool | None]
+    keep: bool = True
+
+    def to_json(self) -> dict[str, Any]:
+        return {"instruct": self.instruct.to_json(), "tools": self.tools.to_json()}
+
+
+def both_unknown(source: str, keep: bool = False) -> Abilities:
+    return Abilities(unknown(source), unknown(source), keep=keep)

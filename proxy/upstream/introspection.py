@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import re
 import time
 from dataclasses import replace
 from typing import Any
@@ -12,58 +11,19 @@ from typing import Any
 import structlog
 from cachetools import LRUCache, TTLCache
 
-from proxy.config import Settings
+from proxy.config import Settings, UpstreamKind
 from proxy.errors import ProxyError
 from proxy.logs import probe_failed
 from proxy.upstream.backoff import Backoff
 from proxy.upstream.client import UpstreamClient
 from proxy.upstream.detect import detect_kind
 from proxy.upstream.facts import ContextWindow, Detection, Fact, ModelFacts
-from proxy.upstream.kinds import traits
-from proxy.upstream.ollama.default_window import DefaultWindow
-from proxy.upstream.remote_counters import (
-    KoboldCppCounter,
-    LlamaCppPythonCounter,
-    SglangCounter,
-    TabbyApiCounter,
-    TextgenCounter,
-    TgiCounter,
-)
-from proxy.upstream.tokens import (
-    LlamaCppCounter,
-    MarginCounter,
-    TiktokenCounter,
-    TokenCounter,
-    VllmCounter,
-)
-from proxy.upstream.windows import learn_window, refused
+from proxy.upstream.kinds import named, profile
+from proxy.upstream.ollama.api import full_name
+from proxy.upstream.tokens import MarginCounter, TiktokenCounter, TokenCounter
+from proxy.upstream.windows import KindMemory, WindowAsk, refused
 
 log = structlog.get_logger(__name__)
-
-# Special tokens as chat templates spell them: <|im_start|>, <start_of_turn>, [INST], <s>.
-TEMPLATE_TOKEN = re.compile(r"<\|?[A-Za-z0-9_\-/▁｜]{1,40}\|?>|\[/?[A-Z][A-Z_]{1,30}\]")
-
-# Each kind's own tokenizer, by the name `upstream.tokenizer` takes.
-REMOTE_COUNTERS = {
-    "sglang": SglangCounter,
-    "koboldcpp": KoboldCppCounter,
-    "tabbyapi": TabbyApiCounter,
-    "textgen": TextgenCounter,
-    "tgi": TgiCounter,
-    "llama-cpp-python": LlamaCppPythonCounter,
-}
-OWN_TOKENIZER = {"llamacpp", "vllm", *REMOTE_COUNTERS}
-
-COUNTER_SOURCES = {
-    "llamacpp": "POST /apply-template then POST /tokenize",
-    "vllm": "POST /tokenize (messages, template applied)",
-    "sglang": "POST /tokenize (prompt; chat framing as ChatML)",
-    "koboldcpp": "POST /api/extra/tokencount (chat framing as ChatML)",
-    "tabbyapi": "POST /v1/token/encode (messages, template applied)",
-    "textgen": "POST /v1/internal/chat-prompt then POST /v1/internal/token-count",
-    "tgi": "POST /chat_tokenize and POST /tokenize",
-    "llama-cpp-python": "POST /extras/tokenize/count (chat framing as ChatML)",
-}
 
 
 class ModelIntrospection:
@@ -104,14 +64,14 @@ class ModelIntrospection:
         # Ollama: the window the proxy asked for per model (its full name). Later requests ask
         # for no less, so that Ollama does not reload the model back and forth.
         self.raised_num_ctx: dict[str, int] = {}
-        # Ollama from 0.15.5: its default window, by the GPUs' memory, learnt once.
-        self.ollama_default = DefaultWindow()
+        # What a kind learns once per upstream (Ollama from 0.15.5: its default window).
+        self.memory = KindMemory()
 
-    async def kind(self) -> str:
+    async def kind(self) -> UpstreamKind:
         """The upstream's kind alone (what the vision learners are chosen by)."""
         return (await self.detection()).kind
 
-    async def settled_kind(self) -> str:
+    async def settled_kind(self) -> UpstreamKind:
         """The kind, for what is learnt by kind and kept (sight, abilities): the probe's failure
         when no kind could be learnt, so that "unknown" is not kept past the upstream's return."""
         found = await self.detection()
@@ -185,23 +145,16 @@ class ModelIntrospection:
         return self._detection or self._unanswered.standing("")
 
     async def declared_tokens(self) -> tuple[str, ...]:
-        """Control tokens the upstream model declares (llama.cpp `/props`), for the guard.
-
-        BOS/EOS and the special tokens spelled out in its chat template; asked once.
+        """Control tokens the upstream model declares, for the guard: its kind's
+        `control_tokens` (llama.cpp: BOS/EOS and those its chat template spells out); asked once.
         """
         if self._declared is not None:
             return self._declared
         found: set[str] = set()
         try:
-            if (await self.detection()).kind == "llamacpp":
-                status, props = await self.upstream.get_json("/props")
-                if status == 200 and isinstance(props, dict):
-                    for key in ("bos_token", "eos_token"):
-                        if isinstance(props.get(key), str):
-                            found.add(props[key])
-                    template = props.get("chat_template")
-                    if isinstance(template, str):
-                        found.update(TEMPLATE_TOKEN.findall(template))
+            declares = profile((await self.detection()).kind).control_tokens
+            if declares is not None:
+                found = await declares(self.upstream)
         except ProxyError as error:
             probe_failed(
                 log, "could not learn the upstream's control tokens", error.code, error.message
@@ -249,15 +202,12 @@ class ModelIntrospection:
         found = await self.detection()
         kind = found.kind
         if choice == "auto":
-            choice = kind if kind in OWN_TOKENIZER else "tiktoken"
-        if choice == "llamacpp":
-            return LlamaCppCounter(self.upstream)
-        if choice == "vllm":
-            return VllmCounter(self.upstream, model)
-        if choice in REMOTE_COUNTERS:
-            return REMOTE_COUNTERS[choice](self.upstream, model)
+            choice = kind if profile(kind).counter is not None else "tiktoken"
+        own = named(choice)
+        if own is not None and own.counter is not None:
+            return own.counter(self.upstream, model)
         estimate = await self._tiktoken_for(model, found)
-        if traits(kind).truncates:
+        if profile(kind).truncates:
             return MarginCounter(estimate, self.settings.upstream.estimate_margin)
         return estimate
 
@@ -265,8 +215,9 @@ class ModelIntrospection:
         counter = await self.counter(model)
         inner = counter.inner if isinstance(counter, MarginCounter) else counter
         name = inner.kind.removeprefix("tiktoken:")
-        if counter.kind in COUNTER_SOURCES:
-            source = COUNTER_SOURCES[counter.kind]
+        own = named(counter.kind)
+        if own is not None and own.counter_source:
+            source = own.counter_source
         elif isinstance(counter, MarginCounter):
             margin = self.settings.upstream.estimate_margin
             source = f"tiktoken {name} over a ChatML rendering, raised by {margin:g}"
@@ -307,9 +258,9 @@ class ModelIntrospection:
         bound = self.probe_timeout_s / 5 if found.timed_out else self.probe_timeout_s
         try:
             async with asyncio.timeout(bound):
-                window = await learn_window(
-                    self.upstream, model, self.settings, found, self.ollama_default
-                )
+                learner = profile(found.kind).window
+                asked = WindowAsk(self.upstream, model, self.settings, found, self.memory)
+                window = await learner(asked)
         except TimeoutError:
             pause = self._unanswered_windows.pause(key)
             window = ContextWindow(
@@ -329,6 +280,14 @@ class ModelIntrospection:
             return ContextWindow(None, f"unknown ({error.message})", keep=False)
         self._unanswered_windows.forget(key)
         return window
+
+    async def running_window(self, model: str | None) -> int | None:
+        """The window the server runs `model` with, as far as the proxy knows: the one it asked
+        for last (Ollama's num_ctx), else the one the server says (None: its default)."""
+        raised = self.raised_num_ctx.get(full_name(model or ""))
+        if raised is not None:
+            return raised
+        return (await self.context_window(model)).running
 
     async def facts(self, model: str | None) -> ModelFacts:
         """The kind, window and tokenizer the proxy uses for `model`."""

@@ -7,7 +7,7 @@ import asyncio
 
 import aiohttp
 
-from proxy.config import Settings, UpstreamSettings
+from proxy.config import Settings, UpstreamKind, UpstreamSettings
 from proxy.upstream.abilities import AbilityIntrospection
 from proxy.upstream.client import UpstreamClient
 from proxy.upstream.detect import detect_kind
@@ -27,11 +27,11 @@ class SideServer:
             context_ttl_s=settings.upstream.context_ttl_s,
         )
         self.client = UpstreamClient(server, session)
-        self._kind: str | None = None
+        self._kind: UpstreamKind | None = None
         self._lock = asyncio.Lock()
         self.abilities = AbilityIntrospection(settings, self.client, self.kind)
 
-    async def kind(self) -> str:
+    async def kind(self) -> UpstreamKind:
         if self._kind is not None:
             return self._kind
         async with self._lock:

@@ -10,7 +10,6 @@ import tiktoken
 from cachetools import LRUCache
 
 from proxy.formats.render import message_text
-from proxy.upstream.client import UpstreamClient, upstream_failure
 from proxy.upstream.encodings import load_encoding
 
 # Texts longer than this are tokenized in a thread, not on the event loop.
@@ -75,74 +74,6 @@ class TiktokenCounter:
 
     async def count_prompt(self, prompt: str) -> int:
         return await self.count_text(prompt)
-
-
-class LlamaCppCounter:
-    """llama.cpp's own tokenizer and chat template: `/tokenize` and `/apply-template`."""
-
-    kind = "llamacpp"
-    exact = True
-
-    def __init__(self, upstream: UpstreamClient) -> None:
-        self.upstream = upstream
-        self.calls = 0
-
-    async def _tokenize(self, text: str, special: bool) -> int:
-        self.calls += 1
-        status, body = await self.upstream.post_json(
-            "/tokenize", {"content": text, "add_special": special, "parse_special": special}
-        )
-        if status != 200 or not isinstance(body, dict) or not isinstance(body.get("tokens"), list):
-            raise upstream_failure(status, body, "/tokenize")
-        return len(body["tokens"])
-
-    async def count_text(self, text: str) -> int:
-        return await self._tokenize(text, False)
-
-    async def count_prompt(self, prompt: str) -> int:
-        # A rendered prompt is read the way the server reads it: control tokens parsed.
-        return await self._tokenize(prompt, True)
-
-    async def count_messages(self, messages: list[dict[str, Any]]) -> int:
-        plain = text_only(messages)
-        if not any(m["role"] == "user" for m in plain):
-            # Some templates refuse a conversation without a user turn (as LM Studio notes).
-            plain = [*plain, {"role": "user", "content": "?"}]
-        self.calls += 1
-        status, body = await self.upstream.post_json("/apply-template", {"messages": plain})
-        if status != 200 or not isinstance(body, dict) or not isinstance(body.get("prompt"), str):
-            raise upstream_failure(status, body, "/apply-template")
-        return await self.count_prompt(body["prompt"])
-
-
-class VllmCounter:
-    """vLLM's `/tokenize`, with the model's chat template applied server-side for messages."""
-
-    kind = "vllm"
-    exact = True
-
-    def __init__(self, upstream: UpstreamClient, model: str | None) -> None:
-        self.upstream = upstream
-        self.model = model
-        self.calls = 0
-
-    async def _count(self, payload: dict[str, Any]) -> int:
-        if self.model:
-            payload["model"] = self.model
-        self.calls += 1
-        status, body = await self.upstream.post_json("/tokenize", payload)
-        if status != 200 or not isinstance(body, dict) or not isinstance(body.get("count"), int):
-            raise upstream_failure(status, body, "/tokenize")
-        return int(body["count"])
-
-    async def count_text(self, text: str) -> int:
-        return await self._count({"prompt": text, "add_special_tokens": False})
-
-    async def count_messages(self, messages: list[dict[str, Any]]) -> int:
-        return await self._count({"messages": text_only(messages), "add_generation_prompt": True})
-
-    async def count_prompt(self, prompt: str) -> int:
-        return await self._count({"prompt": prompt, "add_special_tokens": True})
 
 
 class MarginCounter:

@@ -9,24 +9,19 @@ import pytest
 
 from proxy.config import load_settings
 from proxy.errors import UpstreamError
-from proxy.upstream.detect import (
-    PROBES,
-    detect_kind,
-    koboldcpp_version,
-    listing_kind,
-    llama_cpp_python_count,
-    llamacpp_props,
-    lmstudio_v0_models,
-    lmstudio_v1_models,
-    ollama_version,
-    sglang_model_info,
-    tabbyapi_serviceinfo,
-    textgen_model_info,
-    tgi_info,
-    vllm_tokenize,
-)
+from proxy.upstream.detect import PROBES, detect_kind, listing_kind
 from proxy.upstream.facts import Detection
 from proxy.upstream.introspection import ModelIntrospection
+from proxy.upstream.kinds.koboldcpp import koboldcpp_version
+from proxy.upstream.kinds.llama_cpp_python import llama_cpp_python_count
+from proxy.upstream.kinds.llamacpp import llamacpp_props
+from proxy.upstream.kinds.lmstudio import lmstudio_v0_models, lmstudio_v1_models
+from proxy.upstream.kinds.ollama import ollama_version
+from proxy.upstream.kinds.sglang import sglang_model_info
+from proxy.upstream.kinds.tabbyapi import tabbyapi_serviceinfo
+from proxy.upstream.kinds.textgen import textgen_model_info
+from proxy.upstream.kinds.tgi import tgi_info
+from proxy.upstream.kinds.vllm import vllm_tokenize
 
 LLAMACPP_PROPS = {
     "default_generation_settings": {"n_ctx": 4096, "params": {"temperature": 0.8}},

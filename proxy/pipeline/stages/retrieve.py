@@ -40,7 +40,7 @@ from proxy.retrieval.translation import Endpoint, Translation, translatable
 from proxy.stores.chunking import reference
 from proxy.stores.records import FileRecord
 from proxy.stores.search import by_file
-from proxy.upstream.ollama.api import full_name
+from proxy.upstream.kinds import profile
 
 FILL_DEPTH = 16
 """Candidates per file offered to the budget when it may be filled: a 4,096-token window's
@@ -273,17 +273,19 @@ class QuestionTranslations:
             self.done[target] = None
             return None
         mode = self.services.settings.retrieval.translate
-        server = await self.services.introspection.kind()
+        introspection = self.services.introspection
+        server = profile(await introspection.kind())
         if mode == "auto":
-            mode = "completions" if server in COMPLETION_SERVERS else "chat"
-        # llama.cpp's prompt cache makes two identical greedy requests differ: the same
-        # question must give the same translation, whatever was asked before.
-        extra: dict[str, Any] = {"cache_prompt": False} if server == "llamacpp" else {}
+            mode = "completions" if server.completions_take_any_model else "chat"
+        # The same question must give the same translation, whatever was asked before.
+        extra: dict[str, Any] = dict(server.repeatable)
         endpoint: Endpoint = "completions" if mode == "completions" else "chat"
-        window = await self.ollama_window() if server == "ollama" and mode == "chat" else None
+        window = None
+        if server.native_side_calls and mode == "chat":
+            window = await introspection.running_window(self.exchange.model)
         if window is not None:
-            # Ollama's OpenAI endpoint sets no window: asked there, a model the proxy runs with
-            # a larger one is reloaded with the default, and again for the question itself.
+            # Its OpenAI endpoint sets no window (Ollama's): asked there, a model the proxy runs
+            # with a larger one is reloaded with the default, and again for the question itself.
             endpoint, extra = "native", {"options": {"num_ctx": window}}
         found = await translator.translate(
             query,
@@ -297,21 +299,6 @@ class QuestionTranslations:
         )
         self.done[target] = found
         return found
-
-    async def ollama_window(self) -> int | None:
-        """The window Ollama runs the request's model with, as far as the proxy knows: the one
-        it asked for last, else the one /api/ps said (None: the default, as the OpenAI endpoint
-        asks for)."""
-        introspection = self.services.introspection
-        raised = introspection.raised_num_ctx.get(full_name(self.exchange.model or ""))
-        if raised is not None:
-            return raised
-        return (await introspection.context_window(self.exchange.model)).running
-
-
-COMPLETION_SERVERS = frozenset({"llamacpp", "vllm"})
-"""Upstreams whose /v1/completions takes any model, base models included: a few-shot prompt
-there translates with models that follow no instruction (the bundled Gemma 3 270M)."""
 
 
 async def search_stores(

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from proxy.config import UpstreamKind
 from proxy.errors import BadRequest
 from proxy.pipeline.decision import SearchesRecord
 from proxy.pipeline.exchange import Exchange
@@ -12,6 +13,7 @@ from proxy.pipeline.file_search import ModelSearch
 from proxy.pipeline.search_space import SEARCH_FUNCTION
 from proxy.pipeline.services import Services
 from proxy.upstream.facts import Fact
+from proxy.upstream.kinds import profile
 
 ONCE_BY_DEFAULT = (
     "Chat Completions are searched once for the last user message; the model writes its own "
@@ -20,10 +22,6 @@ ONCE_BY_DEFAULT = (
 NO_TOOLS_HERE: dict[str, str] = {
     "native": "the upstream speaks the Responses API itself (upstream.responses: native)",
     "text": "the model is sent a rendered prompt (models.<name>.adapter: text), which has no tools",
-    "ollama": (
-        "Ollama: a prompt past the window it loaded goes to /api/chat so that it is never cut, "
-        "and the proxy runs no search loop there"
-    ),
 }
 
 
@@ -60,14 +58,12 @@ def choose_search_mode(
     )
 
 
-def _no_tools_here(exchange: Exchange, services: Services, kind: str) -> str | None:
+def _no_tools_here(exchange: Exchange, services: Services, kind: UpstreamKind) -> str | None:
     if exchange.fixed_route:
         return NO_TOOLS_HERE["native"]
     if services.settings.model_settings(exchange.model).adapter == "text":
         return NO_TOOLS_HERE["text"]
-    if kind == "ollama":
-        return NO_TOOLS_HERE["ollama"]
-    return None
+    return profile(kind).no_search_loop or None
 
 
 def _refuse_clashes(body: dict[str, Any]) -> None:
