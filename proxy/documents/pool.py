@@ -14,7 +14,7 @@ from typing import Any
 import structlog
 
 from proxy.documents.fairness import FairShare
-from proxy.documents.protocol import HEADER, frame_length, pack, pack_json
+from proxy.documents.framing import HEADER, frame_length, pack, pack_json
 from proxy.logs import child_environment
 
 log = structlog.get_logger(__name__)
