@@ -14,8 +14,8 @@ from pathlib import Path
 from typing import Any, BinaryIO
 
 from proxy.documents.failure import ExtractError
-from proxy.documents.job import Job, OcrOptions, Units
 from proxy.documents.framing import pack_json, read_frame
+from proxy.documents.job import Job, OcrOptions, Units
 
 # Imported up front so that a job never waits for a library to load.
 from proxy.documents.readers import drawn
