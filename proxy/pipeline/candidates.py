@@ -3,7 +3,6 @@ guarded passages, what the budget made of each, and a kept passage as a search r
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Any
 
 from proxy.documents.model import ParsedDocument
@@ -16,34 +15,6 @@ from proxy.pipeline.parsing import parse_refs
 from proxy.pipeline.services import Services
 from proxy.retrieval.budget import Passage, PassageSelection
 from proxy.retrieval.scored import Scored
-from proxy.retrieval.sentence_windows import WindowShape
-
-
-@dataclass(frozen=True)
-class Ranked:
-    """What the `retrieve` stage found, for the passages to be chosen from and recorded: per
-    source (the documents, then the vector stores' files), its hits best first, the threshold
-    they are held to and those above it as guarded passages; and how the search went (its
-    depth, the indexes' readiness, the words carried, the stores that failed)."""
-
-    sources: list[ParsedDocument]
-    ranked: list[list[Scored]]
-    thresholds: list[float]
-    candidates: list[list[Passage]]
-    reports: dict[str, GuardReport]
-    threshold: float  # the affinity threshold asked for, or the embedder's
-    limit: int
-    fill: str
-    depth: int
-    window: WindowShape
-    embedder: str
-    ranking: str
-    # By file, as `RetrievalRecord` holds them (and `carried`: the words a `terms` text took).
-    indexed: dict[str, int]
-    indexing: dict[str, str]
-    places: dict[str, str]
-    store_down: dict[str, str]
-    carried: dict[str, list[str]]
 
 
 def citation_of(meta: dict[str, Any]) -> str:

@@ -17,10 +17,9 @@ from proxy.pipeline.option_layers import Options
 from proxy.pipeline.strategy import Strategy
 
 if TYPE_CHECKING:
-    from proxy.pipeline.candidates import Ranked
     from proxy.pipeline.inflight import Held
     from proxy.pipeline.page_state import PagesState
-    from proxy.pipeline.searches import Searches
+    from proxy.pipeline.retrieval_state import Ranked, Searches
     from proxy.stores.records import StoreRecord
 
 

@@ -1,38 +1,18 @@
-"""What retrieval searches with: the documents, the question and its conversation, translations."""
+"""What retrieval searches with: the question's conversation texts, and its translations asked."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Any
 
-from proxy.documents.model import ParsedDocument
 from proxy.languages import LANGUAGE_NAMES
 from proxy.pipeline.exchange import Exchange
 from proxy.pipeline.file_refs import last_user_index
+from proxy.pipeline.retrieval_state import Translations
 from proxy.pipeline.services import Services
-from proxy.pipeline.standalone_question import StandaloneQuestion
 from proxy.retrieval.history import HistoryRule, SearchText, earlier_turns, search_texts
 from proxy.retrieval.lexical import query_language
 from proxy.retrieval.translation import Endpoint, Translation, translatable
 from proxy.upstream.kinds import profile
-
-
-@dataclass
-class Searches:
-    """What the `query` stage decided is searched, for the stages after it: the documents (new
-    and old, each once), the texts (the question first, then what its conversation gives and the
-    standalone question), what became of rewriting a follow-up, and the question's translations
-    (asked as each document's language calls for one)."""
-
-    sources: list[ParsedDocument]
-    texts: list[SearchText]
-    standalone: StandaloneQuestion | None
-    translations: QuestionTranslations
-
-    @property
-    def also(self) -> list[SearchText]:
-        """The texts searched beside the question."""
-        return self.texts[1:]
 
 
 def conversation_texts(exchange: Exchange, services: Services) -> list[SearchText]:
@@ -81,32 +61,31 @@ def searched_header(searched: list[SearchText]) -> str:
 class QuestionTranslations:
     """The request's question in each of its documents' languages that differs from its own:
     asked of the upstream once per language, at most `retrieval.max_translations` calls for the
-    request, in the documents' order (docs/retrieval.md)."""
+    request, in the documents' order (docs/retrieval.md); what was asked is kept in `asked`, the
+    request's `Translations`, for the decision record."""
 
-    def __init__(self, exchange: Exchange, services: Services) -> None:
+    def __init__(self, exchange: Exchange, services: Services, asked: Translations) -> None:
         self.exchange = exchange
         self.services = services
-        self.language = query_language(exchange.query) if exchange.query.strip() else None
-        self.done: dict[str, Translation | None] = {}
-        self.calls = 0
+        self.asked = asked
 
     def _may_ask(self, target: str) -> str | None:
         """None (and the status line) when one more call fits the request's bound; else why not."""
         bound = self.services.settings.retrieval.max_translations
-        if self.calls >= bound:
+        if self.asked.calls >= bound:
             return f"not asked: retrieval.max_translations ({bound}) calls made for this request"
-        self.calls += 1
+        self.asked.calls += 1
         self.exchange.status(f"Translating the question into {LANGUAGE_NAMES[target]}...")
         return None
 
     async def into(self, target: str) -> Translation | None:
-        if target in self.done:
-            return self.done[target]
+        if target in self.asked.done:
+            return self.asked.done[target]
         query = self.exchange.query
         source = query_language(query, prefer=target) if query.strip() else None
         translator = self.services.translator
         if translator is None or not translatable(source, target) or source is None:
-            self.done[target] = None
+            self.asked.done[target] = None
             return None
         mode = self.services.settings.retrieval.translate
         introspection = self.services.introspection
@@ -133,5 +112,5 @@ class QuestionTranslations:
             extra=extra,
             may_ask=lambda: self._may_ask(target),
         )
-        self.done[target] = found
+        self.asked.done[target] = found
         return found

@@ -7,15 +7,16 @@ from typing import Any
 
 from proxy.documents.model import ParsedDocument
 from proxy.pipeline.answer_shape import completion_shaped
-from proxy.pipeline.candidates import Ranked, citation_of, outcomes, search_result
+from proxy.pipeline.candidates import citation_of, outcomes, search_result
 from proxy.pipeline.completion_prompt import CompletionPrompt
 from proxy.pipeline.decision import RetrievalRecord
 from proxy.pipeline.exchange import Exchange
 from proxy.pipeline.guard_report import note_guard
 from proxy.pipeline.page_selection import select_with_pages
 from proxy.pipeline.prompts import citations_prompt, no_citations_prompt
+from proxy.pipeline.retrieval_state import Ranked, Searches
 from proxy.pipeline.rewrite import replace_last_user_text
-from proxy.pipeline.searches import Searches, searched_header, searched_record
+from proxy.pipeline.searches import searched_header, searched_record
 from proxy.pipeline.services import Services
 from proxy.pipeline.strategy import RETRIEVAL
 from proxy.retrieval.budget import Passage, PassageBudget, PassageSelection

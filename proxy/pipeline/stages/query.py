@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from proxy.pipeline.candidates import index_sources
 from proxy.pipeline.exchange import Exchange
-from proxy.pipeline.searches import QuestionTranslations, Searches, conversation_texts
+from proxy.pipeline.retrieval_state import Searches, Translations
+from proxy.pipeline.searches import conversation_texts
 from proxy.pipeline.services import Services
 from proxy.pipeline.standalone_question import standalone_question
 from proxy.pipeline.strategy import RETRIEVAL
@@ -16,7 +17,7 @@ async def plan_searches(exchange: Exchange, services: Services) -> None:
         return
     exchange.status("Retrieving relevant citations for user query...")
     sources = await index_sources(exchange, services)
-    translations = QuestionTranslations(exchange, services)
+    translations = Translations.of(exchange.query)
     texts = conversation_texts(exchange, services)
     # A follow-up that leans on its conversation: its standalone question, written by the model.
     searching = bool(sources) or exchange.store_search is not None

@@ -5,11 +5,13 @@ from __future__ import annotations
 import math
 
 from proxy.pipeline.answer_shape import completion_shaped
-from proxy.pipeline.candidates import Ranked, guarded_candidates
+from proxy.pipeline.candidates import guarded_candidates
 from proxy.pipeline.citing import sources_header
 from proxy.pipeline.completion_prompt import BASE_PASSAGES
 from proxy.pipeline.exchange import Exchange
 from proxy.pipeline.file_search import FileSearch, Origin
+from proxy.pipeline.retrieval_state import Ranked
+from proxy.pipeline.searches import QuestionTranslations
 from proxy.pipeline.services import Services
 from proxy.pipeline.strategy import RETRIEVAL
 from proxy.retrieval.history import SearchText
@@ -51,7 +53,7 @@ async def retrieve_candidates(exchange: Exchange, services: Services) -> None:
     store_down: dict[str, str] = {}
     carried: dict[str, list[str]] = {}
     shape = WindowShape(settings.window_before, settings.window_after)
-    translator = searches.translations
+    translator = QuestionTranslations(exchange, services, searches.translations)
     if sources:
         ranked, indexed = await retriever.search(
             sources,
