@@ -19,6 +19,7 @@ from proxy.pipeline.strategy import Strategy
 if TYPE_CHECKING:
     from proxy.pipeline.inflight import Held
     from proxy.pipeline.page_state import PagesState
+    from proxy.pipeline.retrieval_state import Ranked, Searches
     from proxy.stores.records import StoreRecord
 
 
@@ -95,6 +96,8 @@ class Exchange:
     window_hint: str = ""  # how to make the model's window larger, added to a refusal of it
     completion: CompletionPrompt | None = None  # a base model's prompt, rendered by `adapt`
     control_tokens: tuple[str, ...] = ()  # declared by the upstream model, for the guard
+    searches: Searches | None = None  # what retrieval searches (the `query` stage)
+    ranked: Ranked | None = None  # what retrieval found, ranked (the `retrieve` stage)
     pages: PagesState | None = None  # drawn pages as images: what was planned, for which model
     timings: dict[str, float] = field(default_factory=dict)
     status: Callable[[str], None] = field(default=lambda line: None, repr=False)

@@ -16,9 +16,12 @@ from proxy.pipeline.stages.inject import inject
 from proxy.pipeline.stages.names import name_references
 from proxy.pipeline.stages.options import read_options
 from proxy.pipeline.stages.pages import send_pages
+from proxy.pipeline.stages.passages import place_passages
+from proxy.pipeline.stages.query import plan_searches
 from proxy.pipeline.stages.references import extract_references
-from proxy.pipeline.stages.retrieve import retrieve_passages
+from proxy.pipeline.stages.retrieve import retrieve_candidates
 from proxy.pipeline.stages.search_mode import choose_search
+from proxy.pipeline.stages.shape import shape_prompt
 from proxy.pipeline.stages.stores import find_stores
 from proxy.pipeline.stages.validate import validate_request
 from proxy.pipeline.stages.window import measure_window, settle_window
@@ -35,8 +38,12 @@ STAGES: list[tuple[str, Stage]] = [
     ("stores", find_stores),  # vector stores to search, searched like old files (file_search)
     ("search", choose_search),  # who writes the searches: the model (a tool loop) or the proxy
     ("decide", decide),  # token counts + context window → strategy (docs/strategy.md)
+    ("shape", shape_prompt),  # the chat prompts, or the completion shape for a base model
     ("inject", inject),  # full content, or the model offered its search function
-    ("retrieve", retrieve_passages),  # retrieval + budget + citations (retrieval.md)
+    # Retrieval by the proxy (retrieval.md), when decided and the model writes no searches:
+    ("query", plan_searches),  # what is searched: the question, its conversation, translations
+    ("retrieve", retrieve_candidates),  # documents and vector stores → ranked candidates
+    ("passages", place_passages),  # the budget, focus pages, the citation prompt, the record
     ("pages", send_pages),  # drawn pages (charts, scans) as images, for a model that sees
     ("window", measure_window),  # how the prompt fills the context window (no extra calls)
     ("adapt", adapt),  # context shifting; text-completion upstreams get a rendered prompt

@@ -3,18 +3,27 @@ question by an instruction-tuned model and searched beside what the conversation
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from typing import Any
 
 from proxy.config import UpstreamKind
 from proxy.pipeline.exchange import Exchange
 from proxy.pipeline.file_refs import last_user_index
 from proxy.pipeline.services import Services
-from proxy.retrieval.history import SearchText, earlier_turns
+from proxy.retrieval.history import earlier_turns
 from proxy.retrieval.rewriter import Rewrite
 from proxy.retrieval.standalone import (
+    FAILED,
     FOLLOW_UP_WORDS,
+    NOT_INSTRUCT,
+    NOT_NEEDED,
+    OFF,
     REFUSED,
+    REFUSED_OUTCOME,
+    REWRITTEN,
+    TIMED_OUT,
+    UNCHANGED,
+    StandaloneQuestion,
     leans_on_history,
     rewrite_messages,
 )
@@ -22,54 +31,6 @@ from proxy.retrieval.translation import Endpoint
 from proxy.upstream.abilities import AbilityIntrospection
 from proxy.upstream.client import UpstreamClient
 from proxy.upstream.kinds import profile
-
-# What happened, one of these: the header `X-Enrich-Rewrite` says it, the record says why.
-REWRITTEN = "rewritten"
-NOT_NEEDED = "not needed"
-NOT_INSTRUCT = "not instruction-tuned"
-TIMED_OUT = "timed out"
-FAILED = "failed"
-REFUSED_OUTCOME = "refused"
-UNCHANGED = "unchanged"
-OFF = "off"
-
-
-@dataclass(frozen=True)
-class StandaloneQuestion:
-    """What became of rewriting a follow-up: `outcome` (rewritten, not needed, not
-    instruction-tuned, timed out, failed, refused, unchanged, off), why, and the question
-    searched (only when rewritten)."""
-
-    outcome: str
-    why: str
-    text: str | None = None
-    weight: float = 0.0
-    model: str | None = None
-    server: str = "upstream"
-    endpoint: Endpoint | None = None
-    seconds: float | None = None
-    cached: bool = False
-    neutralised: int = 0
-
-    @property
-    def search(self) -> SearchText | None:
-        if self.outcome != REWRITTEN or not self.text or self.weight <= 0:
-            return None
-        return SearchText(self.text, self.weight, "rewrite")
-
-    def record(self) -> dict[str, Any]:
-        found: dict[str, Any] = {"outcome": self.outcome, "why": self.why}
-        if self.endpoint is not None:
-            found |= {"model": self.model, "server": self.server, "endpoint": self.endpoint}
-        if self.seconds is not None:
-            found["seconds"] = round(self.seconds, 3)
-        if self.text is not None:
-            found |= {"text": self.text, "weight": round(self.weight, 4)}
-        if self.cached:
-            found["cached"] = True
-        if self.neutralised:
-            found["neutralised"] = self.neutralised
-        return found
 
 
 async def standalone_question(exchange: Exchange, services: Services) -> StandaloneQuestion | None:

@@ -7,10 +7,12 @@ import re
 import unicodedata
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import bm25s.stopwords
 
-from proxy.retrieval.history import Turn, first_words, last_words
+from proxy.retrieval.history import SearchText, Turn, first_words, last_words
+from proxy.retrieval.translation import Endpoint
 
 _WORD = re.compile(r"\w+")
 
@@ -245,3 +247,52 @@ def clean_rewrite(raw: str) -> Cleaned:
 
 def _one_line(text: str) -> str:
     return " ".join(text.split())
+
+
+# What happened, one of these: the header `X-Enrich-Rewrite` says it, the record says why.
+REWRITTEN = "rewritten"
+NOT_NEEDED = "not needed"
+NOT_INSTRUCT = "not instruction-tuned"
+TIMED_OUT = "timed out"
+FAILED = "failed"
+REFUSED_OUTCOME = "refused"
+UNCHANGED = "unchanged"
+OFF = "off"
+
+
+@dataclass(frozen=True)
+class StandaloneQuestion:
+    """What became of rewriting a follow-up: `outcome` (rewritten, not needed, not
+    instruction-tuned, timed out, failed, refused, unchanged, off), why, and the question
+    searched (only when rewritten)."""
+
+    outcome: str
+    why: str
+    text: str | None = None
+    weight: float = 0.0
+    model: str | None = None
+    server: str = "upstream"
+    endpoint: Endpoint | None = None
+    seconds: float | None = None
+    cached: bool = False
+    neutralised: int = 0
+
+    @property
+    def search(self) -> SearchText | None:
+        if self.outcome != REWRITTEN or not self.text or self.weight <= 0:
+            return None
+        return SearchText(self.text, self.weight, "rewrite")
+
+    def record(self) -> dict[str, Any]:
+        found: dict[str, Any] = {"outcome": self.outcome, "why": self.why}
+        if self.endpoint is not None:
+            found |= {"model": self.model, "server": self.server, "endpoint": self.endpoint}
+        if self.seconds is not None:
+            found["seconds"] = round(self.seconds, 3)
+        if self.text is not None:
+            found |= {"text": self.text, "weight": round(self.weight, 4)}
+        if self.cached:
+            found["cached"] = True
+        if self.neutralised:
+            found["neutralised"] = self.neutralised
+        return found

@@ -20,7 +20,7 @@ import pytest
 
 from proxy.pipeline import flow
 from proxy.pipeline.page_plan import LABEL_TOKENS
-from proxy.pipeline.stages import retrieve as retrieve_stage
+from proxy.pipeline.stages import passages as passages_stage
 from tests.fakes.servers import ServerThread
 from tests.fakes.upstream import FakeUpstream
 from tests.fakes.vision import BAR_RED, VisionUpstream, chart_report_pdf, llamacpp_image_tokens
@@ -156,7 +156,7 @@ def without_pages(monkeypatch: pytest.MonkeyPatch) -> None:
     ) -> Any:
         return await select(budget)
 
-    monkeypatch.setattr(retrieve_stage, "select_with_pages", plain)
+    monkeypatch.setattr(passages_stage, "select_with_pages", plain)
 
 
 @pytest.mark.parametrize("strategy", ["inject-full-content", "retrieval"])

@@ -1,11 +1,11 @@
 """Stage: put the documents into the last user message in full, or offer the model its search
-function (retrieval by the proxy is the next stage, proxy.pipeline.stages.retrieve)."""
+function (retrieval by the proxy is the stages after it: query, retrieve, passages)."""
 
 from __future__ import annotations
 
 from proxy.guard.neutralise import GuardReport
 from proxy.guard.safe_names import safe_name
-from proxy.pipeline.answer_shape import completion_shaped, plan_shape
+from proxy.pipeline.answer_shape import completion_shaped
 from proxy.pipeline.citing import whole_document
 from proxy.pipeline.completion_prompt import CompletionPrompt
 from proxy.pipeline.exchange import Exchange
@@ -25,7 +25,6 @@ async def inject(exchange: Exchange, services: Services) -> None:
         await offer_search(exchange, services)
         return
     if exchange.strategy == INJECT:
-        await plan_shape(exchange, services)
         await inject_full_content(exchange, services)
 
 
