@@ -12,7 +12,7 @@ from pathlib import PurePath
 import charset_normalizer
 
 from proxy.documents.failure import ExtractError
-from proxy.documents.kinds import CODE_LANGUAGES, CODE_NAMES, TEXT_KINDS, Kind
+from proxy.documents.formats import CODE_LANGUAGES, CODE_NAMES, TEXT_KINDS, Kind
 from proxy.documents.readers.archive import open_zip, read_head
 from proxy.errors import DocumentError
 

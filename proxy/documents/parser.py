@@ -17,8 +17,8 @@ from proxy.documents.cache import DocumentCache
 from proxy.documents.collect import PageCollector
 from proxy.documents.detect import declared_kind, detect
 from proxy.documents.failure import ExtractError
+from proxy.documents.formats import LIBRARY, PAGED_KINDS, TEXT_KINDS, Kind
 from proxy.documents.job import Job
-from proxy.documents.kinds import LIBRARY, PAGED_KINDS, TEXT_KINDS, Kind
 from proxy.documents.limits import ParseLimits
 from proxy.documents.model import DocumentWarning, Page, ParsedDocument, StatusSink
 from proxy.documents.ocr import ENABLE_HINT, OcrStatus

@@ -8,7 +8,7 @@ import zipfile
 import pytest
 
 from proxy.documents.detect import detect
-from proxy.documents.kinds import Kind
+from proxy.documents.formats import Kind
 from proxy.errors import DocumentError
 
 OLE2 = b"\xd0\xcf\x11\xe0\xa1\xb1\x1a\xe1"

@@ -13,7 +13,7 @@ import proxy.documents.readers
 
 ROOT = Path(__file__).resolve().parents[2]
 PARSER_LIBRARIES = ("pymupdf", "fitz", "selectolax", "docx", "pptx", "openpyxl", "xlrd", "lxml")
-SHARED = {"failure", "job", "kinds", "model", "framing"}
+SHARED = {"failure", "job", "formats", "model", "framing"}
 """Modules of proxy.documents both sides use: what a reader gets and gives, and the framing."""
 
 

@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 from proxy.documents.failure import ExtractError
+from proxy.documents.formats import MUPDF_KINDS, TEXT_KINDS, Kind
 from proxy.documents.job import Job, Units
-from proxy.documents.kinds import MUPDF_KINDS, TEXT_KINDS, Kind
 from proxy.documents.readers.docx import docx_to_text
 from proxy.documents.readers.epub import epub_to_text
 from proxy.documents.readers.html import html_to_text

@@ -3,8 +3,8 @@ source code verbatim in fenced blocks."""
 
 from __future__ import annotations
 
+from proxy.documents.formats import Kind, code_language
 from proxy.documents.job import Job, Unit, Units
-from proxy.documents.kinds import Kind, code_language
 from proxy.documents.readers.markdown_blocks import fence
 from proxy.documents.readers.sections import Section, merge_units, split_sections
 from proxy.documents.readers.sheets import csv_sheet, sheet_sections
