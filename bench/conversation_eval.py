@@ -142,6 +142,11 @@ METHODS: dict[str, dict[str, Any]] = {
     "rewrite 1": rewrite(weight=1.0),
     "rewrite 1.5": rewrite(weight=1.5),
     "rewrite 2": rewrite(weight=2.0),
+    # Third round: the rewrite leading its conversation texts (retrieval.rewrite.lead).
+    "rewrite lead 1": rewrite(weight=1.0, lead=True),
+    "rewrite lead 1.5": rewrite(weight=1.5, lead=True),
+    "rewrite lead 2": rewrite(weight=2.0, lead=True),
+    "rewrite lead 3": rewrite(weight=3.0, lead=True),
     "rewrite 1, no history": {"retrieval": {"history": NO_HISTORY, "rewrite": {"weight": 1.0}}},
     "rewrite 2, no history": {"retrieval": {"history": NO_HISTORY, "rewrite": {"weight": 2.0}}},
 }
@@ -237,10 +242,22 @@ class RewriteRelay:
     greedy (temperature 0) answers to the same prompt are the same, so methods that differ only
     in how the rewrite is searched ask the model once. Times the calls that reached it."""
 
-    def __init__(self, target: str) -> None:
+    def __init__(self, target: str, keep: Path | None = None) -> None:
         self.target = target.rstrip("/")
         self.answers: dict[bytes, tuple[int, bytes]] = {}
         self.seconds: list[float] = []  # each chat call the model answered
+        self.keep = keep  # a file keeping the answers between runs (--rewrite-cache)
+        if keep is not None and keep.exists():
+            for line in keep.read_text(encoding="utf-8").splitlines():
+                entry = json.loads(line)
+                self.answers[entry["asked"].encode()] = (200, entry["answer"].encode())
+
+    def remember(self, body: bytes, answer: bytes) -> None:
+        self.answers[body] = (200, answer)
+        if self.keep is not None:
+            entry = {"asked": body.decode(), "answer": answer.decode()}
+            with self.keep.open("a", encoding="utf-8") as out:
+                out.write(json.dumps(entry, ensure_ascii=False) + "\n")
 
     def app(self) -> Any:
         from aiohttp import ClientSession, ClientTimeout, web
@@ -271,7 +288,7 @@ class RewriteRelay:
             if chat:
                 self.seconds.append(time.perf_counter() - began)
                 if status == 200:
-                    self.answers[body] = (status, answer)
+                    self.remember(body, answer)
             return web.Response(status=status, body=answer, content_type=kind)
 
         app = web.Application(client_max_size=64 * 1024 * 1024)
@@ -630,6 +647,11 @@ def main() -> None:
     )
     parser.add_argument("--rewrite-model", help="the model named in the rewrite calls")
     parser.add_argument(
+        "--rewrite-cache",
+        type=Path,
+        help="a file keeping the model's answers between runs (the same prompt, the same answer)",
+    )
+    parser.add_argument(
         "--rewrite-timeout", type=float, default=120.0, help="seconds a rewrite call may take"
     )
     args = parser.parse_args()
@@ -661,7 +683,7 @@ def main() -> None:
     if args.rewrite_upstream:
         from tests.fakes.servers import ServerThread
 
-        relay = RewriteRelay(args.rewrite_upstream)
+        relay = RewriteRelay(args.rewrite_upstream, args.rewrite_cache)
         relay_thread = ServerThread()
         relay_url = relay_thread.serve(relay.app())
         rewrite_at = {"base_url": relay_url, "timeout_s": args.rewrite_timeout}

@@ -122,6 +122,10 @@ def test_the_messages_are_the_instruction_the_examples_and_the_conversation() ->
         ("**Rewritten question:** How?\nMore text", "How?"),
         ("Question:\nWas ist eine Überlagerung?", "Was ist eine Überlagerung?"),
         ("<think>the user means curl</think>\nWhy does curl fail?", "Why does curl fail?"),
+        # A small model that goes on to answer: the question ends at its mark.
+        ("Why does curl fail? It lacks -L.", "Why does curl fail?"),
+        ("Wie setze ich es zurück? Mit apt-mark unhold.", "Wie setze ich es zurück?"),
+        ("Is https://x/?a=1 reachable?", "Is https://x/?a=1 reachable?"),
     ],
 )
 def test_the_question_is_taken_from_the_answer(raw: str, kept: str) -> None:

@@ -28,11 +28,17 @@ from proxy.pipeline.page_selection import select_with_pages
 from proxy.pipeline.prompts import citations_prompt, no_citations_prompt
 from proxy.pipeline.rewrite import replace_last_user_text
 from proxy.pipeline.services import Services
-from proxy.pipeline.standalone_question import standalone_question
+from proxy.pipeline.standalone_question import StandaloneQuestion, standalone_question
 from proxy.pipeline.strategy import RETRIEVAL
 from proxy.retrieval.budget import Passage, PassageBudget, PassageSelection
 from proxy.retrieval.focus import focus_page, page_parts
-from proxy.retrieval.history import HistoryRule, SearchText, earlier_turns, search_texts
+from proxy.retrieval.history import (
+    HistoryRule,
+    SearchText,
+    earlier_turns,
+    led_by_rewrite,
+    search_texts,
+)
 from proxy.retrieval.lexical import detect_language, query_language
 from proxy.retrieval.retriever import Scored
 from proxy.retrieval.sentence_windows import WindowShape
@@ -79,14 +85,12 @@ async def retrieve(exchange: Exchange, services: Services) -> None:
     places: dict[str, str] = {}
     translator = QuestionTranslations(exchange, services)
     shape = WindowShape(settings.window_before, settings.window_after)
-    searched = conversation_texts(exchange, services)
     store_down: dict[str, str] = {}
     carried: dict[str, list[str]] = {}
     # A follow-up that leans on its conversation: its standalone question, written by the model.
     searching = bool(sources) or exchange.store_search is not None
     standalone = await standalone_question(exchange, services) if searching else None
-    if standalone is not None and standalone.search is not None:
-        searched.append(standalone.search)
+    searched = conversation_texts(exchange, services, standalone)
     if sources:
         ranked, indexed = await retriever.search(
             sources,
@@ -182,9 +186,12 @@ async def retrieve(exchange: Exchange, services: Services) -> None:
     note_guard(exchange, reports)
 
 
-def conversation_texts(exchange: Exchange, services: Services) -> list[SearchText]:
+def conversation_texts(
+    exchange: Exchange, services: Services, standalone: StandaloneQuestion | None = None
+) -> list[SearchText]:
     """What the request's documents are searched for: the question, and the question with
-    its conversation's earlier questions and last answer (retrieval.history)."""
+    its conversation's earlier questions and last answer (retrieval.history); with the model's
+    standalone question, that too, beside them or leading them (retrieval.rewrite.lead)."""
     rule = services.settings.retrieval.history
     messages = exchange.messages
     earlier = earlier_turns(messages, last_user_index(messages))
@@ -200,7 +207,13 @@ def conversation_texts(exchange: Exchange, services: Services) -> list[SearchTex
         rule.near,
         rule.terms_by_meaning,
     )
-    return search_texts(exchange.query or " ", earlier, history)
+    question = exchange.query or " "
+    rewrite = standalone.search if standalone is not None else None
+    if rewrite is None:
+        return search_texts(question, earlier, history)
+    if services.settings.retrieval.rewrite.lead:
+        return led_by_rewrite(question, rewrite.text, earlier, history, rewrite.weight)
+    return [*search_texts(question, earlier, history), rewrite]
 
 
 def searched_record(
