@@ -136,6 +136,13 @@ METHODS: dict[str, dict[str, Any]] = {
     "terms only, near, by meaning, 2": history(
         turns=0, terms=2.0, near=True, terms_by_meaning=True
     ),
+    # Third round, over the second round's default (retrieval.history).
+    "default, region 0.25": {"retrieval": {"history": {"region": 0.25}}},
+    "default, region 0.5": {"retrieval": {"history": {"region": 0.5}}},
+    "default, reply 0.25": {"retrieval": {"history": {"reply": 0.25}}},
+    "default, reply 0.5": {"retrieval": {"history": {"reply": 0.5}}},
+    "default, terms 1.5": {"retrieval": {"history": {"terms": 1.5}}},
+    "default, 6 words": {"retrieval": {"history": {"term_count": 6}}},
     # The standalone question a model writes (retrieval.rewrite; needs --rewrite-upstream).
     "no rewrite": rewrite(enabled=False),
     "rewrite 0.5": rewrite(weight=0.5),
