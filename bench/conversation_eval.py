@@ -8,6 +8,7 @@
     python bench/conversation_eval.py --data-dir /tmp/conv-data   # keep the indexes between runs
     python bench/conversation_eval.py --check                  # every answer in its document's text
     python bench/conversation_eval.py --show-misses            # the tuning half's misses
+    python bench/conversation_eval.py --round 3                # one round of conversations
     python bench/conversation_eval.py --rewrite-upstream http://127.0.0.1:8090   # a model rewrites
 
 The conversations are in `bench/eval/<half>_conversations.json` (see the tuning file's `about`);
@@ -179,10 +180,15 @@ class Conversation:
     lang: str
     turns: tuple[Turn, ...]
     half: str
+    round: int = 0  # the round it was written in (the file's `about`); 0 when not marked
 
 
-def load_conversations(halves: Iterable[str]) -> tuple[list[Conversation], dict[str, Document]]:
+def load_conversations(
+    halves: Iterable[str], rounds: Iterable[int] = ()
+) -> tuple[list[Conversation], dict[str, Document]]:
+    """The halves' conversations (only those of `rounds` when given) and their documents."""
     conversations: list[Conversation] = []
+    rounds = set(rounds)
     halves = tuple(halves)
     for half in halves:
         path = EVAL / f"{half}_conversations.json"
@@ -190,6 +196,9 @@ def load_conversations(halves: Iterable[str]) -> tuple[list[Conversation], dict[
             raise SystemExit(f"{path} does not exist (yet)")
         spec = json.loads(path.read_text(encoding="utf-8"))
         for item in spec["conversations"]:
+            written = int(item.get("round", 0))
+            if rounds and written not in rounds:
+                continue
             turns = tuple(
                 Turn(
                     turn["q"],
@@ -201,8 +210,12 @@ def load_conversations(halves: Iterable[str]) -> tuple[list[Conversation], dict[
                 for turn in item["turns"]
             )
             conversations.append(
-                Conversation(item["id"], tuple(item["docs"]), item.get("lang", ""), turns, half)
+                Conversation(
+                    item["id"], tuple(item["docs"]), item.get("lang", ""), turns, half, written
+                )
             )
+    if rounds and not conversations:
+        raise SystemExit(f"no conversation of round {sorted(rounds)} in {', '.join(halves)}")
     documents = {document.id: document for document in load_documents(EVAL, halves)}
     unknown = {doc for conversation in conversations for doc in conversation.docs} - set(documents)
     if unknown:
@@ -641,6 +654,13 @@ def main() -> None:
     parser.add_argument("--proxy-root", type=Path, default=BENCH.parent)
     parser.add_argument("--data-dir", type=Path, help="keep the indexes between runs")
     parser.add_argument("--cache", type=Path, help="the documents' cache")
+    parser.add_argument(
+        "--round",
+        type=int,
+        action="append",
+        default=[],
+        help="only the conversations of this round (the `round` field; repeatable)",
+    )
     parser.add_argument("--check", action="store_true", help="only check the answers")
     parser.add_argument("--show-misses", action="store_true", help="tuning half only")
     parser.add_argument("--json", type=Path, help="write the results here")
@@ -670,7 +690,8 @@ def main() -> None:
         single.quiet_logs(level)
     os.environ.setdefault("TIKTOKEN_CACHE_DIR", str(Path.home() / ".cache" / "tiktoken"))
 
-    conversations, documents = load_conversations(halves)
+    conversations, documents = load_conversations(halves, args.round)
+    rounds = f", round {'+'.join(map(str, sorted(set(args.round))))}" if args.round else ""
     needed = {doc: documents[doc] for c in conversations for doc in c.docs}
     try:
         fetched = ensure(needed.values(), args.cache or default_cache())
@@ -708,13 +729,13 @@ def main() -> None:
             if args.rewrite_upstream:
                 upstream += f", rewrites by {args.rewrite_model or args.rewrite_upstream}"
             log_heldout_run(
-                "conversation_eval", "heldout", name, f"warm, window {args.window}",
+                "conversation_eval", "heldout", name, f"warm, window {args.window}{rounds}",
                 upstream, figures(rows), args.proxy_root.resolve(),
             )  # fmt: skip
 
     turns = sum(len(conversation.turns) for conversation in conversations)
     print(
-        f"{len(conversations)} conversations, {turns} turns, over {len(needed)} documents; "
+        f"{len(conversations)} conversations{rounds}, {turns} turns, over {len(needed)} documents; "
         f"window {single.WINDOW:,}; upstream {args.upstream}; rewrites "
         f"{args.rewrite_upstream or 'none asked'}; checkout {args.proxy_root.resolve()}"
     )

@@ -135,6 +135,34 @@ def test_the_tuning_conversations_are_what_the_evaluation_promises() -> None:
     assert not {documents[doc].sha256 for doc in used} & heldout
 
 
+def test_one_round_of_the_tuning_conversations_runs_alone() -> None:
+    everything, _ = ce.load_conversations(["tuning"])
+    assert {c.round for c in everything} == {1, 2, 3}  # every conversation says its round
+    third, _ = ce.load_conversations(["tuning"], [3])
+    assert third and {c.round for c in third} == {3}
+    assert [c.id for c in third] == [c.id for c in everything if c.round == 3]
+    with pytest.raises(SystemExit, match="no conversation of round"):
+        ce.load_conversations(["tuning"], [99])
+
+
+def test_the_third_round_is_the_harder_slice_it_promises() -> None:
+    """Written to be hard for a search by words: at least 20 conversations and 40 follow-ups,
+    three formats, five in German or Russian, follow-ups sharing few words with their answers."""
+    sys.path.insert(0, str(ROOT / "bench" / "eval"))
+    from reporting import word_overlap
+
+    third, documents = ce.load_conversations(["tuning"], [3])
+    follow_ups = [turn for c in third for turn in c.turns[1:]]
+    assert len(third) >= 20 and len(follow_ups) >= 40
+    used = {doc for c in third for doc in c.docs}
+    assert len({documents[doc].format for doc in used}) >= 3
+    assert sum(c.lang in {"de", "ru"} for c in third) >= 5
+    overlap = [word_overlap(turn.q, turn.answers) for turn in follow_ups]
+    assert sum(overlap) / len(overlap) <= 0.12
+    leans = {turn.leans for turn in follow_ups}
+    assert {"pronoun", "ellipsis", "previous-answer", "topic-shift", "self-contained"} <= leans
+
+
 def handbook(path: Path) -> ce.Conversation:
     """A handbook too long for a 4,096-token window, and a conversation about it."""
     sections = [
