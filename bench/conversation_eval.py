@@ -151,6 +151,7 @@ METHODS: dict[str, dict[str, Any]] = {
     "rewrite 1.5": rewrite(weight=1.5),
     "rewrite 2": rewrite(weight=2.0),
     # Third round: the rewrite leading its conversation texts (retrieval.rewrite.lead).
+    "rewrite 1 beside": rewrite(weight=1.0, lead=False),  # before the third round
     "rewrite lead 1": rewrite(weight=1.0, lead=True),
     "rewrite lead 1.5": rewrite(weight=1.5, lead=True),
     "rewrite lead 2": rewrite(weight=2.0, lead=True),

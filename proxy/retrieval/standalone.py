@@ -129,9 +129,10 @@ INSTRUCTION = (
     "Rewrite the last question of a conversation as one standalone question for a document "
     "search. Replace every word that points back (it, that, they, the other one, the second, "
     "the last one of those) with what it means in the conversation, most often a thing the "
-    "assistant's last answer names, in its words; and name the subject the question leaves "
-    "out. Keep the language of the last question (a German question stays German) and its "
-    "own words; do not answer it. Reply with the rewritten question only."
+    "assistant's last answer names, in its words; and name what the conversation is about "
+    "(the program, the book, the system) if the question leaves it out. Keep the language of "
+    "the last question (English stays English, German stays German, Russian stays Russian) "
+    "and its own words; do not answer it. Reply with the rewritten question only."
 )
 # Three worked examples, shown as earlier turns: a small model follows a pattern better than an
 # instruction. Their subjects are far from any document's, so their words do not leak in; the
