@@ -137,12 +137,25 @@ METHODS: dict[str, dict[str, Any]] = {
     "terms only, near, by meaning, 2": history(
         turns=0, terms=2.0, near=True, terms_by_meaning=True
     ),
+    # Third round, over the second round's default (retrieval.history).
+    "default, region 0.25": {"retrieval": {"history": {"region": 0.25}}},
+    "default, region 0.5": {"retrieval": {"history": {"region": 0.5}}},
+    "default, reply 0.25": {"retrieval": {"history": {"reply": 0.25}}},
+    "default, reply 0.5": {"retrieval": {"history": {"reply": 0.5}}},
+    "default, terms 1.5": {"retrieval": {"history": {"terms": 1.5}}},
+    "default, 6 words": {"retrieval": {"history": {"term_count": 6}}},
     # The standalone question a model writes (retrieval.rewrite; needs --rewrite-upstream).
     "no rewrite": rewrite(enabled=False),
     "rewrite 0.5": rewrite(weight=0.5),
     "rewrite 1": rewrite(weight=1.0),
     "rewrite 1.5": rewrite(weight=1.5),
     "rewrite 2": rewrite(weight=2.0),
+    # Third round: the rewrite leading its conversation texts (retrieval.rewrite.lead).
+    "rewrite 1 beside": rewrite(weight=1.0, lead=False),  # before the third round
+    "rewrite lead 1": rewrite(weight=1.0, lead=True),
+    "rewrite lead 1.5": rewrite(weight=1.5, lead=True),
+    "rewrite lead 2": rewrite(weight=2.0, lead=True),
+    "rewrite lead 3": rewrite(weight=3.0, lead=True),
     "rewrite 1, no history": {"retrieval": {"history": NO_HISTORY, "rewrite": {"weight": 1.0}}},
     "rewrite 2, no history": {"retrieval": {"history": NO_HISTORY, "rewrite": {"weight": 2.0}}},
 }
@@ -250,10 +263,22 @@ class RewriteRelay:
     greedy (temperature 0) answers to the same prompt are the same, so methods that differ only
     in how the rewrite is searched ask the model once. Times the calls that reached it."""
 
-    def __init__(self, target: str) -> None:
+    def __init__(self, target: str, keep: Path | None = None) -> None:
         self.target = target.rstrip("/")
         self.answers: dict[bytes, tuple[int, bytes]] = {}
         self.seconds: list[float] = []  # each chat call the model answered
+        self.keep = keep  # a file keeping the answers between runs (--rewrite-cache)
+        if keep is not None and keep.exists():
+            for line in keep.read_text(encoding="utf-8").splitlines():
+                entry = json.loads(line)
+                self.answers[entry["asked"].encode()] = (200, entry["answer"].encode())
+
+    def remember(self, body: bytes, answer: bytes) -> None:
+        self.answers[body] = (200, answer)
+        if self.keep is not None:
+            entry = {"asked": body.decode(), "answer": answer.decode()}
+            with self.keep.open("a", encoding="utf-8") as out:
+                out.write(json.dumps(entry, ensure_ascii=False) + "\n")
 
     def app(self) -> Any:
         from aiohttp import ClientSession, ClientTimeout, web
@@ -284,7 +309,7 @@ class RewriteRelay:
             if chat:
                 self.seconds.append(time.perf_counter() - began)
                 if status == 200:
-                    self.answers[body] = (status, answer)
+                    self.remember(body, answer)
             return web.Response(status=status, body=answer, content_type=kind)
 
         app = web.Application(client_max_size=64 * 1024 * 1024)
@@ -650,6 +675,11 @@ def main() -> None:
     )
     parser.add_argument("--rewrite-model", help="the model named in the rewrite calls")
     parser.add_argument(
+        "--rewrite-cache",
+        type=Path,
+        help="a file keeping the model's answers between runs (the same prompt, the same answer)",
+    )
+    parser.add_argument(
         "--rewrite-timeout", type=float, default=120.0, help="seconds a rewrite call may take"
     )
     parser.add_argument(
@@ -691,7 +721,7 @@ def evaluate(args: argparse.Namespace) -> None:
     if args.rewrite_upstream:
         from tests.fakes.servers import ServerThread
 
-        relay = RewriteRelay(args.rewrite_upstream)
+        relay = RewriteRelay(args.rewrite_upstream, args.rewrite_cache)
         relay_thread = ServerThread()
         relay_url = relay_thread.serve(relay.app())
         rewrite_at = {"base_url": relay_url, "timeout_s": args.rewrite_timeout}

@@ -1282,11 +1282,19 @@ class RewriteSettings(Section):
         description="The rewritten question's tokens at most.",
     )
     weight: float = Field(
-        1.0,
+        2.0,
         ge=0.0,
         le=4.0,
         description=(
             "The rewritten question's ranking, fused at this weight beside the question's own (1)."
+        ),
+    )
+    lead: bool = Field(
+        True,
+        description=(
+            "The rewrite leads: the conversation and carried words are searched with it, not "
+            "with the question as written, each at `weight` times its own weight; the question "
+            "as written keeps 1."
         ),
     )
 

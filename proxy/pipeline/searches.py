@@ -9,15 +9,25 @@ from proxy.pipeline.exchange import Exchange
 from proxy.pipeline.file_refs import last_user_index
 from proxy.pipeline.retrieval_state import Translations
 from proxy.pipeline.services import Services
-from proxy.retrieval.history import HistoryRule, SearchText, earlier_turns, search_texts
+from proxy.retrieval.history import (
+    HistoryRule,
+    SearchText,
+    earlier_turns,
+    led_by_rewrite,
+    search_texts,
+)
 from proxy.retrieval.lexical import query_language
+from proxy.retrieval.standalone import StandaloneQuestion
 from proxy.retrieval.translation import Endpoint, Translation, translatable
 from proxy.upstream.kinds import profile
 
 
-def conversation_texts(exchange: Exchange, services: Services) -> list[SearchText]:
+def conversation_texts(
+    exchange: Exchange, services: Services, standalone: StandaloneQuestion | None = None
+) -> list[SearchText]:
     """What the request's documents are searched for: the question, and the question with
-    its conversation's earlier questions and last answer (retrieval.history)."""
+    its conversation's earlier questions and last answer (retrieval.history); with the model's
+    standalone question, that too, beside them or leading them (retrieval.rewrite.lead)."""
     rule = services.settings.retrieval.history
     messages = exchange.messages
     earlier = earlier_turns(messages, last_user_index(messages))
@@ -33,7 +43,13 @@ def conversation_texts(exchange: Exchange, services: Services) -> list[SearchTex
         rule.near,
         rule.terms_by_meaning,
     )
-    return search_texts(exchange.query or " ", earlier, history)
+    question = exchange.query or " "
+    rewrite = standalone.search if standalone is not None else None
+    if rewrite is None:
+        return search_texts(question, earlier, history)
+    if services.settings.retrieval.rewrite.lead:
+        return led_by_rewrite(question, rewrite.text, earlier, history, rewrite.weight)
+    return [*search_texts(question, earlier, history), rewrite]
 
 
 def searched_record(

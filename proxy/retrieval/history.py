@@ -5,7 +5,7 @@ from __future__ import annotations
 import math
 import re
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from proxy.retrieval.lexical import function_word
@@ -175,6 +175,19 @@ def search_texts(question: str, earlier: Sequence[Turn], rule: HistoryRule) -> l
     if questions and rule.region * scale > 0:
         texts.append(SearchText(last_words(questions[-1]), rule.region * scale, "region"))
     return texts
+
+
+def led_by_rewrite(
+    question: str, rewrite: str, earlier: Sequence[Turn], rule: HistoryRule, weight: float
+) -> list[SearchText]:
+    """The follow-up searched as its standalone rewrite would be in its conversation (the
+    rewrite, its earlier questions, its carried words: `search_texts` of the rewrite), each at
+    `weight` times its own weight, beside the question as written at 1: the question's words
+    still count, its history texts give way to the rewrite's, which name what it points at."""
+    texts = search_texts(rewrite, earlier, rule)
+    led = [replace(texts[0], weight=weight, source="rewrite")]
+    led += [replace(text, weight=text.weight * weight) for text in texts[1:]]
+    return [SearchText(question, 1.0, "question"), *led]
 
 
 def last_answer(earlier: Sequence[Turn]) -> str:

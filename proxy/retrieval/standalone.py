@@ -129,13 +129,16 @@ FOLLOW_UP_WORDS = 80
 
 INSTRUCTION = (
     "Rewrite the last question of a conversation as one standalone question for a document "
-    "search. Replace every word that points back (it, that, they, the other one, the last "
-    "thing) with what it means in the conversation, and name the subject the question leaves "
-    "out. Write it in the language of the last question, keeping its own words; do not "
-    "answer it. Reply with the rewritten question only."
+    "search. Replace every word that points back (it, that, they, the other one, the second, "
+    "the last one of those) with what it means in the conversation, most often a thing the "
+    "assistant's last answer names, in its words; and name what the conversation is about "
+    "(the program, the book, the system) if the question leaves it out. Keep the language of "
+    "the last question (English stays English, German stays German, Russian stays Russian) "
+    "and its own words; do not answer it. Reply with the rewritten question only."
 )
-# Two worked examples, shown as earlier turns: a small model follows a pattern better than an
-# instruction. Their subjects are far from any document's, so their words do not leak in.
+# Three worked examples, shown as earlier turns: a small model follows a pattern better than an
+# instruction. Their subjects are far from any document's, so their words do not leak in; the
+# third keeps its language and points at the last thing a list named.
 EXAMPLES = (
     (
         "User: What does the kettle's warranty cover?\n"
@@ -149,6 +152,12 @@ EXAMPLES = (
         "Assistant: SQLite, in data/app.db; PostgreSQL can be configured instead.\n"
         "Last question: How do I switch to the second one?",
         "How do I switch the app's database from SQLite to PostgreSQL?",
+    ),
+    (
+        "User: Welche Zahlungsarten nimmt der Hofladen an?\n"
+        "Assistant: Bargeld, EC-Karte und, für Stammkunden, die Zahlung auf Rechnung.\n"
+        "Last question: Und wie läuft das Letzte davon ab?",
+        "Wie läuft im Hofladen die Zahlung auf Rechnung für Stammkunden ab?",
     ),
 )
 
@@ -214,6 +223,10 @@ _REFUSAL = re.compile(
 )
 
 
+_QUESTION_END = re.compile(r"[?？](?=\s|$)")
+"""A question mark ending a sentence (not one inside a URL or code, "a?b=1")."""
+
+
 @dataclass(frozen=True)
 class Cleaned:
     """The rewritten question kept from a model's answer (None: nothing usable, `error` why)."""
@@ -237,6 +250,10 @@ def clean_rewrite(raw: str) -> Cleaned:
     line = line.strip("\"'`«»“”„*").strip()
     if _REFUSAL.match(line):
         return Cleaned(None, REFUSED)
+    # A small model may go on to answer after its question: the question ends at its mark.
+    asked = _QUESTION_END.search(line)
+    if asked is not None:
+        line = line[: asked.end()].strip("\"'`«»“”„*").strip()
     line = first_words(line, MAX_WORDS)
     if len(line) > MAX_CHARS:
         line = line[:MAX_CHARS].rsplit(" ", 1)[0]

@@ -253,3 +253,26 @@ def test_the_rewrite_relay_asks_the_model_once_per_prompt() -> None:
     assert answers[0] == answers[1]
     assert len(model.to("/v1/chat/completions")) == 2  # the same prompt once, another anew
     assert len(relay.seconds) == 2 and len(relay.answers) == 2
+
+
+def test_the_rewrite_relay_keeps_its_answers_between_runs(tmp_path: Path) -> None:
+    import httpx
+
+    from tests.fakes.servers import ServerThread
+    from tests.fakes.upstream import FakeUpstream
+
+    kept = tmp_path / "rewrites.jsonl"
+    body = {"model": "m", "messages": [{"role": "user", "content": "Und für Rhino?"}]}
+    answers = []
+    servers = ServerThread()
+    try:
+        model = FakeUpstream()
+        target = servers.serve(model.app())
+        for _ in range(2):  # two runs, each with its own relay
+            url = servers.serve(ce.RewriteRelay(target, kept).app())
+            answers.append(httpx.post(url + "/v1/chat/completions", json=body).json())
+    finally:
+        servers.close()
+    assert answers[0] == answers[1]
+    assert len(model.to("/v1/chat/completions")) == 1  # the second run read the first's answer
+    assert len(kept.read_text(encoding="utf-8").splitlines()) == 1

@@ -45,7 +45,8 @@ async def test_a_follow_ups_card_shows_its_standalone_question(
         "[...document.querySelectorAll('[data-id=rewritten] ul.searched li')]"
         ".map(li => li.textContent)"
     )
-    assert shown[-1] == "rewrite ×1 What does the lighthouse keeper feed the cats with?"
+    # The rewrite leads (retrieval.rewrite.lead): second, at its weight, before its conversation.
+    assert shown[1] == "rewrite ×2 What does the lighthouse keeper feed the cats with?"
     said = await browser.eval(
         "['rewritten', 'self'].map(id => {"
         " const p = document.querySelector(`[data-id=${id}] p.rewrite`);"

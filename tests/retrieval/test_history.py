@@ -15,6 +15,7 @@ from proxy.retrieval.history import (
     first_words,
     last_words,
     leaning,
+    led_by_rewrite,
     message_text,
     near_words,
     salient_words,
@@ -250,3 +251,19 @@ def test_a_near_word_may_be_commoner_than_a_carried_one() -> None:
     assert salient_words(["bearer"], near=0, **pick) == []  # too common, when not near
     frequency["bearer"] = 60
     assert salient_words(["bearer"], near=1, **pick) == []  # in more than half: never
+
+
+def test_a_rewrite_leads_the_conversation_texts_at_its_weight() -> None:
+    rule = HistoryRule(**FIRST_ROUND)
+    rewrite = "How do I stop a transfer with the multi interface?"
+    led = led_by_rewrite("And the other one?", rewrite, CONVERSATION, rule, 2.0)
+    assert [(text.source, text.text, text.weight) for text in led] == [
+        ("question", "And the other one?", 1.0),
+        ("rewrite", rewrite, 2.0),
+        ("conversation", f"How do I stop a transfer?\n{rewrite}", 2.0),
+        ("conversation", f"Is libcurl thread-safe?\n{rewrite}", 1.0),
+    ]
+    # The carried words are the rewrite's too: what it already names is not carried again.
+    carrying = led_by_rewrite("And the other one?", rewrite, CONVERSATION, HistoryRule(), 1.0)
+    (terms,) = [text for text in carrying if text.source == "terms"]
+    assert terms.text == rewrite and "multi" not in terms.carried and "callback" in terms.carried

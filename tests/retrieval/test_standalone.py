@@ -130,6 +130,10 @@ def test_the_messages_are_the_instruction_the_examples_and_the_conversation() ->
         ("**Rewritten question:** How?\nMore text", "How?"),
         ("Question:\nWas ist eine Überlagerung?", "Was ist eine Überlagerung?"),
         ("<think>the user means curl</think>\nWhy does curl fail?", "Why does curl fail?"),
+        # A small model that goes on to answer: the question ends at its mark.
+        ("Why does curl fail? It lacks -L.", "Why does curl fail?"),
+        ("Wie setze ich es zurück? Mit apt-mark unhold.", "Wie setze ich es zurück?"),
+        ("Is https://x/?a=1 reachable?", "Is https://x/?a=1 reachable?"),
     ],
 )
 def test_the_question_is_taken_from_the_answer(raw: str, kept: str) -> None:
@@ -216,9 +220,9 @@ def test_a_leaning_follow_up_is_searched_with_the_question_the_model_wrote(
     assert "With the multi interface, remove the easy handle" in prompt
     assert prompt.endswith(f"User Query:\n\n{FOLLOW_UP}")  # the user's own words stay
     assert raw.headers["X-Enrich-Rewrite"] == "rewritten"
-    assert raw.headers["X-Enrich-Searched"] == "question 1; rewrite 1"
+    assert raw.headers["X-Enrich-Searched"] == "question 1; rewrite 2"
     record = last_record(base)
-    assert record["searched"][-1] == {"text": STANDALONE, "weight": 1.0, "from": "rewrite"}
+    assert record["searched"][-1] == {"text": STANDALONE, "weight": 2.0, "from": "rewrite"}
     assert record["rewrite"]["outcome"] == "rewritten"
     assert record["rewrite"]["text"] == STANDALONE
     assert record["rewrite"]["model"] == "m"
@@ -237,6 +241,33 @@ def test_a_leaning_follow_up_is_searched_with_the_question_the_model_wrote(
     sent = json.dumps(body)
     assert "easy handle" not in sent and "Language binding" not in sent
     assert "faq.md" not in sent and "libfetch" not in sent and STOPPING[:40] not in sent
+
+
+@pytest.mark.parametrize("lead", [True, False])
+def test_the_rewrite_leads_the_conversation_texts_or_stands_beside_them(
+    make_proxy: Callable[..., str], instruct: FakeUpstream, lead: bool
+) -> None:
+    history = {"turns": 1, "weight": 1.0, "terms": 0, "lean": False}
+    rewrite = {"lead": lead, "weight": 2.0}
+    base = make_proxy(retrieval={**NO_HISTORY, "history": history, "rewrite": rewrite})
+    ask(base, conversation(FOLLOW_UP))
+    searched = [
+        (text["from"], text["text"], text["weight"]) for text in last_record(base)["searched"]
+    ]
+    earlier = "How do I stop a running transfer?"
+    if lead:
+        # Searched as the rewrite would be in its conversation, at twice its weights.
+        assert searched == [
+            ("question", FOLLOW_UP, 1.0),
+            ("rewrite", STANDALONE, 2.0),
+            ("conversation", f"{earlier}\n{STANDALONE}", 2.0),
+        ]
+    else:
+        assert searched == [
+            ("question", FOLLOW_UP, 1.0),
+            ("conversation", f"{earlier}\n{FOLLOW_UP}", 1.0),
+            ("rewrite", STANDALONE, 2.0),
+        ]
 
 
 def test_without_the_rewrite_the_same_follow_up_misses(
@@ -404,7 +435,7 @@ def test_the_rewrite_settings_are_checked() -> None:
     from proxy.config import ConfigError, load_settings
 
     rewrite = load_settings(None, environ={}).retrieval.rewrite
-    assert rewrite.enabled and rewrite.timeout_s == 10 and rewrite.weight == 1.0
+    assert rewrite.enabled and rewrite.timeout_s == 10 and rewrite.weight == 2.0 and rewrite.lead
     for bad in ({"base_url": "ftp://host"}, {"timeout_s": 0}, {"max_tokens": 4}):
         with pytest.raises(ConfigError, match=r"retrieval\.rewrite"):
             load_settings(None, environ={}, overrides={"retrieval": {"rewrite": bad}})

@@ -18,10 +18,8 @@ async def plan_searches(exchange: Exchange, services: Services) -> None:
     exchange.status("Retrieving relevant citations for user query...")
     sources = await index_sources(exchange, services)
     translations = Translations.of(exchange.query)
-    texts = conversation_texts(exchange, services)
     # A follow-up that leans on its conversation: its standalone question, written by the model.
     searching = bool(sources) or exchange.store_search is not None
     standalone = await standalone_question(exchange, services) if searching else None
-    if standalone is not None and standalone.search is not None:
-        texts.append(standalone.search)
+    texts = conversation_texts(exchange, services, standalone)
     exchange.searches = Searches(sources, texts, standalone, translations)
