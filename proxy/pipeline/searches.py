@@ -2,17 +2,17 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 from proxy.languages import LANGUAGE_NAMES
 from proxy.pipeline.exchange import Exchange
-from proxy.pipeline.file_refs import last_user_index
 from proxy.pipeline.retrieval_state import Translations
 from proxy.pipeline.services import Services
 from proxy.retrieval.history import (
     HistoryRule,
     SearchText,
-    earlier_turns,
+    Turn,
     led_by_rewrite,
     search_texts,
 )
@@ -23,14 +23,16 @@ from proxy.upstream.kinds import profile
 
 
 def conversation_texts(
-    exchange: Exchange, services: Services, standalone: StandaloneQuestion | None = None
+    exchange: Exchange,
+    services: Services,
+    earlier: Sequence[Turn],
+    standalone: StandaloneQuestion | None = None,
 ) -> list[SearchText]:
     """What the request's documents are searched for: the question, and the question with
-    its conversation's earlier questions and last answer (retrieval.history); with the model's
-    standalone question, that too, beside them or leading them (retrieval.rewrite.lead)."""
+    its conversation's earlier questions and last answer (`earlier`, the turns before it;
+    retrieval.history); with the model's standalone question, that too, beside them or leading
+    them (retrieval.rewrite.lead)."""
     rule = services.settings.retrieval.history
-    messages = exchange.messages
-    earlier = earlier_turns(messages, last_user_index(messages))
     history = HistoryRule(
         rule.turns,
         rule.weight,

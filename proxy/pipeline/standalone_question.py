@@ -3,14 +3,14 @@ question by an instruction-tuned model and searched beside what the conversation
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import replace
 from typing import Any
 
 from proxy.config import UpstreamKind
 from proxy.pipeline.exchange import Exchange
-from proxy.pipeline.file_refs import last_user_index
 from proxy.pipeline.services import Services
-from proxy.retrieval.history import earlier_turns
+from proxy.retrieval.history import Turn
 from proxy.retrieval.rewriter import Rewrite
 from proxy.retrieval.standalone import (
     FAILED,
@@ -33,11 +33,12 @@ from proxy.upstream.client import UpstreamClient
 from proxy.upstream.kinds import profile
 
 
-async def standalone_question(exchange: Exchange, services: Services) -> StandaloneQuestion | None:
+async def standalone_question(
+    exchange: Exchange, services: Services, earlier: Sequence[Turn]
+) -> StandaloneQuestion | None:
     """The follow-up's standalone question, or why there is none; None for a request that is no
-    follow-up (no earlier user question): it is searched as before, and nothing is said."""
-    messages = exchange.messages
-    earlier = earlier_turns(messages, last_user_index(messages))
+    follow-up (no earlier user question in `earlier`, the turns before it): it is searched as
+    before, and nothing is said."""
     if not any(turn.role == "user" for turn in earlier):
         return None
     settings = services.settings.retrieval.rewrite
