@@ -8,7 +8,8 @@ from typing import Any
 
 from proxy import jsonio
 from proxy.pipeline.citing import StreamSources, with_sources
-from proxy.pipeline.exchange import Exchange, ResponseConverter
+from proxy.pipeline.exchange import Exchange
+from proxy.upstream.kinds.profile import ResponseConverter
 from proxy.upstream.relay import error_frame
 from proxy.upstream.sse import data_event, event_data, event_json, sse_events
 

@@ -6,7 +6,7 @@ import dataclasses
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any
 
 from proxy.documents.model import ParsedDocument
 from proxy.pipeline.completion_prompt import CompletionPrompt
@@ -15,6 +15,7 @@ from proxy.pipeline.file_refs import FileRef
 from proxy.pipeline.file_search import FileSearch, ModelSearch
 from proxy.pipeline.option_layers import Options
 from proxy.pipeline.strategy import Strategy
+from proxy.upstream.kinds.profile import ResponseConverter
 
 if TYPE_CHECKING:
     from proxy.pipeline.inflight import Held
@@ -47,18 +48,6 @@ class StoreSearch:
     stores: list[StoreRecord]
     queries: list[str] = field(default_factory=list)
     results: list[dict[str, Any]] = field(default_factory=list)
-
-
-class ResponseConverter(Protocol):
-    """Turns an upstream's answer into the shape the client asked for (JSON and SSE events)."""
-
-    def convert_json(self, payload: dict[str, Any]) -> dict[str, Any]: ...
-
-    def convert_event(self, event: bytes, payload: Any) -> list[bytes | dict[str, Any]]: ...
-
-    def convert_error(self, status: int, payload: Any) -> dict[str, Any] | None:
-        """An error answer in OpenAI's shape; None when it is one already."""
-        ...
 
 
 @dataclass

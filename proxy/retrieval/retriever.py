@@ -426,10 +426,6 @@ class Retriever:
         document = await resolve(document)
         return document, await self.store.open(document)
 
-    def candidates_for(self, indexer: Indexer) -> int:
-        """How many lexical candidates a new document's question ranks by meaning now."""
-        return self.new_documents.candidates_for(indexer)
-
     def _region(
         self,
         passages: DocumentPassages,

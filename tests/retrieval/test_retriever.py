@@ -402,17 +402,17 @@ def test_a_new_documents_candidates_are_as_many_as_a_second_embeds(make: Make) -
 
     retriever = make(new_document_candidates=16, candidate_s=1.0)
     pace = retriever.indexer.pace
-    assert retriever.candidates_for(retriever.indexer) == 16  # nothing measured yet
+    assert retriever.new_documents.candidates_for(retriever.indexer) == 16  # nothing measured yet
     head = PREVIEW_TOKENS * CHARS_PER_TOKEN
     pace.seconds_per_char = 1.0 / (40 * head)  # forty heads a second
-    assert retriever.candidates_for(retriever.indexer) == 40
+    assert retriever.new_documents.candidates_for(retriever.indexer) == 40
     pace.seconds_per_char = 1.0 / (1000 * head)  # a fast machine: capped
-    assert retriever.candidates_for(retriever.indexer) == MOST_CANDIDATES
+    assert retriever.new_documents.candidates_for(retriever.indexer) == MOST_CANDIDATES
     pace.seconds_per_char = 1.0 / (3 * head)  # a slow embedder: the configured least
-    assert retriever.candidates_for(retriever.indexer) == 16
+    assert retriever.new_documents.candidates_for(retriever.indexer) == 16
     retriever.candidate_s = 0.0  # off: the configured number exactly
     pace.seconds_per_char = 1.0 / (40 * head)
-    assert retriever.candidates_for(retriever.indexer) == 16
+    assert retriever.new_documents.candidates_for(retriever.indexer) == 16
 
 
 async def test_the_first_question_ranks_that_many_candidates_by_meaning(make: Make) -> None:

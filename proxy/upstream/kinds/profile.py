@@ -86,14 +86,17 @@ class FitRecord(Protocol):
     dropped_options: dict[str, str]
 
 
-class AnswerConverter(Protocol):
-    """Turns a server's own answer into OpenAI's shape (JSON and SSE events)."""
+class ResponseConverter(Protocol):
+    """Turns an upstream's answer into the shape the client asked for (JSON and SSE events):
+    a server's own answer (Ollama's native chat) or a text completion into OpenAI's chat."""
 
     def convert_json(self, payload: dict[str, Any]) -> dict[str, Any]: ...
 
     def convert_event(self, event: bytes, payload: Any) -> list[bytes | dict[str, Any]]: ...
 
-    def convert_error(self, status: int, payload: Any) -> dict[str, Any] | None: ...
+    def convert_error(self, status: int, payload: Any) -> dict[str, Any] | None:
+        """An error answer in OpenAI's shape; None when it is one already."""
+        ...
 
 
 @dataclass
@@ -120,7 +123,7 @@ class Fitting:
     answer: int = 0  # tokens kept for the answer
     answer_asked: int | None = None  # the request's own max_tokens, if it sets one
     counter: TokenCounter | None = None  # set for a kind that truncates, before its `fit`
-    response_converter: AnswerConverter | None = None
+    response_converter: ResponseConverter | None = None
 
     async def tokens(self, limit: int) -> int | None:
         """The prompt's tokens as sent; None when it surely fits `limit` uncounted."""
