@@ -9,7 +9,7 @@ import os
 import re
 import types
 import typing
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Annotated, Any, Literal
@@ -21,13 +21,18 @@ from pydantic import (
     BeforeValidator,
     ConfigDict,
     Field,
+    GetCoreSchemaHandler,
+    GetJsonSchemaHandler,
     PrivateAttr,
     ValidationError,
     field_validator,
     model_validator,
 )
+from pydantic.json_schema import JsonSchemaValue
+from pydantic_core import PydanticCustomError, core_schema
 
 from proxy.languages import LANGUAGE_NAMES
+from proxy.server_kinds import counting_kinds, kind_names
 from proxy.suggest import did_you_mean
 
 ENV_PREFIX = "PROXY__"
@@ -425,35 +430,49 @@ class SpawnSettings(Section):
         return value
 
 
-UpstreamKind = Literal[
-    "llamacpp",
-    "vllm",
-    "sglang",
-    "ollama",
-    "lmstudio",
-    "tgi",
-    "koboldcpp",
-    "tabbyapi",
-    "textgen",
-    "llama-cpp-python",
-    "openrouter",
-    "openai-compatible",
-    "other",
-]
-"""The kinds of upstream server the proxy tells apart (proxy.upstream.detect)."""
-UpstreamKindSetting = Literal["auto", UpstreamKind]
-TokenizerSetting = Literal[
-    "auto",
-    "llamacpp",
-    "vllm",
-    "sglang",
-    "tgi",
-    "koboldcpp",
-    "tabbyapi",
-    "textgen",
-    "llama-cpp-python",
-    "tiktoken",
-]
+@dataclass(frozen=True)
+class OneOf:
+    """A string setting's values, read where they are declared each time one is checked (the
+    server kinds from proxy/server_kinds.py): a kind registered there is valid here too."""
+
+    values: Callable[[], tuple[str, ...]]
+
+    def __get_pydantic_core_schema__(
+        self, source: Any, handler: GetCoreSchemaHandler
+    ) -> core_schema.CoreSchema:
+        return core_schema.no_info_after_validator_function(self.check, handler(source))
+
+    def __get_pydantic_json_schema__(
+        self, schema: core_schema.CoreSchema, handler: GetJsonSchemaHandler
+    ) -> JsonSchemaValue:
+        found = handler(schema)
+        found["enum"] = list(self.values())
+        return found
+
+    def check(self, value: str) -> str:
+        allowed = self.values()
+        if value in allowed:
+            return value
+        listed = [repr(name) for name in allowed]
+        expected = " or ".join(filter(None, (", ".join(listed[:-1]), listed[-1])))
+        # The message a Literal gives, so that a bad kind reads like any other bad choice.
+        raise PydanticCustomError(
+            "literal_error", "Input should be {expected}", {"expected": expected}
+        )
+
+
+def _kind_settings() -> tuple[str, ...]:
+    return ("auto", *kind_names())
+
+
+def _tokenizer_settings() -> tuple[str, ...]:
+    return ("auto", *counting_kinds(), "tiktoken")
+
+
+UpstreamKind = Annotated[str, OneOf(kind_names)]
+"""The kinds of upstream server the proxy tells apart (proxy.upstream.detect), as registered."""
+UpstreamKindSetting = Annotated[str, OneOf(_kind_settings)]
+TokenizerSetting = Annotated[str, OneOf(_tokenizer_settings)]
 
 
 class OllamaSettings(Section):
@@ -496,9 +515,8 @@ class UpstreamSettings(Section):
     kind: UpstreamKindSetting = Field(
         "auto",
         description=(
-            "auto: found once by probing the upstream (docs/upstreams.md) | llamacpp | vllm | "
-            "sglang | ollama | lmstudio | tgi | koboldcpp | tabbyapi | textgen | "
-            "llama-cpp-python | openrouter | openai-compatible | other."
+            "auto: found once by probing the upstream (docs/upstreams.md), else the kind "
+            "named (docs/upstreams.md lists what each is)."
         ),
     )
     api_key: str | None = Field(
@@ -536,8 +554,8 @@ class UpstreamSettings(Section):
     tokenizer: TokenizerSetting = Field(
         "auto",
         description=(
-            "auto: the kind's own tokenizer where it has one, else tiktoken | llamacpp | vllm |"
-            " sglang | tgi | koboldcpp | tabbyapi | textgen | llama-cpp-python | tiktoken."
+            "auto: the kind's own tokenizer where it has one, else tiktoken | a kind's name: "
+            "that server's tokenizer endpoint | tiktoken."
         ),
     )
     context_ttl_s: float = Field(

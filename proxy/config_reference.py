@@ -16,7 +16,7 @@ from pydantic import BaseModel
 from pydantic.fields import FieldInfo
 from pydantic_core import PydanticUndefined
 
-from proxy.config import EnrichFields, Settings, request_options
+from proxy.config import EnrichFields, OneOf, Settings, request_options
 
 REFERENCE = Path(__file__).resolve().parent.parent / "docs" / "settings-reference.md"
 COMMAND = "python -m proxy.config_reference"
@@ -94,8 +94,13 @@ def type_text(annotation: Any, metadata: list[Any] | None = None) -> str:
             member, *extra = typing.get_args(member)
             inner += [item for info in extra for item in getattr(info, "metadata", [info])]
         origin = typing.get_origin(member)
+        choices = next(
+            (item for item in [*inner, *(metadata or [])] if isinstance(item, OneOf)), None
+        )
         if member is type(None):
             text = "null"
+        elif choices is not None:
+            text = " | ".join(f"`{value}`" for value in choices.values())
         elif origin is Literal:
             text = " | ".join(f"`{value}`" for value in typing.get_args(member))
         elif origin is list:

@@ -4,15 +4,13 @@ it was learnt (the upstream's kind, a model's window, its tokenizer, its sight, 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Generic, TypeVar, get_args
+from typing import Any, Generic, TypeVar
 
 from proxy.config import UpstreamKind
 from proxy.errors import ProxyError
 from proxy.upstream.image_cost import ImageCost
 
 T = TypeVar("T")
-
-KINDS: tuple[UpstreamKind, ...] = get_args(UpstreamKind)
 
 
 @dataclass(frozen=True)

@@ -1,5 +1,6 @@
 """A server kind is one module and one registry line: every kind has its profile, and a kind
-registered from outside is detected, sized and fitted through it like the built-in ones."""
+registered from outside is a valid setting and is detected, sized and fitted through its profile
+like the built-in ones."""
 
 from __future__ import annotations
 
@@ -7,7 +8,7 @@ import importlib
 import pkgutil
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
-from typing import Any, cast, get_args
+from typing import Any
 
 import httpx
 import openai
@@ -15,7 +16,8 @@ import pytest
 from aiohttp import web
 
 import proxy.upstream.kinds as kinds_package
-from proxy.config import TokenizerSetting, UpstreamKind
+from proxy.config import ConfigError, Settings, load_settings
+from proxy.server_kinds import KINDS, Registered
 from proxy.upstream.detect import PROBES, all_probes, listing_kind
 from proxy.upstream.facts import ContextWindow
 from proxy.upstream.kinds import PROFILES, named, profile
@@ -31,16 +33,30 @@ MODULES = [
 ]
 
 
-def test_every_kind_the_config_names_has_a_profile_and_no_other() -> None:
-    assert set(PROFILES) == set(get_args(UpstreamKind))
+def test_every_registered_kind_has_its_profile_under_its_name() -> None:
+    assert list(PROFILES) == list(KINDS)
     assert all(found.kind == kind for kind, found in PROFILES.items())
 
 
-def test_the_tokenizer_setting_names_the_kinds_that_count_tokens() -> None:
+def test_the_registry_says_which_kinds_count_tokens_as_their_profiles_do() -> None:
     counting = {kind for kind, found in PROFILES.items() if found.counter is not None}
-    assert set(get_args(TokenizerSetting)) == {"auto", "tiktoken", *counting}
+    assert {name for name, kind in KINDS.items() if kind.counts} == counting
     assert all(PROFILES[kind].counter_source for kind in counting)
     assert named("tiktoken") is None and named("sglang") is PROFILES["sglang"]
+
+
+def test_the_config_takes_the_registered_kinds_and_names_them_when_refused() -> None:
+    for name in KINDS:
+        assert Settings.model_validate({"upstream": {"kind": name}}).upstream.kind == name
+    with pytest.raises(ConfigError) as refused:
+        load_settings(None, environ={}, overrides={"upstream": {"kind": "vlm"}})
+    listed = ", ".join(repr(name) for name in ["auto", *KINDS][:-1])
+    assert str(refused.value) == (f"config key upstream.kind: Input should be {listed} or 'other'")
+    with pytest.raises(ConfigError, match=r"upstream\.tokenizer: Input should be 'auto', "):
+        load_settings(None, environ={}, overrides={"upstream": {"tokenizer": "ollama"}})
+    schema = Settings.model_json_schema()["$defs"]["UpstreamSettings"]["properties"]
+    assert schema["kind"]["enum"] == ["auto", *KINDS]
+    assert "ollama" not in schema["tokenizer"]["enum"] and "vllm" in schema["tokenizer"]["enum"]
 
 
 @pytest.mark.parametrize("module_name", MODULES)
@@ -88,7 +104,7 @@ class FakeToy(OpenAIServer):
         return Seen(path, tokens)
 
 
-TOY_KIND = cast(UpstreamKind, "toy")  # a value the config's Literal does not list
+TOY_KIND = "toy"  # a name proxy/config.py never mentions
 
 
 def toy_status(body: Body) -> bool:
@@ -139,11 +155,31 @@ TOY = ServerKind(
 )
 
 
+PROFILE = TOY  # what the registry loads: the kind's module is this one
+
+
 @pytest.fixture
 def toy_registered(monkeypatch: pytest.MonkeyPatch) -> Iterator[ServerKind]:
     """The one line a new kind adds to the registry, made for the test's length."""
-    monkeypatch.setitem(PROFILES, TOY_KIND, TOY)
+    monkeypatch.setitem(KINDS, TOY_KIND, Registered(TOY_KIND, module=__name__))
     yield TOY
+
+
+def test_a_registered_kind_is_a_valid_setting(toy_registered: ServerKind) -> None:
+    assert profile(TOY_KIND) is TOY
+    settings = load_settings(None, environ={"PROXY__UPSTREAM__KIND": "toy"})
+    assert settings.upstream.kind == "toy"
+    schema = Settings.model_json_schema()["$defs"]["UpstreamSettings"]["properties"]["kind"]
+    assert "toy" in schema["enum"]
+    with pytest.raises(ConfigError) as refused:  # a kind with no counter is no tokenizer
+        load_settings(None, environ={}, overrides={"upstream": {"tokenizer": "toy"}})
+    assert "upstream.tokenizer: Input should be 'auto'" in str(refused.value)
+    assert "'toy'" not in str(refused.value)
+
+
+def test_an_unregistered_kind_is_refused_by_the_config() -> None:
+    with pytest.raises(ConfigError, match=r"upstream\.kind: Input should be 'auto', 'llamacpp'"):
+        load_settings(None, environ={"PROXY__UPSTREAM__KIND": "toy"})
 
 
 @pytest.fixture
@@ -203,7 +239,7 @@ def test_a_kind_known_by_its_model_list_is_asked_in_the_registry_order(
     listing = {"data": [{"id": "m", "toy_context": 8, "context_length": 8}]}
     assert listing_kind(listing) == "openai-compatible"
     toy = ServerKind(TOY_KIND, "Toy", truncates=False, lists=lambda cards: True)
-    monkeypatch.setitem(PROFILES, TOY_KIND, toy)
+    monkeypatch.setattr("proxy.upstream.detect.PROFILES", {**PROFILES, TOY_KIND: toy})
     # After openai-compatible in the registry, the toy is asked after it; first, before it.
     assert listing_kind(listing) == "openai-compatible"
     reordered = {

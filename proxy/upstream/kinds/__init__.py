@@ -1,47 +1,41 @@
-"""The kinds of upstream server, one module each: the registry that maps a kind to its profile."""
+"""The kinds of upstream server, one module each: their profiles, loaded from the registry."""
 
 from __future__ import annotations
 
+import importlib
+from collections.abc import Iterator, Mapping
+from functools import cache
+
 from proxy.config import UpstreamKind
-from proxy.upstream.kinds import (
-    koboldcpp,
-    llama_cpp_python,
-    llamacpp,
-    lmstudio,
-    ollama,
-    openai_compatible,
-    openrouter,
-    other,
-    sglang,
-    tabbyapi,
-    textgen,
-    tgi,
-    vllm,
-)
+from proxy.server_kinds import KINDS
 from proxy.upstream.kinds.profile import ServerKind
 
-# The order is the order of detection: the most common upstream first, and where one server
-# imitates another (TabbyAPI answers a llama.cpp-shaped `/props`, SGLang an Ollama-shaped
-# `/api/*`, vLLM and SGLang the same `/tokenize`), the imitated one's signature tells them
-# apart or the imitator is asked first. Kinds known by their model list alone come last.
-PROFILES: dict[UpstreamKind, ServerKind] = {
-    profile.kind: profile
-    for profile in (
-        llamacpp.PROFILE,
-        sglang.PROFILE,
-        ollama.PROFILE,
-        koboldcpp.PROFILE,
-        tabbyapi.PROFILE,
-        lmstudio.PROFILE,
-        tgi.PROFILE,
-        textgen.PROFILE,
-        vllm.PROFILE,
-        llama_cpp_python.PROFILE,
-        openrouter.PROFILE,
-        openai_compatible.PROFILE,
-        other.PROFILE,
-    )
-}
+
+@cache
+def _loaded(module_name: str) -> ServerKind:
+    found = getattr(importlib.import_module(module_name), "PROFILE", None)
+    if not isinstance(found, ServerKind):
+        raise TypeError(f"{module_name} defines no PROFILE, a ServerKind")
+    return found
+
+
+class Profiles(Mapping[UpstreamKind, ServerKind]):
+    """Each registered kind's profile, in the registry's order (proxy/server_kinds.py), its
+    module loaded when first asked: the registry is the one list of kinds."""
+
+    def __getitem__(self, kind: UpstreamKind) -> ServerKind:
+        return _loaded(KINDS[kind].module_name)
+
+    def __iter__(self) -> Iterator[UpstreamKind]:
+        return iter(KINDS)
+
+    def __len__(self) -> int:
+        return len(KINDS)
+
+
+PROFILES = Profiles()
+for _registered in KINDS.values():  # every built-in kind loads now: a broken one stops start-up
+    _loaded(_registered.module_name)
 
 
 def profile(kind: UpstreamKind) -> ServerKind:
@@ -51,4 +45,4 @@ def profile(kind: UpstreamKind) -> ServerKind:
 
 def named(name: str) -> ServerKind | None:
     """The profile of the kind a setting names (`upstream.tokenizer: sglang`), if it is one."""
-    return next((found for kind, found in PROFILES.items() if kind == name), None)
+    return PROFILES[name] if name in KINDS else None
