@@ -79,13 +79,14 @@ async def plan_shape(exchange: Exchange, services: Services) -> ShapeChoice:
     instruct: Fact[bool | None] = Fact(None, False, "not asked: the request chose its prompt")
     if asked == "auto" and not exchange.fixed_route:
         instruct = (await services.abilities.of(exchange.model)).instruct
-    body = exchange.body
+    tools = any(exchange.body.get(field) for field in TOOL_FIELDS)
+    images = has_images(exchange.messages)
     choice = choose_shape(
         asked,
         instruct,
         adapter=services.settings.model_settings(exchange.model).adapter,
-        tools=any(body.get(field) for field in TOOL_FIELDS),
-        images=has_images(exchange.messages),
+        tools=tools,
+        images=images,
         fixed_route=exchange.fixed_route,
     )
     exchange.decision.prompt = PromptRecord(choice.shape, choice.reason)

@@ -6,9 +6,9 @@ from __future__ import annotations
 from typing import Any
 
 from proxy.documents.model import ParsedDocument
-from proxy.documents.report import location_fragment
 from proxy.guard.neutralise import GuardReport
 from proxy.pipeline.decision import Candidate
+from proxy.pipeline.document_report import location_fragment
 from proxy.pipeline.exchange import Exchange
 from proxy.pipeline.file_search import Origin
 from proxy.pipeline.parsing import parse_refs

@@ -246,7 +246,7 @@ class Decision:
     searches: SearchesRecord | None = None  # who wrote the searches, and each one made
     prompt: PromptRecord | None = None
     documents: list[dict[str, Any]] = field(default_factory=list)
-    """Each parsed document: kind, title, locations, OCR'd pages, warnings (documents.report)."""
+    """Each parsed document: kind, title, locations, OCR'd pages, warnings (document_report.py)."""
     warnings: list[str] = field(default_factory=list)
     """Lossy steps, one line each: `report.pdf: was damaged and has been repaired; ...`."""
 

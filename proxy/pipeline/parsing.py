@@ -4,9 +4,9 @@ tokens their text must not hold."""
 from __future__ import annotations
 
 from proxy.documents.model import ParsedDocument
-from proxy.documents.report import document_record, warning_lines, warnings_header
 from proxy.errors import BadRequest
 from proxy.formats.markers import turn_markers
+from proxy.pipeline.document_report import document_record, warning_lines, warnings_header
 from proxy.pipeline.exchange import Exchange
 from proxy.pipeline.file_refs import FileRef
 from proxy.pipeline.renaming import titled

@@ -1,57 +1,17 @@
-"""What retrieval searches with: the question's conversation texts, and its translations asked."""
+"""What retrieval searched with, as the decision record says it; the question's translations."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from typing import Any
 
 from proxy.languages import LANGUAGE_NAMES
 from proxy.pipeline.exchange import Exchange
 from proxy.pipeline.retrieval_state import Translations
 from proxy.pipeline.services import Services
-from proxy.retrieval.history import (
-    HistoryRule,
-    SearchText,
-    Turn,
-    led_by_rewrite,
-    search_texts,
-)
+from proxy.retrieval.history import SearchText
 from proxy.retrieval.lexical import query_language
-from proxy.retrieval.standalone import StandaloneQuestion
 from proxy.retrieval.translation import Endpoint, Translation, translatable
 from proxy.upstream.kinds import profile
-
-
-def conversation_texts(
-    exchange: Exchange,
-    services: Services,
-    earlier: Sequence[Turn],
-    standalone: StandaloneQuestion | None = None,
-) -> list[SearchText]:
-    """What the request's documents are searched for: the question, and the question with
-    its conversation's earlier questions and last answer (`earlier`, the turns before it;
-    retrieval.history); with the model's standalone question, that too, beside them or leading
-    them (retrieval.rewrite.lead)."""
-    rule = services.settings.retrieval.history
-    history = HistoryRule(
-        rule.turns,
-        rule.weight,
-        rule.decay,
-        rule.reply,
-        rule.terms,
-        rule.term_count,
-        rule.region,
-        rule.lean,
-        rule.near,
-        rule.terms_by_meaning,
-    )
-    question = exchange.query or " "
-    rewrite = standalone.search if standalone is not None else None
-    if rewrite is None:
-        return search_texts(question, earlier, history)
-    if services.settings.retrieval.rewrite.lead:
-        return led_by_rewrite(question, rewrite.text, earlier, history, rewrite.weight)
-    return [*search_texts(question, earlier, history), rewrite]
 
 
 def searched_record(

@@ -1,131 +1,90 @@
-"""Retrieval's hook: a follow-up that leans on its conversation, rewritten as a standalone
-question by an instruction-tuned model and searched beside what the conversation gives."""
+"""Retrieval's hook into a conversation: the texts a question is searched with, and for a
+follow-up that leans on its conversation, its standalone question written by an
+instruction-tuned model and searched beside them."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from dataclasses import replace
 from typing import Any
 
-from proxy.config import UpstreamKind
 from proxy.pipeline.exchange import Exchange
+from proxy.pipeline.file_refs import last_user_index
 from proxy.pipeline.services import Services
-from proxy.retrieval.history import Turn
-from proxy.retrieval.rewriter import Rewrite
-from proxy.retrieval.standalone import (
-    FAILED,
-    FOLLOW_UP_WORDS,
-    NOT_INSTRUCT,
-    NOT_NEEDED,
-    OFF,
-    REFUSED,
-    REFUSED_OUTCOME,
-    REWRITTEN,
-    TIMED_OUT,
-    UNCHANGED,
-    StandaloneQuestion,
-    leans_on_history,
-    rewrite_messages,
+from proxy.retrieval.follow_up import (
+    conversation_texts,
+    history_rule,
+    rewrite_gate,
+    standalone_outcome,
 )
+from proxy.retrieval.history import SearchText, earlier_turns
+from proxy.retrieval.standalone import NOT_INSTRUCT, Leaning, StandaloneQuestion, rewrite_messages
 from proxy.retrieval.translation import Endpoint
 from proxy.upstream.abilities import AbilityIntrospection
 from proxy.upstream.client import UpstreamClient
 from proxy.upstream.kinds import profile
 
 
-async def standalone_question(
-    exchange: Exchange, services: Services, earlier: Sequence[Turn]
-) -> StandaloneQuestion | None:
-    """The follow-up's standalone question, or why there is none; None for a request that is no
-    follow-up (no earlier user question in `earlier`, the turns before it): it is searched as
-    before, and nothing is said."""
-    if not any(turn.role == "user" for turn in earlier):
-        return None
-    settings = services.settings.retrieval.rewrite
+async def follow_up_searches(
+    exchange: Exchange, services: Services, searching: bool
+) -> tuple[StandaloneQuestion | None, list[SearchText]]:
+    """What the question is searched with, its conversation's texts (retrieval.history); when
+    something is searched and the question is a follow-up, its standalone question too, or why
+    there is none (retrieval.rewrite). The conversation before the question is read once, and
+    the one call, to the model, comes after every decision that needs none."""
+    settings = services.settings.retrieval
     rewriter = services.rewriter
-    if not settings.enabled or rewriter is None:
-        return StandaloneQuestion(OFF, "retrieval.rewrite.enabled is false")
     question = exchange.query
-    if len(question.split()) > FOLLOW_UP_WORDS:
-        return StandaloneQuestion(NOT_NEEDED, f"over {FOLLOW_UP_WORDS} words: searched as written")
-    leaning = leans_on_history(question, earlier)
-    if not leaning.needed:
-        return StandaloneQuestion(NOT_NEEDED, leaning.why)
-    model = settings.model or exchange.model
-    side = services.rewrite_server
-    server: UpstreamClient = side.client if side is not None else services.upstream
-    abilities: AbilityIntrospection = side.abilities if side is not None else services.abilities
-    where = server.base_url if side is not None else "upstream"
-    instruct = (await abilities.of(model)).instruct
-    if instruct.value is not True:
-        said = "not" if instruct.value is False else "not known to be"
-        return StandaloneQuestion(
-            NOT_INSTRUCT,
-            f"{model or 'the model'} is {said} instruction-tuned ({instruct.source})",
-            model=model,
-            server=where,
-        )
-    kind = await (side.kind() if side is not None else services.introspection.kind())
-    endpoint, extra = await how_to_ask(services, kind, model, side is None)
-    exchange.status("Rewriting the follow-up as a standalone question...")
-    found = await rewriter.rewrite(
-        server,
-        rewrite_messages(question, earlier),
-        model=model,
-        endpoint=endpoint,
-        scope=exchange.caller.name,
-        extra=extra,
-    )
-    return outcome_of(found, exchange, services, leaning.why, model, where)
-
-
-def outcome_of(
-    found: Rewrite,
-    exchange: Exchange,
-    services: Services,
-    why: str,
-    model: str | None,
-    server: str,
-) -> StandaloneQuestion:
-    """The call's answer, neutralised by the guard like document text (it comes from a model
-    that read the conversation), or why there is none."""
-    settings = services.settings.retrieval.rewrite
-    asked = StandaloneQuestion(
-        FAILED,
-        found.error or "no question",
-        model=model,
-        server=server,
-        endpoint=found.endpoint,
-        seconds=found.seconds,
-        cached=found.cached,
-    )
-    if found.timed_out:
-        timeout = f"no answer within {settings.timeout_s:g} s (retrieval.rewrite.timeout_s)"
-        return replace(asked, outcome=TIMED_OUT, why=timeout)
-    if found.text is None:
-        return replace(asked, outcome=REFUSED_OUTCOME) if found.error == REFUSED else asked
-    guarded = services.guarded.guard(found.text, exchange.control_tokens)
-    text = " ".join(guarded.text.split())
-    asked = replace(asked, neutralised=guarded.report.changes)
-    if not text or text.casefold() == exchange.query.strip().casefold():
-        return replace(asked, outcome=UNCHANGED, why="the model gave the question back")
-    return replace(asked, outcome=REWRITTEN, why=why, text=text, weight=settings.weight)
-
-
-async def how_to_ask(
-    services: Services, kind: UpstreamKind, model: str | None, upstream: bool
-) -> tuple[Endpoint, dict[str, Any]]:
-    """The endpoint and the fields the call adds: Ollama's own /api/chat with the window the
-    model runs with (its OpenAI endpoint would reload it with the default), and the thinking
-    switch where a template reads it. llama.cpp keeps its prompt cache: the instruction and
-    examples every call starts with are then read once (the proxy's own cache gives one
-    conversation the same answer every time)."""
-    server = profile(kind)
-    if server.native_side_calls and upstream:
-        window = await services.introspection.running_window(model)
-        if window is not None:
-            return "native", {"options": {"num_ctx": window}}
-    extra: dict[str, Any] = {}
-    if server.reads_template_kwargs:
-        extra["chat_template_kwargs"] = {"enable_thinking": False}
-    return "chat", extra
+    last_user = last_user_index(exchange.messages)
+    earlier = earlier_turns(exchange.messages, last_user)
+    enabled = settings.rewrite.enabled and rewriter is not None
+    gate = rewrite_gate(question, earlier, enabled) if searching else None
+    standalone = None if isinstance(gate, Leaning) else gate
+    if isinstance(gate, Leaning) and rewriter is not None:
+        messages = rewrite_messages(question, earlier)
+        model = settings.rewrite.model or exchange.model
+        side = services.rewrite_server
+        server: UpstreamClient = side.client if side is not None else services.upstream
+        abilities: AbilityIntrospection = side.abilities if side is not None else services.abilities
+        where = server.base_url if side is not None else "upstream"
+        instruct = (await abilities.of(model)).instruct
+        if instruct.value is not True:
+            said = "not" if instruct.value is False else "not known to be"
+            standalone = StandaloneQuestion(
+                NOT_INSTRUCT,
+                f"{model or 'the model'} is {said} instruction-tuned ({instruct.source})",
+                model=model,
+                server=where,
+            )
+        else:
+            # Ollama's own /api/chat with the window the model runs with (its OpenAI endpoint
+            # would reload it with the default), and the thinking switch where a template
+            # reads it. llama.cpp keeps its prompt cache: the instruction and examples every
+            # call starts with are then read once (the proxy's own cache gives one
+            # conversation the same answer every time).
+            found_kind = await (side.kind() if side is not None else services.introspection.kind())
+            kind = profile(found_kind)
+            window = None
+            if kind.native_side_calls and side is None:
+                window = await services.introspection.running_window(model)
+            endpoint: Endpoint = "chat" if window is None else "native"
+            extra: dict[str, Any] = {"options": {"num_ctx": window}} if window is not None else {}
+            if window is None and kind.reads_template_kwargs:
+                extra["chat_template_kwargs"] = {"enable_thinking": False}
+            exchange.status("Rewriting the follow-up as a standalone question...")
+            found = await rewriter.rewrite(
+                server,
+                messages,
+                model=model,
+                endpoint=endpoint,
+                scope=exchange.caller.name,
+                extra=extra,
+            )
+            guarded = None
+            if found.text is not None and not found.timed_out:
+                said_back = services.guarded.guard(found.text, exchange.control_tokens)
+                guarded = (said_back.text, said_back.report.changes)
+            standalone = standalone_outcome(
+                found, guarded, question, settings.rewrite, why=gate.why, model=model, server=where
+            )
+    rule = history_rule(settings.history)
+    texts = conversation_texts(question or " ", earlier, rule, standalone, settings.rewrite.lead)
+    return standalone, texts

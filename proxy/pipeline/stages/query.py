@@ -4,13 +4,10 @@ from __future__ import annotations
 
 from proxy.pipeline.candidates import index_sources
 from proxy.pipeline.exchange import Exchange
-from proxy.pipeline.file_refs import last_user_index
 from proxy.pipeline.retrieval_state import Searches, Translations
-from proxy.pipeline.searches import conversation_texts
 from proxy.pipeline.services import Services
-from proxy.pipeline.standalone_question import standalone_question
+from proxy.pipeline.standalone_question import follow_up_searches
 from proxy.pipeline.strategy import RETRIEVAL
-from proxy.retrieval.history import earlier_turns
 
 
 async def plan_searches(exchange: Exchange, services: Services) -> None:
@@ -22,8 +19,5 @@ async def plan_searches(exchange: Exchange, services: Services) -> None:
     translations = Translations.of(exchange.query)
     # A follow-up that leans on its conversation: its standalone question, written by the model.
     searching = bool(sources) or exchange.store_search is not None
-    # The conversation before the question, read once for both.
-    earlier = earlier_turns(exchange.messages, last_user_index(exchange.messages))
-    standalone = await standalone_question(exchange, services, earlier) if searching else None
-    texts = conversation_texts(exchange, services, earlier, standalone)
+    standalone, texts = await follow_up_searches(exchange, services, searching)
     exchange.searches = Searches(sources, texts, standalone, translations)

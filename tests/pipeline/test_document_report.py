@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from proxy.documents.model import DocumentWarning, Page, ParsedDocument
-from proxy.documents.report import (
+from proxy.pipeline.document_report import (
     document_record,
     location_fragment,
     warning_lines,
