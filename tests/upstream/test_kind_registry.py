@@ -46,8 +46,12 @@ def test_the_registry_says_which_kinds_count_tokens_as_their_profiles_do() -> No
 
 
 def test_the_config_takes_the_registered_kinds_and_names_them_when_refused() -> None:
-    for name in KINDS:
+    for name in ["auto", *KINDS]:
         assert Settings.model_validate({"upstream": {"kind": name}}).upstream.kind == name
+    counting = [name for name, kind in KINDS.items() if kind.counts]
+    for name in ["auto", *counting, "tiktoken"]:
+        upstream = Settings.model_validate({"upstream": {"tokenizer": name}}).upstream
+        assert upstream.tokenizer == name
     with pytest.raises(ConfigError) as refused:
         load_settings(None, environ={}, overrides={"upstream": {"kind": "vlm"}})
     listed = ", ".join(repr(name) for name in ["auto", *KINDS][:-1])
