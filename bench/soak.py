@@ -12,8 +12,8 @@ and on old ones (the same corpus files again); uploads, questions on them by fil
 deletes (Files API); vector stores made from uploads, searched, and asked with `file_search`
 through the Responses API; plain Responses. Every minute: the resident memory and open files of
 all the proxy's processes (the parent, its two workers and their parse workers), p50/p99 latency
-of plain chats, errors, streams that did not end properly. The corpus is ../shared/corpus
-(`--corpus DIR`; made-up documents without it).
+of plain chats, errors, streams that did not end properly. The corpus: `--corpus DIR`, else
+bench/corpus.py's default (made-up documents without one).
 
 Results: `soak.csv` (a row a minute), `soak.json` (the summary against the targets: RSS within
 +10% of the end of warm-up, open files flat, no error, every stream complete), `soak.png` (the
@@ -49,12 +49,12 @@ import yaml
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+from bench.corpus import add_corpus_option, find_corpus  # noqa: E402
 from tests.engines import ChromaServer, chroma_binary, free_port, stop  # noqa: E402
 from tests.fakes.embeddings import FakeEmbeddings  # noqa: E402
 from tests.fakes.servers import ServerThread  # noqa: E402
 from tests.fakes.upstream import FakeUpstream  # noqa: E402
 
-CORPUS = ROOT.parent / "shared" / "corpus"
 # Corpus files asked about again and again (parsed once, then from the cache) ...
 OLD = [
     "pdf/tracemonkey.pdf",
@@ -120,13 +120,15 @@ def percentile(samples: list[float], q: float) -> float:
 # -- documents ---------------------------------------------------------------------------------
 
 
-def documents(corpus: Path) -> tuple[list[tuple[str, bytes]], list[tuple[str, bytes]]]:
+def documents(
+    corpus: Path | None,
+) -> tuple[list[tuple[str, bytes]], list[tuple[str, bytes]]]:
     """(old, new) documents: corpus files, or made-up texts without the corpus."""
-    if (corpus / "MANIFEST.tsv").exists():
+    if corpus is not None:
         old = [(Path(p).name, (corpus / p).read_bytes()) for p in OLD if (corpus / p).exists()]
         new = [(Path(p).name, (corpus / p).read_bytes()[:NEW_BYTES]) for p in NEW]
         return old, [(name, data) for name, data in new if data]
-    print(f"no corpus at {corpus}: made-up documents instead", flush=True)
+    print("no corpus: made-up documents instead", flush=True)
     made = [
         (f"notes-{n}.txt", "\n\n".join(f"Note {n}.{i}: item {i * n}." for i in range(400)).encode())
         for n in range(4)
@@ -565,8 +567,9 @@ def main() -> None:
         "--warmup-minutes", type=float, help="before the targets apply (default: a fifth)"
     )
     parser.add_argument("--out", type=Path, default=ROOT / "test-artifacts" / "soak")
-    parser.add_argument("--corpus", type=Path, default=CORPUS, help="the shared corpus")
+    add_corpus_option(parser)
     args = parser.parse_args()
+    args.corpus = find_corpus(args.corpus, required=False)
     if chroma_binary() is None:
         raise SystemExit("two workers need a Chroma server: the chroma CLI is not installed")
     args.out.mkdir(parents=True, exist_ok=True)
