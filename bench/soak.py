@@ -5,6 +5,8 @@ one), reporting every minute what the proxy's processes hold and how it answered
     python bench/soak.py                      # an hour
     python bench/soak.py --minutes 10         # the same, shorter
     python bench/soak.py --out DIR            # where the results go (test-artifacts/soak/)
+    python bench/soak.py --trace              # and what each worker holds, a minute apart
+    python bench/soak.py --trace-frames 8     # the same with tracemalloc (halves the traffic)
 
 Traffic (the openai SDK, `--clients` at once, each pausing a little between requests): plain
 and streamed chats; questions on new documents (corpus files made new by a line of their own)
@@ -543,6 +545,25 @@ def plot(rows: list[Row], result: dict[str, Any], path: Path) -> bool:
     return True
 
 
+def trace_summary(folder: Path) -> list[str]:
+    """Each worker's first and last line of --trace: what grew, and the caches that filled."""
+    said = []
+    for path in sorted(folder.glob("worker-*.jsonl")):
+        lines = [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+        if len(lines) < 2:
+            continue
+        first, last = lines[0], lines[-1]
+        figures = ["rss_mb", "in_use_mb", "free_in_arenas_mb", "mmapped_mb", "python_blocks"]
+        grew = ", ".join(f"{name} {first.get(name)} → {last.get(name)}" for name in figures)
+        said.append(f"{path.stem}, minute {first['minute']} → {last['minute']}: {grew}")
+        for name, (filled, bound) in last["caches"].items():
+            before = first["caches"].get(name, [0, bound])[0]
+            if filled != before:
+                said.append(f"    {name}: {before:,} → {filled:,} of {bound:,}")
+        said.append(f"    object types grown most: {last.get('types_grown', {})}")
+    return said
+
+
 class Fakes:
     """The fake upstream (echoing) and embedding server, in this process."""
 
@@ -568,6 +589,14 @@ def main() -> None:
     )
     parser.add_argument("--out", type=Path, default=ROOT / "test-artifacts" / "soak")
     add_corpus_option(parser)
+    parser.add_argument(
+        "--trace",
+        action="store_true",
+        help="each worker writes its heap, caches and grown object types to OUT/trace/ a minute",
+    )
+    parser.add_argument(
+        "--trace-frames", type=int, default=0, help="--trace with tracemalloc, N frames deep"
+    )
     args = parser.parse_args()
     args.corpus = find_corpus(args.corpus, required=False)
     if chroma_binary() is None:
@@ -587,6 +616,12 @@ def main() -> None:
         settings = config(work, port, fakes.upstream_url, fakes.embeddings_url, chroma.port)
         (work / "proxy.yaml").write_text(yaml.safe_dump(settings))
         log = args.out / "proxy.log"
+        env = {**os.environ, "PYTHONUNBUFFERED": "1"}
+        if args.trace or args.trace_frames:  # bench/memtrace/sitecustomize.py, in the parent
+            (args.out / "trace").mkdir(exist_ok=True)
+            env["PYTHONPATH"] = os.pathsep.join([str(ROOT / "bench" / "memtrace"), str(ROOT)])
+            env["SOAK_TRACE_DIR"] = str(args.out / "trace")
+            env["SOAK_TRACE_FRAMES"] = str(args.trace_frames)
         # The real command, two workers sharing the port.
         command = [sys.executable, "-m", "proxy", "--config", str(work / "proxy.yaml")]
         with open(log, "wb") as out:
@@ -595,7 +630,7 @@ def main() -> None:
                 cwd=ROOT,
                 stdout=out,
                 stderr=subprocess.STDOUT,
-                env={**os.environ, "PYTHONUNBUFFERED": "1"},
+                env=env,
             )
         base = f"http://127.0.0.1:{port}"
         try:
@@ -610,6 +645,8 @@ def main() -> None:
     (args.out / "soak.json").write_text(json.dumps(result, indent=2))
     plotted = plot(rows, result, args.out / "soak.png")
     print(json.dumps(result, indent=2))
+    if args.trace or args.trace_frames:
+        print("\n".join(trace_summary(args.out / "trace")))
     print(f"written: {args.out / 'soak.csv'}, {args.out / 'soak.json'}", end="")
     print(f", {args.out / 'soak.png'}" if plotted else "")
 
