@@ -15,7 +15,7 @@ whitespace collapsed; a fact starting with \\b is a regular expression). `seed` 
 run repeats. The figures and the command are in docs/strategy.md.
 
     python bench/base_model_answers.py [--python .venv/bin/python] [--split dev|test|all]
-                                       [--corpus ../shared/corpus]
+                                       [--corpus PATH]
 """
 
 from __future__ import annotations
@@ -37,6 +37,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from bench.corpus import add_corpus_option, corpus_or_exit
 from bench.first_answer import wait_healthy
 from proxy.upstream.spawn import free_port
 
@@ -191,6 +192,6 @@ if __name__ == "__main__":
     parser.add_argument("--python", default=sys.executable, help="the venv with '.[local]'")
     parser.add_argument("--split", choices=("dev", "test", "all"), default="all")
     parser.add_argument("--questions", type=Path, default=BENCH / "eval" / "base_answers.json")
-    parser.add_argument("--corpus", type=Path, default=Path("../shared/corpus"))
+    add_corpus_option(parser)
     args = parser.parse_args()
-    main(args.python, args.split, args.questions, args.corpus)
+    main(args.python, args.split, args.questions, corpus_or_exit(args.corpus))

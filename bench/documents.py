@@ -19,8 +19,11 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
+from bench.corpus import default_corpus
+
 ROOT = Path(__file__).resolve().parents[1]
-CORPUS = ROOT.parent / "shared" / "corpus"
+# Where the corpus files come from; bench/parse.py sets it from its --corpus.
+CORPUS = default_corpus() or Path("shared-corpus-not-found")
 RUSSIAN = (
     Path("/usr/share/developers-reference/ru/developers-reference.txt.gz"),
     Path("/usr/share/doc/debian/FAQ/debian-faq.ru.txt.gz"),

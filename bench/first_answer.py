@@ -24,6 +24,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from bench.corpus import add_corpus_option, corpus_or_exit
 from proxy.upstream.spawn import free_port
 
 QUESTION = "What is this document about?"
@@ -115,10 +116,12 @@ if __name__ == "__main__":
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--python", default=sys.executable, help="the venv with '.[local]'")
     parser.add_argument(
-        "--pdf", type=Path, default=Path("../shared/corpus/pdf/tracemonkey.pdf"), help="a PDF"
+        "--pdf", type=Path, help="a PDF (default: the corpus's pdf/tracemonkey.pdf)"
     )
+    add_corpus_option(parser)
     parser.add_argument(
         "--max-tokens", type=int, default=200, help="-1: none in the request (the server's own)"
     )
     args = parser.parse_args()
-    main(args.python, args.pdf, args.max_tokens)
+    pdf = args.pdf or corpus_or_exit(args.corpus) / "pdf" / "tracemonkey.pdf"
+    main(args.python, pdf, args.max_tokens)

@@ -8,7 +8,7 @@ charged before), bytes on disk (Chroma, passage store) and what proxy.stores.foo
 now — which must never be below what is on disk.
 
     python bench/index_footprint.py [--chars 400000] [--tokens 64 250 1000] [--dims 64 384 1536]
-        [--text ../shared/corpus/text/tinyshakespeare.txt]
+        [--text FILE | --corpus PATH]
 """
 
 from __future__ import annotations
@@ -26,13 +26,14 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from bench.corpus import add_corpus_option, find_corpus
 from proxy.documents.model import Page, ParsedDocument
 from proxy.logs import configure_logging
 from proxy.retrieval.index import VectorIndex
 from proxy.retrieval.retriever import Retriever
 from proxy.stores.footprint import index_footprint
 
-CORPUS = Path(__file__).resolve().parents[2] / "shared" / "corpus" / "text" / "tinyshakespeare.txt"
+SHAKESPEARE = Path("text") / "tinyshakespeare.txt"
 
 
 class RandomEmbedder:
@@ -60,8 +61,8 @@ def on_disk(folder: Path) -> int:
     return sum(path.stat().st_blocks * 512 for path in folder.rglob("*") if path.is_file())
 
 
-def source_text(path: Path, chars: int) -> str:
-    if path.exists():
+def source_text(path: Path | None, chars: int) -> str:
+    if path is not None and path.exists():
         return path.read_text()[:chars]
     line = "The keeper climbed the steps of the lighthouse and wrote the tide in the log. "
     return (line * (chars // len(line) + 1))[:chars]
@@ -100,8 +101,12 @@ async def main() -> None:
     parser.add_argument("--chars", type=int, default=400_000)
     parser.add_argument("--tokens", type=int, nargs="+", default=[64, 250, 1000])
     parser.add_argument("--dims", type=int, nargs="+", default=[64, 384, 1536])
-    parser.add_argument("--text", type=Path, default=CORPUS, help="a plain-text document")
+    parser.add_argument("--text", type=Path, help="a plain-text document (default: the corpus's)")
+    add_corpus_option(parser)
     args = parser.parse_args()
+    if args.text is None:
+        corpus = find_corpus(args.corpus, required=False)
+        args.text = corpus / SHAKESPEARE if corpus else None
     configure_logging(level="warning")
     text = source_text(args.text, args.chars)
     print(f"one document of {len(text.encode()):,} bytes; chunk overlap an eighth")

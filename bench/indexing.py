@@ -46,9 +46,12 @@ from typing import Any
 BENCH = Path(__file__).resolve().parent
 ROOT = BENCH.parent
 sys.path.insert(0, str(BENCH / "eval"))
+sys.path.insert(1, str(ROOT))
 
 from documents import find_corpus  # noqa: E402
 from reporting import recorded  # noqa: E402
+
+from bench.corpus import ENV, add_corpus_option, corpus_or_exit  # noqa: E402
 
 CORPUS = find_corpus()
 BOOKS = {"moby-dick.epub": "epub/moby-dick.epub", "freeculture.pdf": "pdf/freeculture.pdf"}
@@ -555,7 +558,12 @@ def main() -> None:
     parser.add_argument(
         "--out", type=Path, help="also write what is printed here (e.g. bench/results/retrieval/…)"
     )
+    add_corpus_option(parser)
     args = parser.parse_args()
+    if args.corpus:  # also for the workers this run starts, which read it from there
+        global CORPUS
+        CORPUS = corpus_or_exit(args.corpus)
+        os.environ[ENV] = str(CORPUS)
     with recorded(args.out):
         measure(args)
 

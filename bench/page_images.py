@@ -19,13 +19,14 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from bench.corpus import add_corpus_option, corpus_or_exit, default_corpus
 from proxy.documents.model import Page, ParsedDocument
 from proxy.documents.page_images import PageImages
 from proxy.documents.pool import WorkerPool
 from proxy.documents.readers.pdf import _mupdf
 from proxy.upstream.image_cost import ImageCost
 
-CORPUS = Path(__file__).resolve().parents[2] / "shared" / "corpus" / "pdf"
+CORPUS = (default_corpus() or Path("shared-corpus-not-found")) / "pdf"
 PAGES = 50
 
 
@@ -112,4 +113,7 @@ async def main(rounds: int) -> None:
 if __name__ == "__main__":
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rounds", type=int, default=3)
-    asyncio.run(main(parser.parse_args().rounds))
+    add_corpus_option(parser)
+    args = parser.parse_args()
+    CORPUS = corpus_or_exit(args.corpus) / "pdf"
+    asyncio.run(main(args.rounds))

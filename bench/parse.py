@@ -7,11 +7,12 @@ plain pass, and our whole parse (worker, cache write). `pdf`: pages/second of Do
 (cold cache) against raw PyMuPDF, with and without PDF table extraction, the table finder run on
 every page (what the ruling-line gate avoids), OCR pages/s, and cached-parse latency.
 
-    .venv/bin/python bench/parse.py [formats] [pdf]    (both when none is named)
+    .venv/bin/python bench/parse.py [formats] [pdf] [--corpus PATH]   (both when none is named)
 """
 
 from __future__ import annotations
 
+import argparse
 import asyncio
 import os
 import statistics
@@ -25,6 +26,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+import bench.documents
+from bench.corpus import add_corpus_option, default_corpus, find_corpus
 from bench.documents import odfpy_pass, plain_pass, samples, source_text
 from proxy.documents.cache import DocumentCache
 from proxy.documents.job import Job, Unit
@@ -33,7 +36,7 @@ from proxy.documents.parser import DocumentParser
 from proxy.documents.readers.dispatch import extract_units
 from proxy.documents.readers.pdf import _mupdf
 
-CORPUS = Path(__file__).resolve().parents[2] / "shared" / "corpus" / "pdf"
+CORPUS = (default_corpus() or Path("shared-corpus-not-found")) / "pdf"  # main sets it
 FILES = ("GeoTopo-komprimiert.pdf", "freeculture.pdf", "chinese-tables.pdf")
 SCAN = "test_3863.pdf"
 OCR_PAGES = 4
@@ -196,7 +199,18 @@ async def formats(scratch: Path) -> None:
 
 
 async def main() -> None:
-    chosen = set(sys.argv[1:]) or {"formats", "pdf"}
+    global CORPUS
+    parser = argparse.ArgumentParser(description=(__doc__ or "").split("\n\n")[0])
+    parser.add_argument("parts", nargs="*", help="formats, pdf (default: both)")
+    add_corpus_option(parser)
+    args = parser.parse_args()
+    chosen = set(args.parts) or {"formats", "pdf"}
+    if chosen - {"formats", "pdf"}:
+        parser.error(f"unknown part {sorted(chosen - {'formats', 'pdf'})}: formats or pdf")
+    corpus = find_corpus(args.corpus, required=False)
+    if corpus is not None:
+        CORPUS = corpus / "pdf"
+        bench.documents.CORPUS = corpus
     if "formats" in chosen:
         with tempfile.TemporaryDirectory() as scratch_dir:
             await formats(Path(scratch_dir))

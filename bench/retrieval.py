@@ -44,7 +44,8 @@ from proxy.upstream.encodings import load_encoding  # noqa: E402
 sys.path.insert(0, str(ROOT / "bench" / "eval"))
 from reporting import recorded  # noqa: E402
 
-CORPUS = ROOT.parent / "shared" / "corpus"
+from bench.corpus import add_corpus_option, corpus_or_exit  # noqa: E402
+
 CHUNKS_PER_DOC = 500
 
 
@@ -94,8 +95,8 @@ async def timed(call: Callable[..., Awaitable[object]], *args: object) -> float:
     return time.perf_counter() - start
 
 
-def bench_chunking() -> None:
-    doc = pdf_document(CORPUS / "pdf" / "freeculture.pdf")
+def bench_chunking(corpus: Path) -> None:
+    doc = pdf_document(corpus / "pdf" / "freeculture.pdf")
     count = DefaultEmbedder().count_tokens
     start = time.perf_counter()
     chunks = chunk_document(doc, count_tokens=count)
@@ -103,8 +104,8 @@ def bench_chunking() -> None:
     print(f"chunking  {len(doc.pages)} pages -> {len(chunks)} chunks in {elapsed:.2f} s")
 
 
-async def bench_indexing(limit: int, rounds: int) -> None:
-    source = pdf_document(CORPUS / "pdf" / "tracemonkey.pdf")
+async def bench_indexing(limit: int, rounds: int, corpus: Path) -> None:
+    source = pdf_document(corpus / "pdf" / "tracemonkey.pdf")
     chunks = chunk_document(source, count_tokens=counter())[:limit]
     texts = [chunk.text for chunk in chunks]
     embedder = DefaultEmbedder()
@@ -210,16 +211,16 @@ async def main(args: argparse.Namespace) -> None:
     if args.first_question:
         from bench.retrieval_first import bench_first_question
 
-        await asyncio.to_thread(bench_first_question, args.rounds)
+        await asyncio.to_thread(bench_first_question, args.rounds, args.corpus)
         print(f"load average {os.getloadavg()[0]:.1f} at end")
         return
     if args.lexical:
         from bench.retrieval_first import bench_lexical_engines
 
-        bench_lexical_engines()
+        bench_lexical_engines(args.corpus)
         return
-    bench_chunking()
-    await bench_indexing(args.chunks, args.rounds)
+    bench_chunking(args.corpus)
+    await bench_indexing(args.chunks, args.rounds, args.corpus)
     await bench_search(args.sizes, args.queries)
     print(f"load average {os.getloadavg()[0]:.1f} at end")
 
@@ -240,7 +241,9 @@ def parse_args() -> argparse.Namespace:
     parser.add_argument(
         "--out", type=Path, help="also write what is printed here (e.g. bench/results/retrieval/…)"
     )
+    add_corpus_option(parser)
     args = parser.parse_args()
+    args.corpus = corpus_or_exit(args.corpus)
     args.sizes = [int(size) for size in args.sizes.split(",")]
     if args.quick:
         args.chunks, args.sizes, args.queries = 64, [10_000], 100

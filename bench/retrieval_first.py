@@ -17,10 +17,8 @@ from typing import Any
 
 import httpx
 
-ROOT = Path(__file__).resolve().parents[1]
-CORPUS = ROOT.parent / "shared" / "corpus"
-BOOK = CORPUS / "pdf" / "freeculture.pdf"
-WARM = CORPUS / "pdf" / "multicolumn.pdf"
+BOOK = Path("pdf") / "freeculture.pdf"  # in the shared corpus (bench/corpus.py)
+WARM = Path("pdf") / "multicolumn.pdf"
 QUESTION = "Why did the farmers in North Carolina sue the government over airplanes?"
 
 
@@ -29,7 +27,7 @@ def variant(data: bytes, round_number: int) -> bytes:
     return data + f"\n% bench round {round_number} {time.time_ns()}\n".encode()
 
 
-def parse_alone(data: bytes) -> float:
+def parse_alone(data: bytes, corpus: Path) -> float:
     """Seconds to parse the book with the proxy's parser (worker pool already started)."""
     from proxy.documents.parser import DocumentParser
 
@@ -37,7 +35,8 @@ def parse_alone(data: bytes) -> float:
         with tempfile.TemporaryDirectory() as cache:
             parser = DocumentParser(Path(cache), workers=2)
             try:
-                await parser.parse(WARM.name, WARM.read_bytes())  # workers started, PDF loaded
+                # the workers started, the PDF library loaded
+                await parser.parse(WARM.name, (corpus / WARM).read_bytes())
                 started = time.perf_counter()
                 await parser.parse(BOOK.name, data)
                 return time.perf_counter() - started
@@ -83,14 +82,14 @@ def indexed_percent(base: str, data: bytes) -> int:
     return min(preview["decision"]["retrieval"]["indexed"].values())
 
 
-def bench_first_question(rounds: int) -> None:
+def bench_first_question(rounds: int, corpus: Path) -> None:
     from proxy.config import load_settings
     from proxy.http.app import make_app
     from tests.fakes.servers import ServerThread
     from tests.fakes.upstream import FakeUpstream
 
     os.environ.setdefault("TIKTOKEN_CACHE_DIR", str(Path.home() / ".cache" / "tiktoken"))
-    data = BOOK.read_bytes()
+    data = (corpus / BOOK).read_bytes()
     servers = ServerThread()
     try:
         upstream = FakeUpstream(n_ctx=4096)
@@ -106,7 +105,7 @@ def bench_first_question(rounds: int) -> None:
             )
             base = servers.serve(make_app(settings))
             # A running proxy: parser workers, MiniLM and Chroma loaded by an earlier request.
-            warm = chat_body(WARM.read_bytes(), False)
+            warm = chat_body((corpus / WARM).read_bytes(), False)
             warm["enrich"] = {"strategy": "retrieval"}
             httpx.post(base + "/v1/chat/completions", json=warm, timeout=300)
             for round_number in range(rounds):
@@ -114,9 +113,9 @@ def bench_first_question(rounds: int) -> None:
                 # Alternate the order, so a machine getting busier favours neither.
                 if round_number % 2:
                     first, statuses = first_question(base, book)
-                    parse = parse_alone(variant(data, 100 + round_number))
+                    parse = parse_alone(variant(data, 100 + round_number), corpus)
                 else:
-                    parse = parse_alone(variant(data, 100 + round_number))
+                    parse = parse_alone(variant(data, 100 + round_number), corpus)
                     first, statuses = first_question(base, book)
                 started = time.perf_counter()
                 while indexed_percent(base, book) < 100:
@@ -137,14 +136,14 @@ def bench_first_question(rounds: int) -> None:
         servers.close()
 
 
-def bench_lexical_engines() -> None:
+def bench_lexical_engines(corpus: Path) -> None:
     """Index build and query time of bm25s and SQLite FTS5 (bm25()) over the same terms."""
     from proxy.retrieval.chunking import chunk_document
     from proxy.retrieval.embeddings import DefaultEmbedder
     from proxy.retrieval.lexical import LexicalIndex, detect_language, terms
     from tests.retrieval.support import corpus_document
 
-    doc = corpus_document(BOOK)
+    doc = corpus_document(corpus / BOOK)
     chunks = chunk_document(doc, count_tokens=DefaultEmbedder().count_tokens)
     texts = [chunk.text for chunk in chunks]
     queries = [QUESTION, "Who invented FM radio?", "What is doujinshi?", "Eldred v. Ashcroft"]

@@ -5,6 +5,8 @@ one), reporting every minute what the proxy's processes hold and how it answered
     python bench/soak.py                      # an hour
     python bench/soak.py --minutes 10         # the same, shorter
     python bench/soak.py --out DIR            # where the results go (test-artifacts/soak/)
+    python bench/soak.py --trace              # and what each worker holds, a minute apart
+    python bench/soak.py --trace-frames 8     # the same with tracemalloc (halves the traffic)
 
 Traffic (the openai SDK, `--clients` at once, each pausing a little between requests): plain
 and streamed chats; questions on new documents (corpus files made new by a line of their own)
@@ -12,8 +14,8 @@ and on old ones (the same corpus files again); uploads, questions on them by fil
 deletes (Files API); vector stores made from uploads, searched, and asked with `file_search`
 through the Responses API; plain Responses. Every minute: the resident memory and open files of
 all the proxy's processes (the parent, its two workers and their parse workers), p50/p99 latency
-of plain chats, errors, streams that did not end properly. The corpus is ../shared/corpus
-(`--corpus DIR`; made-up documents without it).
+of plain chats, errors, streams that did not end properly. The corpus: `--corpus DIR`, else
+bench/corpus.py's default (made-up documents without one).
 
 Results: `soak.csv` (a row a minute), `soak.json` (the summary against the targets: RSS within
 +10% of the end of warm-up, open files flat, no error, every stream complete), `soak.png` (the
@@ -49,12 +51,12 @@ import yaml
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+from bench.corpus import add_corpus_option, find_corpus  # noqa: E402
 from tests.engines import ChromaServer, chroma_binary, free_port, stop  # noqa: E402
 from tests.fakes.embeddings import FakeEmbeddings  # noqa: E402
 from tests.fakes.servers import ServerThread  # noqa: E402
 from tests.fakes.upstream import FakeUpstream  # noqa: E402
 
-CORPUS = ROOT.parent / "shared" / "corpus"
 # Corpus files asked about again and again (parsed once, then from the cache) ...
 OLD = [
     "pdf/tracemonkey.pdf",
@@ -120,13 +122,15 @@ def percentile(samples: list[float], q: float) -> float:
 # -- documents ---------------------------------------------------------------------------------
 
 
-def documents(corpus: Path) -> tuple[list[tuple[str, bytes]], list[tuple[str, bytes]]]:
+def documents(
+    corpus: Path | None,
+) -> tuple[list[tuple[str, bytes]], list[tuple[str, bytes]]]:
     """(old, new) documents: corpus files, or made-up texts without the corpus."""
-    if (corpus / "MANIFEST.tsv").exists():
+    if corpus is not None:
         old = [(Path(p).name, (corpus / p).read_bytes()) for p in OLD if (corpus / p).exists()]
         new = [(Path(p).name, (corpus / p).read_bytes()[:NEW_BYTES]) for p in NEW]
         return old, [(name, data) for name, data in new if data]
-    print(f"no corpus at {corpus}: made-up documents instead", flush=True)
+    print("no corpus: made-up documents instead", flush=True)
     made = [
         (f"notes-{n}.txt", "\n\n".join(f"Note {n}.{i}: item {i * n}." for i in range(400)).encode())
         for n in range(4)
@@ -541,6 +545,25 @@ def plot(rows: list[Row], result: dict[str, Any], path: Path) -> bool:
     return True
 
 
+def trace_summary(folder: Path) -> list[str]:
+    """Each worker's first and last line of --trace: what grew, and the caches that filled."""
+    said = []
+    for path in sorted(folder.glob("worker-*.jsonl")):
+        lines = [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+        if len(lines) < 2:
+            continue
+        first, last = lines[0], lines[-1]
+        figures = ["rss_mb", "in_use_mb", "free_in_arenas_mb", "mmapped_mb", "python_blocks"]
+        grew = ", ".join(f"{name} {first.get(name)} → {last.get(name)}" for name in figures)
+        said.append(f"{path.stem}, minute {first['minute']} → {last['minute']}: {grew}")
+        for name, (filled, bound) in last["caches"].items():
+            before = first["caches"].get(name, [0, bound])[0]
+            if filled != before:
+                said.append(f"    {name}: {before:,} → {filled:,} of {bound:,}")
+        said.append(f"    object types grown most: {last.get('types_grown', {})}")
+    return said
+
+
 class Fakes:
     """The fake upstream (echoing) and embedding server, in this process."""
 
@@ -565,8 +588,17 @@ def main() -> None:
         "--warmup-minutes", type=float, help="before the targets apply (default: a fifth)"
     )
     parser.add_argument("--out", type=Path, default=ROOT / "test-artifacts" / "soak")
-    parser.add_argument("--corpus", type=Path, default=CORPUS, help="the shared corpus")
+    add_corpus_option(parser)
+    parser.add_argument(
+        "--trace",
+        action="store_true",
+        help="each worker writes its heap, caches and grown object types to OUT/trace/ a minute",
+    )
+    parser.add_argument(
+        "--trace-frames", type=int, default=0, help="--trace with tracemalloc, N frames deep"
+    )
     args = parser.parse_args()
+    args.corpus = find_corpus(args.corpus, required=False)
     if chroma_binary() is None:
         raise SystemExit("two workers need a Chroma server: the chroma CLI is not installed")
     args.out.mkdir(parents=True, exist_ok=True)
@@ -584,6 +616,12 @@ def main() -> None:
         settings = config(work, port, fakes.upstream_url, fakes.embeddings_url, chroma.port)
         (work / "proxy.yaml").write_text(yaml.safe_dump(settings))
         log = args.out / "proxy.log"
+        env = {**os.environ, "PYTHONUNBUFFERED": "1"}
+        if args.trace or args.trace_frames:  # bench/memtrace/sitecustomize.py, in the parent
+            (args.out / "trace").mkdir(exist_ok=True)
+            env["PYTHONPATH"] = os.pathsep.join([str(ROOT / "bench" / "memtrace"), str(ROOT)])
+            env["SOAK_TRACE_DIR"] = str(args.out / "trace")
+            env["SOAK_TRACE_FRAMES"] = str(args.trace_frames)
         # The real command, two workers sharing the port.
         command = [sys.executable, "-m", "proxy", "--config", str(work / "proxy.yaml")]
         with open(log, "wb") as out:
@@ -592,7 +630,7 @@ def main() -> None:
                 cwd=ROOT,
                 stdout=out,
                 stderr=subprocess.STDOUT,
-                env={**os.environ, "PYTHONUNBUFFERED": "1"},
+                env=env,
             )
         base = f"http://127.0.0.1:{port}"
         try:
@@ -607,6 +645,8 @@ def main() -> None:
     (args.out / "soak.json").write_text(json.dumps(result, indent=2))
     plotted = plot(rows, result, args.out / "soak.png")
     print(json.dumps(result, indent=2))
+    if args.trace or args.trace_frames:
+        print("\n".join(trace_summary(args.out / "trace")))
     print(f"written: {args.out / 'soak.csv'}, {args.out / 'soak.json'}", end="")
     print(f", {args.out / 'soak.png'}" if plotted else "")
 

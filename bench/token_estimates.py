@@ -20,9 +20,9 @@ import httpx
 import pymupdf
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+from bench.corpus import add_corpus_option, corpus_or_exit
 from proxy.upstream.encodings import load_encoding
 
-CORPUS = Path(__file__).resolve().parent.parent.parent / "shared" / "corpus"
 DOCUMENTS = [
     "pdf/tracemonkey.pdf",
     "pdf/freeculture.pdf",
@@ -59,15 +59,13 @@ def count(client: httpx.Client, api: str, text: str) -> int:
     return total
 
 
-def main(upstream: str, api: str, limit: int) -> None:
-    if not CORPUS.is_dir():
-        sys.exit(f"no corpus at {CORPUS}")
+def main(upstream: str, api: str, limit: int, corpus: Path) -> None:
     encoding = load_encoding("cl100k_base")
     print(f"{'document':<34}{'chars':>9}{'cl100k':>9}{'model':>9}{'model/cl100k':>14}")
     worst = 0.0
     with httpx.Client(base_url=upstream, timeout=120) as client:
         for name in DOCUMENTS:
-            text = text_of(CORPUS / name)[:limit]
+            text = text_of(corpus / name)[:limit]
             estimate = len(encoding.encode_ordinary(text))
             own = count(client, api, text)
             ratio = own / estimate if estimate else 0.0
@@ -81,5 +79,6 @@ if __name__ == "__main__":
     parser.add_argument("--upstream", required=True)
     parser.add_argument("--api", choices=["llamacpp", "llama-cpp-python"], default="llamacpp")
     parser.add_argument("--limit", type=int, default=200_000, help="characters per document")
+    add_corpus_option(parser)
     args = parser.parse_args()
-    main(args.upstream, args.api, args.limit)
+    main(args.upstream, args.api, args.limit, corpus_or_exit(args.corpus))

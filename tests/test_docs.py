@@ -1,7 +1,9 @@
-"""README.md and docs/: links that lead somewhere, the two commands first, nothing outside."""
+"""README.md and docs/: links that lead somewhere, the two commands first, nothing outside, every
+module named exists."""
 
 from __future__ import annotations
 
+import ast
 import re
 from collections.abc import Callable
 from pathlib import Path
@@ -118,6 +120,88 @@ def test_no_text_names_a_file_outside_the_repository(page: Path) -> None:
         text,
     )
     assert not named, named
+
+
+# `proxy/x/y.py`, `proxy/x/`, and `proxy.x.y` with, maybe, a name in it: a function, a class, or
+# the mutated function of a mutmut mutant (`x_name__mutmut_3`, `xǁClassǁmethod__mutmut_1`).
+SLASHED = re.compile(r"\bproxy/[\w/.-]*\w")
+DOTTED = re.compile(r"\bproxy(?:\.[\wǁ]+)+")
+MUTANT = re.compile(r"x_(\w+?)__mutmut_\d+|xǁ(\w+)ǁ(\w+?)__mutmut_\d+|x_(\w+)|x")
+NOT_MODULES = {
+    "proxy.log": "bench/soak.py's log file",
+    "proxy.lan": "a host name in an example",
+    "proxy/upstream/kinds/toy.py": "the module docs/upstreams.md shows how to write",
+}
+
+
+def module_file(parts: list[str]) -> Path | None:
+    path = ROOT.joinpath(*parts)
+    if path.with_suffix(".py").is_file():
+        return path.with_suffix(".py")
+    return path / "__init__.py" if (path / "__init__.py").is_file() else None
+
+
+def defined(module: Path) -> set[str]:
+    """The functions, classes and module-level names a module defines."""
+    found: set[str] = set()
+    for node in ast.walk(ast.parse(module.read_text())):
+        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef):
+            found.add(node.name)
+        elif isinstance(node, ast.Assign):
+            found |= {t.id for t in node.targets if isinstance(t, ast.Name)}
+    return found
+
+
+def missing_modules(text: str) -> list[str]:
+    """The module paths and names in `text` that are not in the repository."""
+    missing = [
+        path
+        for path in SLASHED.findall(text)
+        if path not in NOT_MODULES and not (ROOT / path).exists()
+    ]
+    for dotted in DOTTED.findall(text):
+        parts = dotted.split(".")
+        if dotted in NOT_MODULES:
+            continue
+        found = next(
+            ((k, f) for k in range(len(parts), 0, -1) if (f := module_file(parts[:k]))), None
+        )
+        if found is None:
+            missing.append(dotted)
+            continue
+        depth, module = found
+        if depth == len(parts):
+            continue
+        mutant = MUTANT.fullmatch(parts[depth])
+        wanted = [n for n in mutant.groups() if n] if mutant else [parts[depth]]
+        if not set(wanted) <= defined(module):
+            missing.append(dotted)
+    return missing
+
+
+@pytest.mark.parametrize("page", PAGES, ids=lambda p: str(p.relative_to(ROOT)))
+def test_every_module_a_page_names_exists(page: Path) -> None:
+    assert missing_modules(page.read_text()) == []
+
+
+def test_a_renamed_module_or_moved_function_is_caught() -> None:
+    named = " ".join(
+        [
+            "`proxy/documents/protocol.py`, `proxy/retrieval/retriever.py`,",
+            "`proxy.upstream.kinds`,",
+            "`proxy.pipeline.stages.retrieve.x_outcomes__mutmut_6`,",
+            "`proxy.pipeline.candidates.x_outcomes__mutmut_6`,",
+            "`proxy.files.store.xǁDiskFileStoreǁrecover__mutmut_2`,",
+            "`proxy.files.store.xǁDiskFileStoreǁgone__mutmut_2`,",
+            "`proxy.documents.kinds`, `proxy.documents.framing`",
+        ]
+    )
+    assert missing_modules(named) == [
+        "proxy/documents/protocol.py",
+        "proxy.pipeline.stages.retrieve.x_outcomes__mutmut_6",
+        "proxy.files.store.xǁDiskFileStoreǁgone__mutmut_2",
+        "proxy.documents.kinds",
+    ]
 
 
 CALLS_A_MODEL = re.compile(

@@ -37,8 +37,8 @@ async def test_a_card_lists_the_searches_the_model_made(
     await browser.wait_for("!!document.querySelector('[data-id=searched] .searches')", "the card")
     line = await browser.eval("document.querySelector('[data-id=searched] .searches').textContent")
     assert line.startswith("searches (tool): the model writes the searches")
-    assert "turn 1: the arguments are not valid JSON" in line
-    assert 'turn 2: "lighthouse keeper fed the cats", "cats on the stone steps" → ' in line
+    assert "turn 1the arguments are not valid JSON" in line
+    assert "turn 2lighthouse keeper fed the cats, cats on the stone steps → " in line
     assert "· 3 turns · " in line and " of 2,048 tokens" in line
     await browser.screenshot(ARTIFACTS / "searches.png")
     assert browser.problems == []

@@ -292,21 +292,62 @@ function imagesLine(images) {
   return el("p", { class: "budget images", text });
 }
 
+function plural(count, word) {
+  return `${n(count)} ${word}${count === 1 ? "" : "s"}`;
+}
+
+// One search the model wrote: each query it asked, what came back, or what it was told instead.
+function searchCall(call) {
+  const item = el("li", { class: `search-call${call.error ? " failed" : ""}` });
+  if (call.error) {
+    item.append(el("span", { class: "search-error", text: call.error }));
+    return item;
+  }
+  call.queries.forEach((query, index) => {
+    if (index) item.append(", ");
+    item.append(el("q", { class: "search-query", title: query, text: query }));
+  });
+  const more = [
+    call.left_out ? `${n(call.left_out)} left out` : "",
+    call.found !== call.given ? `${n(call.found)} found` : "",
+  ].filter(Boolean);
+  item.append(el("span", {
+    class: "num search-given",
+    "data-given": String(call.given),
+    text: ` → ${plural(call.given, "passage")}${more.length ? ` (${more.join(", ")})` : ""}`,
+  }));
+  return item;
+}
+
+// Who wrote the searches, and for a model that wrote them, each one by the turn it was made in.
 function searchesLine(searches) {
   if (!searches) return null;
-  const calls = (searches.calls || []).map((c) => c.error
-    ? `turn ${c.round}: ${c.error}`
-    : `turn ${c.round}: ${c.queries.map((q) => `"${q}"`).join(", ")} → ${c.given} passage${c.given === 1 ? "" : "s"}` +
-      (c.left_out ? ` (${c.left_out} left out)` : ""));
   const budget = searches.budget_limit
     ? ` · ${n(searches.budget_used)} of ${n(searches.budget_limit)} ${searches.budget_unit}` : "";
+  const written = searches.written_calls
+    ? ` · ${plural(searches.written_calls, "call")} written as text, read by the proxy` : "";
   const text =
     `searches (${searches.mode}): ${searches.reason}` +
-    (calls.length ? ` — ${calls.join("; ")}` : "") +
-    (searches.mode === "tool" ? ` · ${searches.rounds} turn${searches.rounds === 1 ? "" : "s"}${budget}` : "") +
+    (searches.mode === "tool" ? ` · ${plural(searches.rounds, "turn")}${budget}${written}` : "") +
     (searches.forced ? `; answer asked without tools: ${searches.forced}` : "") +
     (searches.stopped ? `; ${searches.stopped}` : "");
-  return el("p", { class: "budget searches", text });
+  const box = el("div", { class: "budget searches", "data-mode": searches.mode });
+  box.append(el("p", { class: "searches-head", text }));
+  const byRound = new Map();
+  for (const call of searches.calls || []) {
+    if (!byRound.has(call.round)) byRound.set(call.round, []);
+    byRound.get(call.round).push(call);
+  }
+  if (byRound.size) {
+    const rounds = el("ol", { class: "search-rounds" });
+    for (const [round, calls] of byRound) {
+      rounds.append(el("li", { class: "search-round", "data-round": String(round) },
+        el("span", { class: "num", text: `turn ${round}` }),
+        el("ul", { class: "search-calls" }, ...calls.map(searchCall))));
+    }
+    box.append(rounds);
+  }
+  return box;
 }
 
 function promptLine(prompt) {
