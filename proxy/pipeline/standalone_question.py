@@ -20,12 +20,17 @@ from proxy.retrieval.standalone import (
     OFF,
     REFUSED,
     REFUSED_OUTCOME,
+    REJECTED,
     REWRITTEN,
     TIMED_OUT,
     UNCHANGED,
     StandaloneQuestion,
+    clean_key_words,
+    clean_rewrite,
+    key_words_messages,
     leans_on_history,
     rewrite_messages,
+    searched_question,
 )
 from proxy.retrieval.translation import Endpoint
 from proxy.upstream.abilities import AbilityIntrospection
@@ -68,14 +73,19 @@ async def standalone_question(
     kind = await (side.kind() if side is not None else services.introspection.kind())
     endpoint, extra = await how_to_ask(services, kind, model, side is None)
     exchange.status("Rewriting the follow-up as a standalone question...")
+    words = settings.ask == "words"
     found = await rewriter.rewrite(
         server,
-        rewrite_messages(question, earlier),
+        (key_words_messages if words else rewrite_messages)(question, earlier),
         model=model,
         endpoint=endpoint,
         scope=exchange.caller.name,
         extra=extra,
+        clean=clean_key_words if words else clean_rewrite,
     )
+    if found.text is not None:
+        kept = searched_question(question, found.text, earlier, words, settings.check)
+        found = replace(found, text=kept.text, error=kept.error, rejected=kept.text is None)
     return outcome_of(found, exchange, services, leaning.why, model, where)
 
 
@@ -102,6 +112,8 @@ def outcome_of(
     if found.timed_out:
         timeout = f"no answer within {settings.timeout_s:g} s (retrieval.rewrite.timeout_s)"
         return replace(asked, outcome=TIMED_OUT, why=timeout)
+    if found.rejected:
+        return replace(asked, outcome=REJECTED)
     if found.text is None:
         return replace(asked, outcome=REFUSED_OUTCOME) if found.error == REFUSED else asked
     guarded = services.guarded.guard(found.text, exchange.control_tokens)
