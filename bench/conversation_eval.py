@@ -82,7 +82,10 @@ NO_HISTORY = {"turns": 0, "reply": 0.0, "terms": 0.0, "region": 0.0, "lean": Fal
 
 
 def rewrite(**rule: Any) -> dict[str, Any]:
-    return {"retrieval": {"rewrite": rule}}
+    """retrieval.rewrite settings; the model asked for a rewritten question unless `ask` says
+    otherwise (the key words, retrieval.rewrite.ask: words, are the default since the fourth
+    round)."""
+    return {"retrieval": {"rewrite": {"ask": "question", **rule}}}
 
 
 METHODS: dict[str, dict[str, Any]] = {
@@ -164,8 +167,12 @@ METHODS: dict[str, dict[str, Any]] = {
     "words beside 2": rewrite(ask="words", weight=2.0, lead=False),
     "rewrite lead 2, unchecked": rewrite(weight=2.0, lead=True, check=False),
     "rewrite lead 2, checked": rewrite(weight=2.0, lead=True, check=True),
-    "rewrite 1, no history": {"retrieval": {"history": NO_HISTORY, "rewrite": {"weight": 1.0}}},
-    "rewrite 2, no history": {"retrieval": {"history": NO_HISTORY, "rewrite": {"weight": 2.0}}},
+    "rewrite 1, no history": {
+        "retrieval": {"history": NO_HISTORY, "rewrite": {"ask": "question", "weight": 1.0}}
+    },
+    "rewrite 2, no history": {
+        "retrieval": {"history": NO_HISTORY, "rewrite": {"ask": "question", "weight": 2.0}}
+    },
 }
 
 

@@ -1298,7 +1298,7 @@ class RewriteSettings(Section):
         ),
     )
     check: bool = Field(
-        True,
+        False,
         description=(
             "A rewritten question is searched only if it keeps the question's language and some "
             "of its words and resolves what it pointed at; else the conversation is searched "
@@ -1306,7 +1306,7 @@ class RewriteSettings(Section):
         ),
     )
     ask: Literal["question", "words"] = Field(
-        "question",
+        "words",
         description=(
             "What the model is asked: `question`, the follow-up rewritten as a standalone "
             "question; `words`, the conversation's key words the follow-up needs, which the "

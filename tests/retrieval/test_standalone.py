@@ -284,11 +284,14 @@ FOLLOW_UP = "And with the other interface?"
 STANDALONE = "How do I stop a running transfer with the multi interface?"
 # Item 1 off: only the rewritten question can find the multi interface's passage.
 # The conversation's own searches off (no earlier turn, no carried word, no lean), so that
-# what was searched is the question and its rewrite.
+# what was searched is the question and its rewrite. The model asked for a rewrite
+# (retrieval.rewrite.ask: question); the key words (the default) have tests of their own below.
+QUESTION = {"ask": "question"}
 NO_HISTORY = {
     "chunk_tokens": 60,
     "chunk_overlap": 0,
     "history": {"turns": 0, "reply": 0, "terms": 0, "lean": False},
+    "rewrite": QUESTION,
 }
 
 
@@ -360,7 +363,7 @@ def test_the_rewrite_leads_the_conversation_texts_or_stands_beside_them(
     make_proxy: Callable[..., str], instruct: FakeUpstream, lead: bool
 ) -> None:
     history = {"turns": 1, "weight": 1.0, "terms": 0, "lean": False}
-    rewrite = {"lead": lead, "weight": 2.0}
+    rewrite = {**QUESTION, "lead": lead, "weight": 2.0}
     base = make_proxy(retrieval={**NO_HISTORY, "history": history, "rewrite": rewrite})
     ask(base, conversation(FOLLOW_UP))
     searched = [
@@ -385,7 +388,7 @@ def test_the_rewrite_leads_the_conversation_texts_or_stands_beside_them(
 def test_without_the_rewrite_the_same_follow_up_misses(
     make_proxy: Callable[..., str], instruct: FakeUpstream
 ) -> None:
-    base = make_proxy(retrieval={**NO_HISTORY, "rewrite": {"enabled": False}})
+    base = make_proxy(retrieval={**NO_HISTORY, "rewrite": {**QUESTION, "enabled": False}})
     raw = ask(base, conversation(FOLLOW_UP))
     assert "remove the easy handle" not in forwarded(instruct)
     assert raw.headers["X-Enrich-Rewrite"] == "off"
@@ -436,7 +439,9 @@ def test_a_slow_model_times_out_and_the_conversation_alone_is_searched(
 ) -> None:
     instruct.rewrite_delay = 2.0
     history = {"turns": 2, "reply": 0, "terms": 0, "lean": False}
-    base = make_proxy(retrieval={**NO_HISTORY, "history": history, "rewrite": {"timeout_s": 0.2}})
+    base = make_proxy(
+        retrieval={**NO_HISTORY, "history": history, "rewrite": {**QUESTION, "timeout_s": 0.2}}
+    )
     raw = ask(base, conversation(FOLLOW_UP))
     assert raw.headers["X-Enrich-Rewrite"] == "timed out"
     assert raw.headers["X-Enrich-Searched"] == "question 1; conversation 1"
@@ -473,7 +478,7 @@ def test_a_rewrite_that_resolves_nothing_is_not_searched(
     make_proxy: Callable[..., str], instruct: FakeUpstream
 ) -> None:
     instruct.rewrites = {FOLLOW_UP: "How do I set a proxy for all transfers?"}
-    base = make_proxy(retrieval=NO_HISTORY)
+    base = make_proxy(retrieval={**NO_HISTORY, "rewrite": {**QUESTION, "check": True}})
     raw = ask(base, conversation(FOLLOW_UP))
     assert raw.headers["X-Enrich-Rewrite"] == "rejected"
     record = last_record(base)
@@ -487,7 +492,7 @@ def test_unchecked_whatever_the_model_wrote_is_searched(
     make_proxy: Callable[..., str], instruct: FakeUpstream
 ) -> None:
     instruct.rewrites = {FOLLOW_UP: "How do I set a proxy for all transfers?"}
-    base = make_proxy(retrieval={**NO_HISTORY, "rewrite": {"check": False}})
+    base = make_proxy(retrieval={**NO_HISTORY, "rewrite": {**QUESTION, "check": False}})
     raw = ask(base, conversation(FOLLOW_UP))
     assert raw.headers["X-Enrich-Rewrite"] == "rewritten"
 
@@ -582,7 +587,12 @@ def test_another_server_and_model_can_write_it(
     base = make_proxy(
         retrieval={
             **NO_HISTORY,
-            "rewrite": {"base_url": url, "model": "small-writer", "api_key": "sk-writer"},
+            "rewrite": {
+                **QUESTION,
+                "base_url": url,
+                "model": "small-writer",
+                "api_key": "sk-writer",
+            },
         }
     )
     raw = ask(base, conversation(FOLLOW_UP))
@@ -612,6 +622,7 @@ def test_the_rewrite_settings_are_checked() -> None:
 
     rewrite = load_settings(None, environ={}).retrieval.rewrite
     assert rewrite.enabled and rewrite.timeout_s == 10 and rewrite.weight == 2.0 and rewrite.lead
+    assert rewrite.ask == "words" and not rewrite.check
     for bad in ({"base_url": "ftp://host"}, {"timeout_s": 0}, {"max_tokens": 4}):
         with pytest.raises(ConfigError, match=r"retrieval\.rewrite"):
             load_settings(None, environ={}, overrides={"retrieval": {"rewrite": bad}})
