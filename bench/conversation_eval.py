@@ -82,7 +82,10 @@ NO_HISTORY = {"turns": 0, "reply": 0.0, "terms": 0.0, "region": 0.0, "lean": Fal
 
 
 def rewrite(**rule: Any) -> dict[str, Any]:
-    return {"retrieval": {"rewrite": rule}}
+    """retrieval.rewrite settings; the model asked for a rewritten question unless `ask` says
+    otherwise (the key words, retrieval.rewrite.ask: words, are the default since the fourth
+    round)."""
+    return {"retrieval": {"rewrite": {"ask": "question", **rule}}}
 
 
 METHODS: dict[str, dict[str, Any]] = {
@@ -156,8 +159,20 @@ METHODS: dict[str, dict[str, Any]] = {
     "rewrite lead 1.5": rewrite(weight=1.5, lead=True),
     "rewrite lead 2": rewrite(weight=2.0, lead=True),
     "rewrite lead 3": rewrite(weight=3.0, lead=True),
-    "rewrite 1, no history": {"retrieval": {"history": NO_HISTORY, "rewrite": {"weight": 1.0}}},
-    "rewrite 2, no history": {"retrieval": {"history": NO_HISTORY, "rewrite": {"weight": 2.0}}},
+    # Fourth round: the model names the conversation's key words the follow-up needs; the proxy
+    # puts them before the question (retrieval.rewrite.ask).
+    "words lead 2": rewrite(ask="words", weight=2.0, lead=True),
+    "words lead 1": rewrite(ask="words", weight=1.0, lead=True),
+    "words lead 3": rewrite(ask="words", weight=3.0, lead=True),
+    "words beside 2": rewrite(ask="words", weight=2.0, lead=False),
+    "rewrite lead 2, unchecked": rewrite(weight=2.0, lead=True, check=False),
+    "rewrite lead 2, checked": rewrite(weight=2.0, lead=True, check=True),
+    "rewrite 1, no history": {
+        "retrieval": {"history": NO_HISTORY, "rewrite": {"ask": "question", "weight": 1.0}}
+    },
+    "rewrite 2, no history": {
+        "retrieval": {"history": NO_HISTORY, "rewrite": {"ask": "question", "weight": 2.0}}
+    },
 }
 
 

@@ -1315,6 +1315,22 @@ class RewriteSettings(Section):
             "as written keeps 1."
         ),
     )
+    check: bool = Field(
+        False,
+        description=(
+            "A rewritten question is searched only if it keeps the question's language and some "
+            "of its words and resolves what it pointed at; else the conversation is searched "
+            "without it (outcome `rejected`)."
+        ),
+    )
+    ask: Literal["question", "words"] = Field(
+        "words",
+        description=(
+            "What the model is asked: `question`, the follow-up rewritten as a standalone "
+            "question; `words`, the conversation's key words the follow-up needs, which the "
+            "proxy puts before the question (a small model extracts better than it rewrites)."
+        ),
+    )
 
     @field_validator("base_url")
     @classmethod

@@ -4,6 +4,7 @@ instruction-tuned model and searched beside them."""
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any
 
 from proxy.pipeline.exchange import Exchange
@@ -16,7 +17,16 @@ from proxy.retrieval.follow_up import (
     standalone_outcome,
 )
 from proxy.retrieval.history import SearchText, earlier_turns
-from proxy.retrieval.standalone import NOT_INSTRUCT, Leaning, StandaloneQuestion, rewrite_messages
+from proxy.retrieval.standalone import (
+    NOT_INSTRUCT,
+    Leaning,
+    StandaloneQuestion,
+    clean_key_words,
+    clean_rewrite,
+    key_words_messages,
+    rewrite_messages,
+    searched_question,
+)
 from proxy.retrieval.translation import Endpoint
 from proxy.upstream.abilities import AbilityIntrospection
 from proxy.upstream.client import UpstreamClient
@@ -39,7 +49,8 @@ async def follow_up_searches(
     gate = rewrite_gate(question, earlier, enabled) if searching else None
     standalone = None if isinstance(gate, Leaning) else gate
     if isinstance(gate, Leaning) and rewriter is not None:
-        messages = rewrite_messages(question, earlier)
+        words = settings.rewrite.ask == "words"
+        messages = (key_words_messages if words else rewrite_messages)(question, earlier)
         model = settings.rewrite.model or exchange.model
         side = services.rewrite_server
         server: UpstreamClient = side.client if side is not None else services.upstream
@@ -77,7 +88,13 @@ async def follow_up_searches(
                 endpoint=endpoint,
                 scope=exchange.caller.name,
                 extra=extra,
+                clean=clean_key_words if words else clean_rewrite,
             )
+            if found.text is not None:
+                kept = searched_question(
+                    question, found.text, earlier, words, settings.rewrite.check
+                )
+                found = replace(found, text=kept.text, error=kept.error, rejected=kept.text is None)
             guarded = None
             if found.text is not None and not found.timed_out:
                 said_back = services.guarded.guard(found.text, exchange.control_tokens)

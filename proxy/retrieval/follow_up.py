@@ -22,6 +22,7 @@ from proxy.retrieval.standalone import (
     OFF,
     REFUSED,
     REFUSED_OUTCOME,
+    REJECTED,
     REWRITTEN,
     TIMED_OUT,
     UNCHANGED,
@@ -73,6 +74,8 @@ def standalone_outcome(
     if found.timed_out:
         timeout = f"no answer within {settings.timeout_s:g} s (retrieval.rewrite.timeout_s)"
         return replace(asked, outcome=TIMED_OUT, why=timeout)
+    if found.rejected:
+        return replace(asked, outcome=REJECTED)
     if guarded is None:
         return replace(asked, outcome=REFUSED_OUTCOME) if found.error == REFUSED else asked
     text = " ".join(guarded[0].split())

@@ -6,6 +6,7 @@ from __future__ import annotations
 import hashlib
 import json
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -14,7 +15,7 @@ import structlog
 from cachetools import LRUCache
 
 from proxy import jsonio
-from proxy.retrieval.standalone import clean_rewrite
+from proxy.retrieval.standalone import Cleaned, clean_rewrite
 from proxy.retrieval.translation import Endpoint
 from proxy.upstream.client import UpstreamClient
 
@@ -36,6 +37,7 @@ class Rewrite:
     error: str | None = None
     timed_out: bool = False
     cached: bool = False
+    rejected: bool = False  # an answer the proxy's checks turned down (`error` says why)
 
 
 class QuestionRewriter:
@@ -65,6 +67,7 @@ class QuestionRewriter:
         endpoint: Endpoint,
         scope: str,
         extra: dict[str, Any] | None = None,
+        clean: Callable[[str], Cleaned] = clean_rewrite,
     ) -> Rewrite:
         started = time.perf_counter()
         key = self.key(server, messages, model, scope)
@@ -81,7 +84,7 @@ class QuestionRewriter:
             error = f"{type(exc).__name__}: {exc}"[:200] if str(exc) else type(exc).__name__
             log.warning("question rewrite failed", error=error)
             return Rewrite(None, time.perf_counter() - started, endpoint, error)
-        cleaned = clean_rewrite(raw)
+        cleaned = clean(raw)
         # An answer, question or not, is kept: the same conversation gets the same search.
         self._cache[key] = (cleaned.text, cleaned.error)
         return Rewrite(cleaned.text, time.perf_counter() - started, endpoint, cleaned.error)

@@ -5,13 +5,14 @@ from __future__ import annotations
 
 import re
 import unicodedata
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 import bm25s.stopwords
 
 from proxy.retrieval.history import SearchText, Turn, first_words, last_words
+from proxy.retrieval.lexical import query_language
 from proxy.retrieval.translation import Endpoint
 
 _WORD = re.compile(r"\w+")
@@ -202,6 +203,49 @@ def rewrite_messages(question: str, earlier: Sequence[Turn]) -> list[dict[str, s
     return messages
 
 
+# -- or: the conversation's key words, named by the model, put before the question by the proxy --
+
+KEY_WORDS_INSTRUCTION = (
+    "List the key words of the conversation that the last question needs to be understood in "
+    "a document search: what its words point at (it, that, they, the other one, the second, "
+    "the tokens) and what the conversation is about (the program, the book, the system). Two "
+    "to six key words or short phrases, copied from the conversation in its language, "
+    "separated by commas. Do not answer the question and do not repeat it."
+)
+# Worked examples, shown as earlier turns: picking key words is extraction, which a small model
+# does better than rewriting (it leaves the subject out of a rewrite, or changes its language).
+# Far from any document's subject; the third's question points back by "the" alone, the fourth
+# keeps its language.
+KEY_WORDS_EXAMPLES = (
+    (EXAMPLES[0][0], "kettle, warranty, heating element"),
+    (EXAMPLES[1][0], "app, database, PostgreSQL"),
+    (
+        "User: How does the garden pump's timer work?\n"
+        "Assistant: It switches the pump on at the set hours; a float switch stops it when the "
+        "tank runs dry.\n"
+        "Last question: Does the switch also protect it against frost?",
+        "garden pump, float switch",
+    ),
+    (EXAMPLES[2][0], "Hofladen, Zahlung auf Rechnung, Stammkunden"),
+)
+KEY_WORDS = 16
+"""The key words are cut to this many words."""
+
+
+def key_words_messages(question: str, earlier: Sequence[Turn]) -> list[dict[str, str]]:
+    """The chat request's messages when the model names the conversation's key words for the
+    follow-up: the instruction, worked examples, then the conversation as `rewrite_messages`
+    shows it."""
+    messages = [{"role": "system", "content": KEY_WORDS_INSTRUCTION}]
+    for asked, named in KEY_WORDS_EXAMPLES:
+        messages += [
+            {"role": "user", "content": asked},
+            {"role": "assistant", "content": named},
+        ]
+    messages.append({"role": "user", "content": conversation_lines(question, earlier)})
+    return messages
+
+
 # -- what of the answer is kept ------------------------------------------------------------------
 
 MAX_WORDS = 60
@@ -262,6 +306,106 @@ def clean_rewrite(raw: str) -> Cleaned:
     return Cleaned(line)
 
 
+def rewrite_fault(question: str, rewrite: str) -> str | None:
+    """Why a model's rewrite of `question` is not searched, or None: written in another language
+    than the question, no question where the question was one (the model answered it), still
+    pointing back where the question did with no word added (nothing resolved), or holding
+    none of the question's own words (another question)."""
+    asked, written = query_language(question), query_language(rewrite)
+    if asked is not None and written is not None and asked != written:
+        return f"the rewrite is in {written}, the question in {asked}"
+    if _QUESTION_END.search(question) and not _QUESTION_END.search(rewrite):
+        return "the rewrite is no question (an answer?)"
+    own, written_own = set(own_words(question)), set(own_words(rewrite))
+    pointing = {word for word in _word_set(question) if word in _REFERRING}
+    kept = sorted(pointing & _word_set(rewrite))
+    if kept and written_own <= own:
+        return f"the rewrite still points back ({kept[0]!r}) and adds no word"
+    if own and not own & written_own:
+        return "the rewrite holds none of the question's own words"
+    return None
+
+
+_KEY_WORDS_LABEL = re.compile(
+    r"^\s*(?:\*\*)?(?:key ?words|subject|topic|answer|schlüsselwörter|stichwörter|thema|"
+    r"ключевые слова|тема)\s*(?:\*\*)?\s*:\s*(?:\*\*)?\s*",
+    re.IGNORECASE,
+)
+NOT_FROM_THE_CONVERSATION = "the key words named are not the conversation's"
+
+
+def clean_key_words(raw: str) -> Cleaned:
+    """The key words on the model's first line of answer (reasoning left out), its label, quotes
+    and closing stop removed, cut to KEY_WORDS words and MAX_CHARS characters."""
+    text = _THINKING.sub("", raw)
+    if _OPEN_THINKING.search(text):
+        return Cleaned(None, "the answer stopped inside its reasoning")
+    lines = [line for line in text.strip().splitlines() if line.strip()]
+    if not lines:
+        return Cleaned(None, NOT_A_QUESTION)
+    line = _KEY_WORDS_LABEL.sub("", lines[0]).strip()
+    if not line and len(lines) > 1:
+        line = lines[1].strip()
+    line = line.strip("\"'`«»“”„*").strip()
+    if _REFUSAL.match(line):
+        return Cleaned(None, REFUSED)
+    line = first_words(line, KEY_WORDS).rstrip(".!;:,").strip("\"'`«»“”„*").strip()
+    if len(line) > MAX_CHARS:
+        line = line[:MAX_CHARS].rsplit(" ", 1)[0]
+    if not _WORD.search(line):
+        return Cleaned(None, NOT_A_QUESTION)
+    return Cleaned(line)
+
+
+def _word_set(text: str) -> set[str]:
+    return set(_WORD.findall(unicodedata.normalize("NFKC", text).casefold()))
+
+
+STEM_CHARS = 6
+"""Words are matched by their first this many letters: a key word copied from the conversation
+may come back inflected ("загрузочная" for "загрузочную", "features" for "feature")."""
+
+
+def _stems(words: Iterable[str]) -> set[str]:
+    return {word[:STEM_CHARS] for word in words}
+
+
+def with_key_words(question: str, named_words: str, earlier: Sequence[Turn]) -> Cleaned:
+    """The follow-up with the key words the model named before it ("garden pump, float switch:
+    Does the switch protect it against frost?"), or why not. A key word (or phrase) the
+    question holds already adds nothing; it was asked to copy them from the conversation, so
+    one with no word said before the question is the model's own (an answer, a guess): both are
+    left out."""
+    said = _stems(_word_set(" ".join(turn.text for turn in earlier)))
+    asked = _stems(_word_set(question))
+    kept, foreign = [], 0
+    for item in (part.strip() for part in named_words.split(",")):
+        named = _stems(own_words(item))
+        if not named or named <= asked:
+            continue
+        if named & said:
+            kept.append(item)
+        else:
+            foreign += 1
+    if not kept:
+        return Cleaned(None, NOT_FROM_THE_CONVERSATION if foreign else "the question names them")
+    return Cleaned(f"{', '.join(kept)}: {question.strip()}")
+
+
+def searched_question(
+    question: str, answer: str, earlier: Sequence[Turn], words: bool, check: bool
+) -> Cleaned:
+    """What is searched from the model's cleaned answer: the question with the key words before
+    it (`words`), or the rewrite, checked by `rewrite_fault` when `check`; else why not."""
+    if words:
+        return with_key_words(question, answer, earlier)
+    if check and answer.casefold() != question.strip().casefold():
+        fault = rewrite_fault(question, answer)
+        if fault is not None:
+            return Cleaned(None, fault)
+    return Cleaned(answer)
+
+
 def _one_line(text: str) -> str:
     return " ".join(text.split())
 
@@ -274,14 +418,15 @@ TIMED_OUT = "timed out"
 FAILED = "failed"
 REFUSED_OUTCOME = "refused"
 UNCHANGED = "unchanged"
+REJECTED = "rejected"
 OFF = "off"
 
 
 @dataclass(frozen=True)
 class StandaloneQuestion:
     """What became of rewriting a follow-up: `outcome` (rewritten, not needed, not
-    instruction-tuned, timed out, failed, refused, unchanged, off), why, and the question
-    searched (only when rewritten)."""
+    instruction-tuned, timed out, failed, refused, unchanged, rejected, off), why, and the
+    question searched (only when rewritten)."""
 
     outcome: str
     why: str

@@ -189,6 +189,9 @@ class FakeUpstream:
     # the conversation ending "Last question: <q>") is answered with <q>'s entry here, after
     # `rewrite_delay` seconds; an entry of None answers 500 instead.
     rewrites: dict[str, str | None] = field(default_factory=dict)
+    # The same for the proxy's key-words prompt (retrieval.rewrite.ask: words): the key words
+    # the model names for a follow-up, by the follow-up.
+    key_words: dict[str, str | None] = field(default_factory=dict)
     rewrite_delay: float = 0.0
 
     def authorised(self, request: web.Request) -> None:
@@ -281,11 +284,13 @@ class FakeUpstream:
         if self.tool_model is not None:
             return await self.tool_model.answer(request, body)
         messages = body.get("messages") or [{}]
-        if str(messages[0].get("content", "")).startswith("Rewrite the last question"):
+        instruction = str(messages[0].get("content", ""))
+        if instruction.startswith(("Rewrite the last question", "List the key words")):
             asked = str(messages[-1].get("content", "")).rsplit("Last question: ", 1)[-1]
-            if asked in self.rewrites:
+            known = self.rewrites if instruction.startswith("Rewrite") else self.key_words
+            if asked in known:
                 await asyncio.sleep(self.rewrite_delay)
-                rewritten = self.rewrites[asked]
+                rewritten = known[asked]
                 if rewritten is None:
                     return web.json_response(self.error_body, status=500)
                 return web.json_response(completion(body, [rewritten]))

@@ -31,7 +31,7 @@ async def test_a_follow_ups_card_shows_its_standalone_question(
 ) -> None:
     upstream.chat_template = CHAT_TEMPLATE
     upstream.rewrites = {"With what?": "What does the lighthouse keeper feed the cats with?"}
-    base = make_proxy(retrieval=SMALL_CHUNKS)
+    base = make_proxy(retrieval={**SMALL_CHUNKS, "rewrite": {"ask": "question"}})
     assert chat(base, follow_up("With what?"), **{"X-Request-ID": "rewritten"}).status_code == 200
     question = "Which bread does the bakery on the corner sell at dawn?"
     assert chat(base, follow_up(question), **{"X-Request-ID": "self"}).status_code == 200

@@ -13,16 +13,23 @@ from proxy.retrieval.history import Turn
 from proxy.retrieval.standalone import (
     ANSWER_TAIL_WORDS,
     EXAMPLES,
+    KEY_WORDS,
+    KEY_WORDS_EXAMPLES,
     MAX_CHARS,
     MAX_WORDS,
     NOT_A_QUESTION,
+    NOT_FROM_THE_CONVERSATION,
     QUESTIONS_SHOWN,
     REFUSED,
+    clean_key_words,
     clean_rewrite,
     conversation_lines,
+    key_words_messages,
     leans_on_history,
     own_words,
+    rewrite_fault,
     rewrite_messages,
+    with_key_words,
 )
 from tests.fakes.servers import ServerThread
 from tests.fakes.upstream import FakeUpstream, Recorded
@@ -163,6 +170,111 @@ def test_a_long_answer_is_cut() -> None:
     assert kept is not None and len(kept) <= MAX_CHARS
 
 
+# -- what a rewrite must be to be searched (retrieval.rewrite.check) -----------------------------
+
+
+@pytest.mark.parametrize(
+    ("question", "rewrite", "fault"),
+    [
+        # Another language than the question's.
+        (
+            "Warum wurde das eingeführt?",
+            "Why was payment on account introduced at the farm shop?",
+            "in english, the question in german",
+        ),
+        # An answer instead of a question.
+        (
+            "So what's the general rule for when it counts as local?",
+            "A variable assigned inside a function is local to that function.",
+            "no question",
+        ),
+        # The pointing word kept, nothing added: nothing was resolved.
+        ("Why was that introduced?", "So why was that introduced, then?", "still points back"),
+        # None of the question's own words: another question.
+        ("Does it strip the cookies too?", "How do I follow redirects with curl?", "none of"),
+    ],
+)
+def test_a_rewrite_that_resolves_nothing_is_turned_down(
+    question: str, rewrite: str, fault: str
+) -> None:
+    found = rewrite_fault(question, rewrite)
+    assert found is not None and fault in found
+
+
+@pytest.mark.parametrize(
+    ("question", "rewrite"),
+    [
+        ("Warum wurde das eingeführt?", "Warum wurde die Zahlung auf Rechnung eingeführt?"),
+        ("What does the 403 one mean?", "What does the HTTP 403 status code mean in curl?"),
+        ("And Rhino?", "Does Rhino run the test suite?"),  # no own word to keep
+        (
+            "А несколько процессоров он поддерживает?",
+            "Поддерживает ли MINIX несколько процессоров?",
+        ),
+    ],
+)
+def test_a_rewrite_that_resolves_its_question_is_kept(question: str, rewrite: str) -> None:
+    assert rewrite_fault(question, rewrite) is None
+
+
+# -- or the conversation's key words, put before the question (retrieval.rewrite.ask: words) ----
+
+
+def test_the_key_words_prompt_shows_examples_copied_from_their_conversations() -> None:
+    messages = key_words_messages("And Rhino?", EARLIER)
+    assert messages[0]["role"] == "system"
+    assert messages[0]["content"].startswith("List the key words")
+    assert [m["role"] for m in messages[1:-1]] == ["user", "assistant"] * len(KEY_WORDS_EXAMPLES)
+    assert messages[-1]["content"] == conversation_lines("And Rhino?", EARLIER)
+    # Each worked example does what the proxy checks: its key words are its conversation's.
+    for asked, named in KEY_WORDS_EXAMPLES:
+        conversation, question = asked.rsplit("\nLast question: ", 1)
+        kept = with_key_words(question, named, [Turn("user", conversation)])
+        assert kept.text == f"{named}: {question}"
+
+
+@pytest.mark.parametrize(
+    ("raw", "kept"),
+    [
+        ("multi interface, easy handle", "multi interface, easy handle"),
+        ("Key words: multi interface, easy handle.", "multi interface, easy handle"),
+        (
+            '"Zahlung auf Rechnung, Hofladen"\nThe question asks about ...',
+            "Zahlung auf Rechnung, Hofladen",
+        ),
+        ("<think>the other one is</think>\nmulti interface", "multi interface"),
+    ],
+)
+def test_the_key_words_are_taken_from_the_answer(raw: str, kept: str) -> None:
+    assert clean_key_words(raw).text == kept
+
+
+def test_no_key_words_none_kept() -> None:
+    assert clean_key_words("I'm sorry, I can't do that.").error == REFUSED
+    assert clean_key_words("   ").error == NOT_A_QUESTION
+    kept = clean_key_words(", ".join(["word"] * 100)).text
+    assert kept is not None and len(kept.split()) == KEY_WORDS
+
+
+def test_key_words_go_before_the_question_when_the_conversation_said_them() -> None:
+    earlier = [
+        Turn("user", "How do I stop a running transfer?"),
+        Turn("assistant", "With the easy interface, return an error from the progress callback."),
+    ]
+    question = "And with the other interface?"
+    # A key word the question holds already adds nothing; one never said is the model's own.
+    found = with_key_words(
+        question, "easy interface, interface, asynchronous API, callback", earlier
+    )
+    assert found.text == f"easy interface, callback: {question}"
+    assert with_key_words(question, "asynchronous API", earlier).error == NOT_FROM_THE_CONVERSATION
+    assert with_key_words(question, "interface", earlier).error == "the question names them"
+    # Matched by their stems: a key word may come back inflected.
+    russian = [Turn("user", "Как сделать загрузочную флешку с установщиком?")]
+    found = with_key_words("А писать на всю флешку?", "загрузочная флешка, писать", russian)
+    assert found.text == "загрузочная флешка: А писать на всю флешку?"
+
+
 # -- a follow-up rewritten as a standalone question, through the real SDK -------------------------
 
 
@@ -172,11 +284,14 @@ FOLLOW_UP = "And with the other interface?"
 STANDALONE = "How do I stop a running transfer with the multi interface?"
 # Item 1 off: only the rewritten question can find the multi interface's passage.
 # The conversation's own searches off (no earlier turn, no carried word, no lean), so that
-# what was searched is the question and its rewrite.
+# what was searched is the question and its rewrite. The model asked for a rewrite
+# (retrieval.rewrite.ask: question); the key words (the default) have tests of their own below.
+QUESTION = {"ask": "question"}
 NO_HISTORY = {
     "chunk_tokens": 60,
     "chunk_overlap": 0,
     "history": {"turns": 0, "reply": 0, "terms": 0, "lean": False},
+    "rewrite": QUESTION,
 }
 
 
@@ -248,7 +363,7 @@ def test_the_rewrite_leads_the_conversation_texts_or_stands_beside_them(
     make_proxy: Callable[..., str], instruct: FakeUpstream, lead: bool
 ) -> None:
     history = {"turns": 1, "weight": 1.0, "terms": 0, "lean": False}
-    rewrite = {"lead": lead, "weight": 2.0}
+    rewrite = {**QUESTION, "lead": lead, "weight": 2.0}
     base = make_proxy(retrieval={**NO_HISTORY, "history": history, "rewrite": rewrite})
     ask(base, conversation(FOLLOW_UP))
     searched = [
@@ -273,7 +388,7 @@ def test_the_rewrite_leads_the_conversation_texts_or_stands_beside_them(
 def test_without_the_rewrite_the_same_follow_up_misses(
     make_proxy: Callable[..., str], instruct: FakeUpstream
 ) -> None:
-    base = make_proxy(retrieval={**NO_HISTORY, "rewrite": {"enabled": False}})
+    base = make_proxy(retrieval={**NO_HISTORY, "rewrite": {**QUESTION, "enabled": False}})
     raw = ask(base, conversation(FOLLOW_UP))
     assert "remove the easy handle" not in forwarded(instruct)
     assert raw.headers["X-Enrich-Rewrite"] == "off"
@@ -324,7 +439,9 @@ def test_a_slow_model_times_out_and_the_conversation_alone_is_searched(
 ) -> None:
     instruct.rewrite_delay = 2.0
     history = {"turns": 2, "reply": 0, "terms": 0, "lean": False}
-    base = make_proxy(retrieval={**NO_HISTORY, "history": history, "rewrite": {"timeout_s": 0.2}})
+    base = make_proxy(
+        retrieval={**NO_HISTORY, "history": history, "rewrite": {**QUESTION, "timeout_s": 0.2}}
+    )
     raw = ask(base, conversation(FOLLOW_UP))
     assert raw.headers["X-Enrich-Rewrite"] == "timed out"
     assert raw.headers["X-Enrich-Searched"] == "question 1; conversation 1"
@@ -355,6 +472,70 @@ def test_a_failed_or_refused_rewrite_is_said_and_not_searched(
     record = last_record(base)
     assert record["rewrite"]["outcome"] == outcome
     assert [text["from"] for text in record["searched"]] == ["question"]
+
+
+def test_a_rewrite_that_resolves_nothing_is_not_searched(
+    make_proxy: Callable[..., str], instruct: FakeUpstream
+) -> None:
+    instruct.rewrites = {FOLLOW_UP: "How do I set a proxy for all transfers?"}
+    base = make_proxy(retrieval={**NO_HISTORY, "rewrite": {**QUESTION, "check": True}})
+    raw = ask(base, conversation(FOLLOW_UP))
+    assert raw.headers["X-Enrich-Rewrite"] == "rejected"
+    record = last_record(base)
+    assert record["rewrite"]["outcome"] == "rejected"
+    assert record["rewrite"]["why"] == "the rewrite holds none of the question's own words"
+    assert "text" not in record["rewrite"]
+    assert [text["from"] for text in record["searched"]] == ["question"]
+
+
+def test_unchecked_whatever_the_model_wrote_is_searched(
+    make_proxy: Callable[..., str], instruct: FakeUpstream
+) -> None:
+    instruct.rewrites = {FOLLOW_UP: "How do I set a proxy for all transfers?"}
+    base = make_proxy(retrieval={**NO_HISTORY, "rewrite": {**QUESTION, "check": False}})
+    raw = ask(base, conversation(FOLLOW_UP))
+    assert raw.headers["X-Enrich-Rewrite"] == "rewritten"
+
+
+def key_words_conversation(follow_up: str) -> list[dict[str, Any]]:
+    """The conversation of `conversation`, its answer naming both interfaces."""
+    messages = conversation(follow_up)
+    messages[1]["content"] = (
+        "With the easy interface, return an error from the progress callback; the multi "
+        "interface has its own way."
+    )
+    return messages
+
+
+def test_the_key_words_the_model_names_are_searched_before_the_question(
+    make_proxy: Callable[..., str], instruct: FakeUpstream
+) -> None:
+    instruct.key_words = {FOLLOW_UP: "Key words: multi interface, running transfer"}
+    base = make_proxy(retrieval={**NO_HISTORY, "rewrite": {"ask": "words"}})
+    raw = ask(base, key_words_conversation(FOLLOW_UP))
+    assert raw.headers["X-Enrich-Rewrite"] == "rewritten"
+    assert raw.headers["X-Enrich-Searched"] == "question 1; rewrite 2"
+    searched = f"multi interface, running transfer: {FOLLOW_UP}"
+    record = last_record(base)
+    assert record["rewrite"]["text"] == searched
+    assert record["searched"][-1] == {"text": searched, "weight": 2.0, "from": "rewrite"}
+    assert "With the multi interface, remove the easy handle" in forwarded(instruct)
+    assert rewrite_calls(instruct) == []  # the key-words prompt, not the rewrite's
+    (call,) = [c for c in instruct.to("/v1/chat/completions") if c.json.get("max_tokens") == 64]
+    assert call.json["messages"][0]["content"].startswith("List the key words")
+    assert "easy handle" not in json.dumps(call.json)  # never the documents
+
+
+def test_key_words_the_conversation_never_said_are_not_searched(
+    make_proxy: Callable[..., str], instruct: FakeUpstream
+) -> None:
+    instruct.key_words = {FOLLOW_UP: "handle removal, stack"}  # the document's, never said
+    base = make_proxy(retrieval={**NO_HISTORY, "rewrite": {"ask": "words"}})
+    raw = ask(base, key_words_conversation(FOLLOW_UP))
+    assert raw.headers["X-Enrich-Rewrite"] == "rejected"
+    assert last_record(base)["rewrite"]["why"] == NOT_FROM_THE_CONVERSATION
+    assert [text["from"] for text in last_record(base)["searched"]] == ["question"]
+    assert "remove the easy handle" not in forwarded(instruct)
 
 
 def test_a_base_model_is_not_asked(make_proxy: Callable[..., str], instruct: FakeUpstream) -> None:
@@ -406,7 +587,12 @@ def test_another_server_and_model_can_write_it(
     base = make_proxy(
         retrieval={
             **NO_HISTORY,
-            "rewrite": {"base_url": url, "model": "small-writer", "api_key": "sk-writer"},
+            "rewrite": {
+                **QUESTION,
+                "base_url": url,
+                "model": "small-writer",
+                "api_key": "sk-writer",
+            },
         }
     )
     raw = ask(base, conversation(FOLLOW_UP))
@@ -436,6 +622,7 @@ def test_the_rewrite_settings_are_checked() -> None:
 
     rewrite = load_settings(None, environ={}).retrieval.rewrite
     assert rewrite.enabled and rewrite.timeout_s == 10 and rewrite.weight == 2.0 and rewrite.lead
+    assert rewrite.ask == "words" and not rewrite.check
     for bad in ({"base_url": "ftp://host"}, {"timeout_s": 0}, {"max_tokens": 4}):
         with pytest.raises(ConfigError, match=r"retrieval\.rewrite"):
             load_settings(None, environ={}, overrides={"retrieval": {"rewrite": bad}})

@@ -39,7 +39,12 @@ def test_the_rewrite_is_asked_with_the_running_window_and_no_thinking(
     ollama.loaded["llama3.2:latest"] = (16384, False)  # the window /api/ps says it runs with
     base = proxy_before(
         ollama.base_url,  # type: ignore[attr-defined]
-        retrieval={"chunk_tokens": 60, "chunk_overlap": 0, "history": {"turns": 0}},
+        retrieval={
+            "chunk_tokens": 60,
+            "chunk_overlap": 0,
+            "history": {"turns": 0},
+            "rewrite": {"ask": "question"},
+        },
     )
     raw = client(base).chat.completions.with_raw_response.create(
         model=MODEL,
