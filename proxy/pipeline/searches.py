@@ -44,6 +44,10 @@ def conversation_texts(
         rule.lean,
         rule.near,
         rule.terms_by_meaning,
+        definite=rule.definite,
+        together=rule.together,
+        both=rule.both,
+        reply_pointing=rule.reply_pointing,
     )
     question = exchange.query or " "
     rewrite = standalone.search if standalone is not None else None
