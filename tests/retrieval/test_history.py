@@ -306,6 +306,8 @@ def test_carried_words_found_with_the_questions_own_words_win_over_rarer_ones() 
     assert salient_words(carried, **pick) == ["heron", "grant"]  # by rarity alone
     chosen = salient_words(carried, **pick, together=together)
     assert chosen == ["scope", "grant"]  # found with the question's words; "heron" never is
+    room = {**pick, "count": 3}
+    assert salient_words(carried, **room, together=together) == ["scope", "grant"]  # left out
     # A near word stays, found with them or not: where it was said chose it.
     assert salient_words(carried, **pick, near=1, together=together) == ["heron", "scope"]
 
