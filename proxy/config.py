@@ -1251,7 +1251,7 @@ class HistorySettings(Section):
         False,
         description=(
             'A definite phrase naming what the last turn named ("the tokens", "die Funktion",'
-            ' "этот флаг") counts as pointing back, as "it" does.'
+            ' "этот флаг") raises the lean as "it" does (measured: no gain).'
         ),
     )
     both: float = Field(
@@ -1260,14 +1260,15 @@ class HistorySettings(Section):
         le=4.0,
         description=(
             "The passages holding both a word of the question and one of those terms, ranked"
-            " by them, at this times `terms` (0: off)."
+            " by them, at this times `terms` (0: off; measured: loses)."
         ),
     )
     together: bool = Field(
         False,
         description=(
             "Those terms chosen by rarity times how often the question's own words are found"
-            " with them in the document's passages; a term found with none is left out."
+            " with them in the document's passages; a term found with none is left out"
+            " (measured: loses)."
         ),
     )
 

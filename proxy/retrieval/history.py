@@ -155,7 +155,8 @@ def last_words(text: str, limit: int = MAX_WORDS) -> str:
 def search_texts(question: str, earlier: Sequence[Turn], rule: HistoryRule) -> list[SearchText]:
     """The question (weight 1), then the question with each of the `rule.turns` latest earlier
     questions (the latest at `rule.weight`, each further back `rule.decay` times less), then
-    with the last answer (`rule.reply`), then the question with the words it may refer to
+    with the last answer (`rule.reply`; with `rule.reply_pointing`, only for a question
+    `pointing` back), then the question with the words it may refer to
     (`rule.terms`), then the latest earlier question's region (`rule.region`); with
     `rule.lean`, every history weight times `leaning(question)`. Texts of no weight are left
     out."""
