@@ -9,6 +9,7 @@
     python bench/conversation_eval.py --check                  # every answer in its document's text
     python bench/conversation_eval.py --show-misses            # the tuning half's misses
     python bench/conversation_eval.py --round 3                # one round of conversations
+    python bench/conversation_eval.py --follow-ups-only        # only the follow-ups as written
     python bench/conversation_eval.py --rewrite-upstream http://127.0.0.1:8090   # a model rewrites
 
 The conversations are in `bench/eval/<half>_conversations.json` (see the tuning file's `about`);
@@ -81,6 +82,11 @@ NO_HISTORY = {"turns": 0, "reply": 0.0, "terms": 0.0, "region": 0.0, "lean": Fal
 """retrieval.history searching the question alone: no earlier turn, no carried word."""
 
 
+def third(**rule: Any) -> dict[str, Any]:
+    """retrieval.history settings named over the third round's default (no last answer)."""
+    return {"retrieval": {"history": {"reply": 0.0, "reply_pointing": False, **rule}}}
+
+
 def rewrite(**rule: Any) -> dict[str, Any]:
     """retrieval.rewrite settings; the model asked for a rewritten question unless `ask` says
     otherwise (the key words, retrieval.rewrite.ask: words, are the default since the fourth
@@ -140,13 +146,36 @@ METHODS: dict[str, dict[str, Any]] = {
     "terms only, near, by meaning, 2": history(
         turns=0, terms=2.0, near=True, terms_by_meaning=True
     ),
-    # Third round, over the second round's default (retrieval.history).
-    "default, region 0.25": {"retrieval": {"history": {"region": 0.25}}},
-    "default, region 0.5": {"retrieval": {"history": {"region": 0.5}}},
-    "default, reply 0.25": {"retrieval": {"history": {"reply": 0.25}}},
-    "default, reply 0.5": {"retrieval": {"history": {"reply": 0.5}}},
-    "default, terms 1.5": {"retrieval": {"history": {"terms": 1.5}}},
-    "default, 6 words": {"retrieval": {"history": {"term_count": 6}}},
+    # Third round and fourth round (bench/results/retrieval/2026-12-04-conversations-fourth-round
+    # .md), each over the third round's default, which searched no last answer ("third round");
+    # the default since is "reply 4 pointing".
+    "third round": third(),
+    "default, region 0.25": third(region=0.25),
+    "default, region 0.5": third(region=0.5),
+    "default, reply 0.25": third(reply=0.25),
+    "default, reply 0.5": third(reply=0.5),
+    "default, reply 1": third(reply=1.0),
+    "default, reply 1.5": third(reply=1.5),
+    "default, reply 3": third(reply=3.0),
+    "default, terms 1.5": third(terms=1.5),
+    "default, 6 words": third(term_count=6),
+    "default, turns 3": third(turns=3),
+    "default, together": third(together=True),
+    "default, together, 6 words": third(together=True, term_count=6),
+    "default, definite": third(definite=True),
+    "default, both 0.5": third(both=0.5),
+    "default, both 1": third(both=1.0),
+    "default, together, both 1": third(together=True, both=1.0),
+    "default, definite, together, both 1": third(definite=True, together=True, both=1.0),
+    "default, definite, both 0.5": third(definite=True, both=0.5),
+    "default, both 0.5, reply 0.5": third(both=0.5, reply=0.5),
+    "default, definite, reply 0.5": third(definite=True, reply=0.5),
+    **{
+        f"default, reply {weight:g} pointing": third(reply=weight, reply_pointing=True)
+        for weight in (0.5, 0.75, 1.0, 1.5, 2.0, 3.0, 4.0, 5.0, 6.0)
+    },
+    "default, reply 0.5 pointing, definite": third(reply=0.5, reply_pointing=True, definite=True),
+    "default, reply 3 pointing, definite": third(reply=3.0, reply_pointing=True, definite=True),
     # The standalone question a model writes (retrieval.rewrite; needs --rewrite-upstream).
     "no rewrite": rewrite(enabled=False),
     "rewrite 0.5": rewrite(weight=0.5),
@@ -390,6 +419,7 @@ def run_method(
     upstream_kind: str,
     data_dir: Path | None,
     rewrite_at: dict[str, Any] | None = None,
+    conditions: tuple[str, ...] = CONDITIONS,
 ) -> Run:
     from tests.fakes.servers import ServerThread
 
@@ -419,6 +449,8 @@ def run_method(
         progress(f"  {len(parts)} documents indexed in {run.index_seconds:.0f} s")
         for number, conversation in enumerate(conversations, 1):
             for turn, condition, replacement in asked(conversation):
+                if condition not in conditions:
+                    continue
                 if replacement == []:
                     body = alone(conversation, turn, parts)
                 else:
@@ -679,6 +711,11 @@ def main() -> None:
     )
     parser.add_argument("--check", action="store_true", help="only check the answers")
     parser.add_argument("--show-misses", action="store_true", help="tuning half only")
+    parser.add_argument(
+        "--follow-ups-only",
+        action="store_true",
+        help="ask only the follow-ups as written (a quicker comparison of methods)",
+    )
     parser.add_argument("--json", type=Path, help="write the results here")
     parser.add_argument("--verbose", action="store_true", help="the proxy's own log lines")
     parser.add_argument(
@@ -745,7 +782,10 @@ def evaluate(args: argparse.Namespace) -> None:
     runs = []
     for name in names:
         progress(f"{name} / upstream {args.upstream}: {len(conversations)} conversations")
-        run = run_method(name, conversations, paths, args.upstream, args.data_dir, rewrite_at)
+        conditions = ("follow-up",) if args.follow_ups_only else CONDITIONS
+        run = run_method(
+            name, conversations, paths, args.upstream, args.data_dir, rewrite_at, conditions
+        )
         runs.append(run)
         progress(f"{name}: {run.seconds:.0f} s")
         if "heldout" in halves:

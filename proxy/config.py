@@ -1207,12 +1207,12 @@ class HistorySettings(Section):
         description="Each earlier question further back weighs this many times less.",
     )
     reply: float = Field(
-        0.0,
+        4.0,
         ge=0.0,
-        le=4.0,
+        le=8.0,
         description=(
-            "The question searched with the last answer, at this weight (0: not searched; "
-            "measured: no gain)."
+            "The question searched with the last answer, at this weight (0: not searched), for"
+            " a question pointing back (`reply_pointing`)."
         ),
     )
     terms: float = Field(
@@ -1256,6 +1256,37 @@ class HistorySettings(Section):
         description=(
             "The question with those terms ranked by meaning too, not by words alone (measured:"
             " loses)."
+        ),
+    )
+    reply_pointing: bool = Field(
+        True,
+        description=(
+            "`reply` only for a question pointing back (a pronoun, a demonstrative, a definite"
+            " phrase naming what the last turn named), in English, German or Russian."
+        ),
+    )
+    definite: bool = Field(
+        False,
+        description=(
+            'A definite phrase naming what the last turn named ("the tokens", "die Funktion",'
+            ' "этот флаг") raises the lean as "it" does (measured: no gain).'
+        ),
+    )
+    both: float = Field(
+        0.0,
+        ge=0.0,
+        le=4.0,
+        description=(
+            "The passages holding both a word of the question and one of those terms, ranked"
+            " by them, at this times `terms` (0: off; measured: loses)."
+        ),
+    )
+    together: bool = Field(
+        False,
+        description=(
+            "Those terms chosen by rarity times how often the question's own words are found"
+            " with them in the document's passages; a term found with none is left out"
+            " (measured: loses)."
         ),
     )
 

@@ -11,7 +11,13 @@ from proxy.documents.model import ParsedDocument
 from proxy.retrieval.chunking import CHUNKER_VERSION, Chunk, chunk_document
 from proxy.retrieval.embeddings import Embedder
 from proxy.retrieval.fusion import POOL, best_scored, weighted_fusion
-from proxy.retrieval.history import SearchText, salient_words
+from proxy.retrieval.history import (
+    WORD,
+    SearchText,
+    cooccurrence,
+    holding_both,
+    salient_words,
+)
 from proxy.retrieval.index import VectorIndex
 from proxy.retrieval.indexing import STORE_DOWN, Indexer
 from proxy.retrieval.lease import Leases
@@ -288,9 +294,10 @@ class Retriever:
                 if translation is not None and translation.text:
                     queries.append((translation.text, language))
             words = [text for text, _ in queries]
+            conjunctive: list[tuple[list[int], float]] = []
             with_terms = [
                 (found, extra.weight, extra.by_meaning)
-                for extra, found in _carried(also, passages, carried, document.name)
+                for extra, found in _carried(also, passages, carried, document.name, conjunctive)
             ]
             ranked_also = [
                 (extra.text, extra.weight)
@@ -340,7 +347,9 @@ class Retriever:
                         )
                         for extra in regions
                     ]
-                    found = self._rank(passages, weighted, lambda vector: {}, [], by_words, around)
+                    found = self._rank(
+                        passages, weighted, lambda vector: {}, [], by_words, [*around, *conjunctive]
+                    )
                     if where is not None:
                         found = place_first(
                             passages, found, where.passages, words, lambda vector: {}, []
@@ -362,7 +371,9 @@ class Retriever:
                         )
                         for extra in regions
                     ]
-                    found = self._rank(passages, weighted, scorer, vectors, by_words, around)
+                    found = self._rank(
+                        passages, weighted, scorer, vectors, by_words, [*around, *conjunctive]
+                    )
                     if where is not None:
                         found = place_first(passages, found, where.passages, words, scorer, plain)
                     if space is not self.primary:
@@ -376,7 +387,9 @@ class Retriever:
                     (self._region(passages, extra.text, lambda vector: {}, None), extra.weight)
                     for extra in regions
                 ]
-                found = self._rank(passages, weighted, lambda vector: {}, [], by_words, around)
+                found = self._rank(
+                    passages, weighted, lambda vector: {}, [], by_words, [*around, *conjunctive]
+                )
                 if where is not None:
                     found = place_first(
                         passages, found, where.passages, words, lambda vector: {}, []
@@ -540,26 +553,42 @@ def _carried(
     passages: DocumentPassages,
     chosen: dict[str, list[str]] | None,
     name: str,
+    conjunctive: list[tuple[list[int], float]] | None = None,
 ) -> list[tuple[SearchText, str]]:
     """The `terms` texts as the document searches them: the question and the carried words
-    rarest in this document (none: not searched), noted in `chosen` by document name."""
+    rarest in this document (none: not searched), noted in `chosen` by document name; into
+    `conjunctive`, for a text with `both`, its ranking of the passages holding a word of each
+    (`holding_both`) at its weight."""
     lexical = passages.lexical
     found = []
+
+    def common(word: str) -> bool:
+        return function_word(word, lexical.language)
+
     for extra in also:
         if extra.source != "terms":
             continue
+        together = None
+        if extra.together:
+            own = WORD.findall(extra.text)
+            together = cooccurrence(own, lexical.holding, lexical.size, common)
         words = salient_words(
-            extra.carried,
-            lexical.frequency,
-            lexical.size,
-            extra.pick,
-            extra.near,
-            lambda word: function_word(word, lexical.language),
+            extra.carried, lexical.frequency, lexical.size, extra.pick, extra.near, common, together
         )
         if words:
-            found.append((extra, f"{extra.text} {' '.join(words)}"))
+            text = f"{extra.text} {' '.join(words)}"
+            found.append((extra, text))
             if chosen is not None:
                 chosen.setdefault(name, []).extend(words)
+            if extra.both > 0 and conjunctive is not None:
+                ranked = lexical.ranked(text, POOL)[0]
+                own = WORD.findall(extra.text)
+                conjunctive.append(
+                    (
+                        holding_both(ranked, own, words, lexical.holding, common),
+                        extra.weight * extra.both,
+                    )
+                )
     return found
 
 

@@ -276,3 +276,12 @@ def test_the_rewrite_relay_keeps_its_answers_between_runs(tmp_path: Path) -> Non
     assert answers[0] == answers[1]
     assert len(model.to("/v1/chat/completions")) == 1  # the second run read the first's answer
     assert len(kept.read_text(encoding="utf-8").splitlines()) == 1
+
+
+@pytest.mark.slow
+def test_follow_ups_only_asks_each_follow_up_as_written_alone(tmp_path: Path, cl100k: Any) -> None:
+    path = tmp_path / "handbook.md"
+    found = handbook(path)
+    run = ce.run_method("default", [found], {"handbook": path}, "fake", None, None, ("follow-up",))
+    assert [(row.turn, row.condition) for row in run.rows] == [(1, "follow-up")]
+    assert run.rows[0].hit and run.rows[0].error is None

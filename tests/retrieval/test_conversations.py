@@ -66,10 +66,12 @@ def test_a_follow_up_finds_its_passage_only_with_its_conversation(
     prompt = forwarded(upstream)
     assert "With the multi interface, remove the easy handle" in prompt
     assert prompt.endswith(f"User Query:\n\n{follow_up}")  # the user's own words, unchanged
-    # Short and pointing back ("the other"): its history weighs half as much again.
-    assert raw.headers["X-Enrich-Searched"] == "question 1; conversation 1.5; terms 1.5"
+    # Short and pointing back ("the other"): its history weighs half as much again, and the
+    # last answer is searched with it (reply 4 x 1.5).
+    assert raw.headers["X-Enrich-Searched"] == "question 1; conversation 1.5; reply 6; terms 1.5"
     record = httpx.get(base + "/v1/enrich/decisions?limit=1", timeout=30).json()["data"][0]
-    question, earlier, terms = record["decision"]["retrieval"]["searched"]
+    question, earlier, reply, terms = record["decision"]["retrieval"]["searched"]
+    assert reply["from"] == "reply" and reply["text"].endswith(f"\n{follow_up}")
     assert question == {"text": follow_up, "weight": 1.0, "from": "question"}
     assert earlier == {
         "text": f"How do I stop a running transfer?\n{follow_up}",
@@ -146,7 +148,7 @@ def test_carried_words_no_file_holds_are_neither_searched_nor_reported(
         messages=messages,  # type: ignore[arg-type]
     )
     raw.parse()
-    assert raw.headers["X-Enrich-Searched"] == "question 1; conversation 1.5"
+    assert raw.headers["X-Enrich-Searched"] == "question 1; conversation 1.5; reply 6"
     record = httpx.get(base + "/v1/enrich/decisions?limit=1", timeout=30).json()["data"][0]
     searched = record["decision"]["retrieval"]["searched"]
-    assert [text["from"] for text in searched] == ["question", "conversation"]
+    assert [text["from"] for text in searched] == ["question", "conversation", "reply"]

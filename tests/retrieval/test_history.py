@@ -11,19 +11,24 @@ from proxy.retrieval.history import (
     SearchText,
     Turn,
     carried_words,
+    cooccurrence,
     earlier_turns,
     first_words,
+    holding_both,
     last_words,
     leaning,
     led_by_rewrite,
     message_text,
     near_words,
+    pointed_at,
+    pointing,
     salient_words,
     search_texts,
 )
 
-FIRST_ROUND = {"terms": 0.0, "lean": False, "near": False}
-"""The earlier questions and the last answer alone, as the first round searched them."""
+FIRST_ROUND = {"terms": 0.0, "lean": False, "near": False, "reply": 0.0}
+"""The earlier questions alone, as the first round searched them (the last answer with
+`reply`, given as `FIRST_ROUND | {"reply": ...}`)."""
 
 CONVERSATION = [
     Turn("user", "Is libcurl thread-safe?"),
@@ -54,7 +59,9 @@ def test_recency_the_weight_shrinks_by_the_decay_at_each_step_back() -> None:
 
 def test_the_last_answer_is_searched_with_the_question_at_its_own_weight() -> None:
     texts = search_texts(
-        "And with the other interface?", CONVERSATION, HistoryRule(0, reply=0.5, **FIRST_ROUND)
+        "And with the other interface?",
+        CONVERSATION,
+        HistoryRule(0, **FIRST_ROUND | {"reply": 0.5}),
     )
     assert texts[1:] == [
         SearchText(
@@ -67,20 +74,24 @@ def test_the_last_answer_is_searched_with_the_question_at_its_own_weight() -> No
 
 
 def test_no_history_no_weight_or_no_words_leave_the_question_alone() -> None:
-    rule = HistoryRule(turns=2, weight=0.5, reply=0.5, **FIRST_ROUND)
+    rule = HistoryRule(turns=2, weight=0.5, **FIRST_ROUND | {"reply": 0.5})
     assert search_texts("What is it?", [], rule) == [SearchText("What is it?", 1.0, "question")]
-    off = HistoryRule(turns=0, reply=0.0, **FIRST_ROUND)
+    fourth = HistoryRule(definite=True, together=True, both=1.0)  # a single question: alone
+    assert search_texts("What is the token?", [], fourth) == [
+        SearchText("What is the token?", 1.0, "question")
+    ]
+    off = HistoryRule(turns=0, **FIRST_ROUND | {"reply": 0.0})
     alone = [SearchText("What is it?", 1.0, "question")]
     assert search_texts("What is it?", CONVERSATION, off) == alone
     assert len(search_texts(" ", CONVERSATION, rule)) == 1  # a file alone: nothing to lean on
-    zero = HistoryRule(turns=2, weight=0.0, reply=0.0, **FIRST_ROUND)
+    zero = HistoryRule(turns=2, weight=0.0, **FIRST_ROUND | {"reply": 0.0})
     assert len(search_texts("What is it?", CONVERSATION, zero)) == 1
 
 
 def test_an_answer_is_only_the_last_one_when_it_is_the_last_turn() -> None:
     # Two user messages in a row: the answer before them is not "the last answer".
     earlier = [*CONVERSATION, Turn("user", "Thanks.")]
-    texts = search_texts("And then?", earlier, HistoryRule(turns=0, reply=0.5, **FIRST_ROUND))
+    texts = search_texts("And then?", earlier, HistoryRule(turns=0, **FIRST_ROUND | {"reply": 0.5}))
     assert [text.source for text in texts] == ["question"]
 
 
@@ -162,7 +173,9 @@ def test_salient_words_are_the_rarest_in_the_document_that_it_holds() -> None:
 
 
 def test_terms_and_region_texts_follow_the_rule_and_the_lean() -> None:
-    rule = HistoryRule(turns=1, terms=1.0, term_count=3, region=0.5, lean=False, near=False)
+    rule = HistoryRule(
+        turns=1, reply=0.0, terms=1.0, term_count=3, region=0.5, lean=False, near=False
+    )
     texts = search_texts("What is it for?", CONVERSATION, rule)
     assert [(t.source, t.weight) for t in texts] == [
         ("question", 1.0),
@@ -217,7 +230,7 @@ def test_near_words_go_first_and_function_words_are_never_salient() -> None:
     }
     assert salient_words(**pick) == ["deadly", "king"]  # the rarest
     assert salient_words(**pick, near=2) == ["Clarence", "deadly"]  # the near one first
-    rule = HistoryRule(turns=0, terms=1.0, near=True)
+    rule = HistoryRule(turns=0, reply=0.0, terms=1.0, near=True)
     earlier = [
         Turn("user", "Who speaks first?"),
         Turn("assistant", "Gloucester, then his brother Clarence."),
@@ -267,3 +280,107 @@ def test_a_rewrite_leads_the_conversation_texts_at_its_weight() -> None:
     carrying = led_by_rewrite("And the other one?", rewrite, CONVERSATION, HistoryRule(), 1.0)
     (terms,) = [text for text in carrying if text.source == "terms"]
     assert terms.text == rewrite and "multi" not in terms.carried and "callback" in terms.carried
+
+
+def test_carried_words_found_with_the_questions_own_words_win_over_rarer_ones() -> None:
+    # Each word's passages in a document of 100: "scope" is found with "tokens" (the
+    # question's own word) in three passages; "heron" is rarer but never beside it.
+    places = {
+        "tokens": frozenset({1, 2, 3, 4}),
+        "scope": frozenset({2, 3, 4, 50, 60}),
+        "heron": frozenset({70}),
+        "grant": frozenset({4, 80}),
+    }
+
+    def holding(word: str) -> frozenset[int]:
+        return places.get(word, frozenset())
+
+    together = cooccurrence(["How", "do", "the", "tokens", "limit"], holding, 100)
+    assert together("scope") > together("grant") > together("heron") == 0
+    pick = {
+        "frequency": lambda word: len(holding(word)),
+        "passages": 100,
+        "count": 2,
+    }
+    carried = ["heron", "scope", "grant"]
+    assert salient_words(carried, **pick) == ["heron", "grant"]  # by rarity alone
+    chosen = salient_words(carried, **pick, together=together)
+    assert chosen == ["scope", "grant"]  # found with the question's words; "heron" never is
+    room = {**pick, "count": 3}
+    assert salient_words(carried, **room, together=together) == ["scope", "grant"]  # left out
+    # A near word stays, found with them or not: where it was said chose it.
+    assert salient_words(carried, **pick, near=1, together=together) == ["heron", "scope"]
+
+
+def test_an_own_word_counts_at_its_rarity_and_function_words_not_at_all() -> None:
+    places = {"use": frozenset(range(40)), "keepalive": frozenset({5}), "probe": frozenset({5})}
+
+    def holding(word: str) -> frozenset[int]:
+        return places.get(word, frozenset())
+
+    common = cooccurrence(["use"], holding, 100)
+    rare = cooccurrence(["keepalive"], holding, 100)
+    assert rare("probe") > common("probe") > 0  # one shared passage each, at its own rarity
+    assert cooccurrence(["use"], holding, 100, lambda word: word == "use")("probe") == 0
+
+
+def test_passages_holding_both_a_question_word_and_a_carried_word_keep_their_order() -> None:
+    places = {"tokens": frozenset({1, 2, 3}), "scope": frozenset({3, 7, 1}), "the": frozenset({9})}
+
+    def holding(word: str) -> frozenset[int]:
+        return places.get(word, frozenset())
+
+    ranked = [7, 3, 9, 1, 2]
+    assert holding_both(ranked, ["the", "tokens"], ["scope"], holding) == [3, 1]
+    # A function word of the question holds nothing of its subject.
+    is_common = lambda word: word == "the"  # noqa: E731
+    assert holding_both([9, 3], ["the"], ["scope"], holding, is_common) == []
+
+
+def test_a_definite_phrase_naming_what_the_last_turn_named_points_back() -> None:
+    answer = "Apps get an access token whose scopes name what they may read."
+    question = "How do the tokens limit what an app may touch in the end, exactly?"
+    assert pointed_at(question, [answer])  # "the tokens": the answer's token
+    assert leaning(question, [answer]) == 1.0  # long, but pointing back
+    assert leaning(question) == 0.5  # as before, when the last turn is not given
+    assert not pointed_at(question.replace("the tokens", "tokens"), [answer])  # no article
+    assert not pointed_at("How do the cookies limit what an app may touch?", [answer])
+    # German and Russian: an article or demonstrative before the noun the last turn said.
+    assert pointed_at("Wozu dient die Funktion eigentlich?", ["Die Funktion parse() liest."])
+    assert pointed_at("А зачем нужен этот флаг вообще?", ["Флаг -k отключает проверку."])
+    # The first content word after the article decides: "the same tokens" still points.
+    assert pointed_at("Do the same tokens expire?", [answer])
+
+
+def test_the_definite_rule_raises_the_history_weights_only_when_asked() -> None:
+    turns = [
+        Turn("user", "How does an app get access?"),
+        Turn("assistant", "Apps get an access token whose scopes name what they may read."),
+    ]
+    question = "How do the tokens limit what an app may touch in the end, exactly?"
+    plain = search_texts(question, turns, HistoryRule(reply=0.0))
+    pointed = search_texts(question, turns, HistoryRule(reply=0.0, definite=True))
+    assert [t.weight for t in plain[1:]] == [0.5, 0.5]  # a long plain question: x0.5
+    assert [t.weight for t in pointed[1:]] == [1.0, 1.0]  # it points back: x1
+    assert pointed[-1].source == "terms"
+    together = search_texts(question, turns, HistoryRule(together=True, both=0.5))[-1]
+    assert together.together and together.both == 0.5
+
+
+def test_the_last_answer_is_searched_only_for_a_question_pointing_back_when_asked() -> None:
+    turns = [
+        Turn("user", "Was muss ich in Windows abschalten?"),
+        Turn("assistant", "Den Schnellstart: mit ihm fährt Windows nicht wirklich herunter."),
+    ]
+    gated = HistoryRule(reply=0.5, reply_pointing=True)
+    pointing_back = search_texts("Warum ist das so gefährlich?", turns, gated)
+    assert "reply" in [text.source for text in pointing_back]  # "das" points back
+    own = search_texts("Wie groß muss die EFI-Partition mindestens sein?", turns, gated)
+    assert "reply" not in [text.source for text in own]
+    ungated = HistoryRule(reply=0.5, reply_pointing=False)
+    assert "reply" in [t.source for t in search_texts("Wie groß muss sie sein?", turns, ungated)]
+    assert pointing("Почему это так опасно?")  # Russian: "это"
+    assert pointing("Who looks after it these days?")  # English: CUES
+    assert not pointing("Wie groß muss die EFI-Partition mindestens sein?")
+    # A definite phrase counts when its noun was said in the last turn.
+    assert pointing("Is the Schnellstart on by default?", ["Den Schnellstart abschalten."])

@@ -362,7 +362,7 @@ def test_a_leaning_follow_up_is_searched_with_the_question_the_model_wrote(
 def test_the_rewrite_leads_the_conversation_texts_or_stands_beside_them(
     make_proxy: Callable[..., str], instruct: FakeUpstream, lead: bool
 ) -> None:
-    history = {"turns": 1, "weight": 1.0, "terms": 0, "lean": False}
+    history = {"turns": 1, "weight": 1.0, "terms": 0, "lean": False, "reply": 0.0}
     rewrite = {**QUESTION, "lead": lead, "weight": 2.0}
     base = make_proxy(retrieval={**NO_HISTORY, "history": history, "rewrite": rewrite})
     ask(base, conversation(FOLLOW_UP))

@@ -297,13 +297,15 @@ def test_a_follow_up_searches_the_stores_with_its_conversation(
     assert sent_prompt(upstream).endswith(f"User Query:\n\n{FOLLOW_UP}")
     # Each file is one passage: no carried word is rarer there than in a quarter of its
     # passages, so no terms were searched and none are reported.
-    assert raw.headers["X-Enrich-Searched"] == "question 1; conversation 1.5"
+    # It points back: the last answer is searched with it too (reply 4 x 1.5).
+    assert raw.headers["X-Enrich-Searched"] == "question 1; conversation 1.5; reply 6"
     assert [f"{CATS}\n{FOLLOW_UP}"] in embeddings.inputs  # the stores' files ranked for it
     record = httpx.get(base + "/v1/enrich/decisions?limit=1", timeout=30).json()["data"][0]
     searched = record["decision"]["retrieval"]["searched"]
     assert [(text["from"], text["text"]) for text in searched] == [
         ("question", FOLLOW_UP),
         ("conversation", f"{CATS}\n{FOLLOW_UP}"),
+        ("reply", f"Fresh sardines from the harbour, every morning.\n{FOLLOW_UP}"),
     ]
 
     # The same follow-up asked alone finds nothing over the threshold.
