@@ -1,10 +1,14 @@
-"""Which drawn pages go to a vision model as images, at which detail, within the room (pure)."""
+"""Which drawn pages go to a vision model as images, at which detail, in which room (pure)."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Mapping
+import math
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Literal
+
+from proxy.documents.model import DrawnPage, ParsedDocument
+from proxy.retrieval.budget import Passage, PassageSelection
 
 Detail = Literal["low", "high"]
 Asked = Literal["none", "low", "high", "auto"]
@@ -108,3 +112,72 @@ def plan_images(
         else:
             plan.left_out.append((page, "over budget"))
     return plan
+
+
+def candidate(document: ParsedDocument, page: DrawnPage, asked: Asked) -> PageCandidate:
+    """A document's drawn page, as the plan weighs it."""
+    return PageCandidate(
+        document.name, document.sha256, page.number, page.reason, page.width, page.height, asked
+    )
+
+
+def grouped(selection: PassageSelection) -> list[list[Passage]]:
+    """The kept passages by file, in file order."""
+    by_source: dict[int, list[Passage]] = {}
+    for passage in selection.passages:
+        by_source.setdefault(passage.source, []).append(passage)
+    return [by_source[source] for source in sorted(by_source)]
+
+
+def best_first(by_source: Sequence[Sequence[Passage]]) -> list[Passage]:
+    """Rank by rank, files taking turns: the order the budget takes passages in."""
+    most = max((len(passages) for passages in by_source), default=0)
+    return [
+        p
+        for rank in range(most)
+        for passages in by_source
+        if rank < len(passages)
+        for p in [passages[rank]]
+    ]
+
+
+def pages_of(
+    passages: Iterable[Passage],
+    drawn: Mapping[tuple[int, int], DrawnPage],
+    sources: Sequence[ParsedDocument],
+    asked: Sequence[Asked],
+) -> list[PageCandidate]:
+    """The drawn pages (by source and page number) the passages come from, in the passages'
+    order, each once, at the detail asked for its file (`asked`, by source)."""
+    pages: list[PageCandidate] = []
+    seen: set[tuple[int, int]] = set()
+    for passage in passages:
+        start = int(passage.meta.get("page_start") or 0)
+        end = int(passage.meta.get("page_end") or start)
+        for number in range(start, max(start, end) + 1):
+            key = (passage.source, number)
+            if key in drawn and key not in seen:
+                seen.add(key)
+                pages.append(candidate(sources[passage.source], drawn[key], asked[passage.source]))
+    return pages
+
+
+def image_reserve(
+    offered: Iterable[PageCandidate],
+    size: Sizer,
+    tokens: Mapping[Size, int],
+    limit: int,
+    unit: int,
+    share: float,
+    max_pages: int,
+) -> int:
+    """What the passage budget (`limit`, in units of `unit` per token) keeps back for images:
+    the cheapest `max_pages` offered pages at their cheapest detail, labels included, at most
+    `share` of the budget, and never all of it."""
+    cheapest = sorted(
+        min(tokens[size(page, detail)] for detail in details(page.asked))
+        for page in offered
+        if details(page.asked)
+    )
+    wanted = unit * sum(cost + LABEL_TOKENS for cost in cheapest[:max_pages])
+    return min(math.floor(limit * share), wanted, limit - 1)

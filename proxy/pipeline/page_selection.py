@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
-import math
 from collections.abc import Awaitable, Callable, Sequence
 
 import structlog
@@ -19,10 +18,13 @@ from proxy.pipeline.exchange import Exchange
 from proxy.pipeline.file_refs import FileRef
 from proxy.pipeline.page_attach import note
 from proxy.pipeline.page_plan import (
-    LABEL_TOKENS,
     Asked,
     PageCandidate,
-    details,
+    best_first,
+    candidate,
+    grouped,
+    image_reserve,
+    pages_of,
     plan_images,
     sizes_wanted,
 )
@@ -102,78 +104,84 @@ async def _remember(
 
 
 async def _surveys(
-    exchange: Exchange, services: Services, state: PagesState, documents: Sequence[ParsedDocument]
+    services: Services,
+    owner: str,
+    state: PagesState,
+    documents: Sequence[ParsedDocument],
+    notes: list[str],
 ) -> dict[str, tuple[DrawnPage, ...]]:
     """Each document's drawn pages, surveyed in the caller's turn for the parse workers. A
     survey that failed or ran out of time is remembered as it came out (the same document is
-    not surveyed again): what it found may go as images, the rest goes as text only, and the
-    decision record's images note says so on every request that meets it."""
+    not surveyed again): what it found may go as images, the rest goes as text only, and a line
+    in `notes` (the decision record's images note, on every request that meets it) says so."""
     surveys: dict[str, tuple[DrawnPage, ...]] = {}
     for document in documents:
         if document.sha256 not in state.data or document.sha256 in surveys:
             continue
         try:
             found = await services.page_images.surveyed(
-                document, state.data[document.sha256], owner=exchange.caller.name
+                document, state.data[document.sha256], owner=owner
             )
         except PagesFailed as error:
-            note(exchange, f"{document.name}: its pages could not be surveyed ({error})")
+            notes.append(f"{document.name}: its pages could not be surveyed ({error})")
             continue
         surveys[document.sha256] = found.pages
         if found.failed:
-            note(
-                exchange,
+            notes.append(
                 f"{document.name}: its pages could not be surveyed ({found.cut}); its text goes"
-                " alone, and it is not surveyed again",
+                " alone, and it is not surveyed again"
             )
         elif found.cut:
-            note(
-                exchange,
+            notes.append(
                 f"{document.name}: its pages were surveyed through page {found.through} of"
                 f" {len(document.pages)} ({found.cut}); the later pages go as text only, and it"
-                " is not surveyed again",
+                " is not surveyed again"
             )
     return surveys
 
 
-def _candidate(document: ParsedDocument, page: DrawnPage, asked: Asked) -> PageCandidate:
-    return PageCandidate(
-        document.name, document.sha256, page.number, page.reason, page.width, page.height, asked
-    )
-
-
 async def _pricing(
-    exchange: Exchange, services: Services, state: PagesState, candidates: list[PageCandidate]
+    model: str | None, services: Services, state: PagesState, candidates: list[PageCandidate]
 ) -> Pricing:
+    """The token count of every size the candidates could be sent at, asked once."""
     vision = services.settings.vision
     pricing = Pricing(state.sight, vision.low_px, vision.high_px, {})
     sizes = sizes_wanted(candidates, pricing.size)
-    pricing.counts = await services.vision.counts(exchange.model, state.sight, sizes)
+    pricing.counts = await services.vision.counts(model, state.sight, sizes)
     state.pricing = pricing
     return pricing
 
 
-async def plan_full_content(exchange: Exchange, services: Services) -> None:
-    state = exchange.pages
-    assert state is not None
-    documents = exchange.new_documents
-    await _remember(state, documents, exchange.new_refs)
-    surveys = await _surveys(exchange, services, state, documents)
-    candidates = [
-        _candidate(document, page, _asked(exchange, document))
-        for document in documents
-        for page in surveys.get(document.sha256, ())
-    ]
-    room = await _room_after_text(exchange, services)
+def _write(exchange: Exchange, room: int | None, notes: Sequence[str]) -> None:
+    """What the images planning found, in the decision record's images entry."""
     record = exchange.decision.images
     assert record is not None
     record.room = room
-    if not candidates or room is None:
-        return
-    pricing = await _pricing(exchange, services, state, candidates)
-    state.plan = plan_images(
-        candidates, room, services.settings.vision.max_pages, pricing.size, pricing.counts
-    )
+    for line in notes:
+        note(exchange, line)
+
+
+async def plan_full_content(exchange: Exchange, services: Services) -> None:
+    """Full content: the documents' drawn pages, in page order, in the room their text left.
+    The facts first (surveys, the room, the prices), then the plan, then the record."""
+    state = exchange.pages
+    assert state is not None
+    documents = exchange.new_documents
+    notes: list[str] = []
+    await _remember(state, documents, exchange.new_refs)
+    surveys = await _surveys(services, exchange.caller.name, state, documents, notes)
+    room = await _room_after_text(exchange, services)
+    candidates = [
+        candidate(document, page, _asked(exchange, document))
+        for document in documents
+        for page in surveys.get(document.sha256, ())
+    ]
+    if candidates and room is not None:
+        pricing = await _pricing(exchange.model, services, state, candidates)
+        state.plan = plan_images(
+            candidates, room, services.settings.vision.max_pages, pricing.size, pricing.counts
+        )
+    _write(exchange, room, notes)
 
 
 async def _room_after_text(exchange: Exchange, services: Services) -> int | None:
@@ -210,77 +218,42 @@ async def select_with_pages(
         return await select(budget)
     state = exchange.pages
     assert state is not None
+    notes: list[str] = []
     await _remember(state, sources, [*exchange.new_refs, *exchange.old_refs])
-    surveys = await _surveys(exchange, services, state, sources)
+    surveys = await _surveys(services, exchange.caller.name, state, sources, notes)
     drawn = {
         (source, page.number): page
         for source, document in enumerate(sources)
         for page in surveys.get(document.sha256, ())
     }
-    offered = _pages_of(_best_first(candidates), drawn, sources, exchange)
-    record = exchange.decision.images
-    assert record is not None
-    if not offered:
+    asked = [_asked(exchange, document) for document in sources]
+    offered = pages_of(best_first(candidates), drawn, sources, asked)
+    pricing = await _pricing(exchange.model, services, state, offered) if offered else None
+    if pricing is None:
+        _write(exchange, None, notes)
         return await select(budget)
-    pricing = await _pricing(exchange, services, state, offered)
     unit = CHARS_PER_TOKEN if budget_unit == "characters" else 1
     vision = services.settings.vision
-    cheapest = sorted(
-        min(pricing.counts[pricing.size(page, detail)] for detail in details(page.asked))
-        for page in offered
-        if details(page.asked)
+    reserve = image_reserve(
+        offered,
+        pricing.size,
+        pricing.counts,
+        budget.limit,
+        unit,
+        vision.budget_share,
+        vision.max_pages,
     )
-    wanted = unit * sum(cost + LABEL_TOKENS for cost in cheapest[: vision.max_pages])
-    reserve = min(math.floor(budget.limit * vision.budget_share), wanted, budget.limit - 1)
     if reserve <= 0:
+        _write(exchange, None, notes)
         return await select(budget)
     selection = await select(budget.with_limit(budget.limit - reserve))
     room = (budget.limit - selection.used) // unit
-    record.room = room
-    kept = _pages_of(_best_first(_grouped(selection)), drawn, sources, exchange)
+    kept = pages_of(best_first(grouped(selection)), drawn, sources, asked)
     plan = plan_images(kept, room, vision.max_pages, pricing.size, pricing.counts)
     if not plan.images:
-        note(exchange, "no kept passage's drawn page fitted: the passages took the whole budget")
+        notes.append("no kept passage's drawn page fitted: the passages took the whole budget")
+        _write(exchange, room, notes)
         return await select(budget)
     state.plan = plan
+    _write(exchange, room, notes)
     return selection
-
-
-def _grouped(selection: PassageSelection) -> list[list[Passage]]:
-    grouped: dict[int, list[Passage]] = {}
-    for passage in selection.passages:
-        grouped.setdefault(passage.source, []).append(passage)
-    return [grouped[source] for source in sorted(grouped)]
-
-
-def _best_first(by_source: Sequence[Sequence[Passage]]) -> list[Passage]:
-    """Rank by rank, files taking turns: the order the budget takes passages in."""
-    most = max((len(passages) for passages in by_source), default=0)
-    return [
-        p
-        for rank in range(most)
-        for passages in by_source
-        if rank < len(passages)
-        for p in [passages[rank]]
-    ]
-
-
-def _pages_of(
-    passages: list[Passage],
-    drawn: dict[tuple[int, int], DrawnPage],
-    sources: Sequence[ParsedDocument],
-    exchange: Exchange,
-) -> list[PageCandidate]:
-    """The drawn pages the passages come from, in the passages' order, each once."""
-    pages: list[PageCandidate] = []
-    seen: set[tuple[int, int]] = set()
-    for passage in passages:
-        start = int(passage.meta.get("page_start") or 0)
-        end = int(passage.meta.get("page_end") or start)
-        for number in range(start, max(start, end) + 1):
-            key = (passage.source, number)
-            if key in drawn and key not in seen:
-                seen.add(key)
-                document = sources[passage.source]
-                pages.append(_candidate(document, drawn[key], _asked(exchange, document)))
-    return pages
