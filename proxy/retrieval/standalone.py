@@ -193,11 +193,20 @@ def conversation_lines(question: str, earlier: Sequence[Turn]) -> str:
 def rewrite_messages(question: str, earlier: Sequence[Turn]) -> list[dict[str, str]]:
     """The chat request's messages: the instruction, two worked examples, then the conversation
     as one user message (its text only: no document, no file, no tool output)."""
-    messages = [{"role": "system", "content": INSTRUCTION}]
-    for asked, rewritten in EXAMPLES:
+    return _asked_with_examples(INSTRUCTION, EXAMPLES, question, earlier)
+
+
+def _asked_with_examples(
+    instruction: str,
+    examples: Sequence[tuple[str, str]],
+    question: str,
+    earlier: Sequence[Turn],
+) -> list[dict[str, str]]:
+    messages = [{"role": "system", "content": instruction}]
+    for asked, answered in examples:
         messages += [
             {"role": "user", "content": asked},
-            {"role": "assistant", "content": rewritten},
+            {"role": "assistant", "content": answered},
         ]
     messages.append({"role": "user", "content": conversation_lines(question, earlier)})
     return messages
@@ -236,14 +245,7 @@ def key_words_messages(question: str, earlier: Sequence[Turn]) -> list[dict[str,
     """The chat request's messages when the model names the conversation's key words for the
     follow-up: the instruction, worked examples, then the conversation as `rewrite_messages`
     shows it."""
-    messages = [{"role": "system", "content": KEY_WORDS_INSTRUCTION}]
-    for asked, named in KEY_WORDS_EXAMPLES:
-        messages += [
-            {"role": "user", "content": asked},
-            {"role": "assistant", "content": named},
-        ]
-    messages.append({"role": "user", "content": conversation_lines(question, earlier)})
-    return messages
+    return _asked_with_examples(KEY_WORDS_INSTRUCTION, KEY_WORDS_EXAMPLES, question, earlier)
 
 
 # -- what of the answer is kept ------------------------------------------------------------------
