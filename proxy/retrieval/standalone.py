@@ -281,21 +281,31 @@ class Cleaned:
     error: str | None = None
 
 
-def clean_rewrite(raw: str) -> Cleaned:
-    """The question on the model's first line of answer (reasoning left out), its label and
-    quotes removed, cut to MAX_WORDS words and MAX_CHARS characters."""
+def _first_line(raw: str, label: re.Pattern[str]) -> str | Cleaned:
+    """The first line of a model's answer, its reasoning, `label` and quotes removed (the
+    label may stand on a line of its own); a `Cleaned` with the error when there is none or
+    the model refused."""
     text = _THINKING.sub("", raw)
     if _OPEN_THINKING.search(text):
         return Cleaned(None, "the answer stopped inside its reasoning")
     lines = [line for line in text.strip().splitlines() if line.strip()]
     if not lines:
         return Cleaned(None, NOT_A_QUESTION)
-    line = _LABEL.sub("", lines[0]).strip()
-    if not line and len(lines) > 1:  # the label on a line of its own
+    line = label.sub("", lines[0]).strip()
+    if not line and len(lines) > 1:
         line = lines[1].strip()
     line = line.strip("\"'`«»“”„*").strip()
     if _REFUSAL.match(line):
         return Cleaned(None, REFUSED)
+    return line
+
+
+def clean_rewrite(raw: str) -> Cleaned:
+    """The question on the model's first line of answer (reasoning left out), its label and
+    quotes removed, cut to MAX_WORDS words and MAX_CHARS characters."""
+    line = _first_line(raw, _LABEL)
+    if isinstance(line, Cleaned):
+        return line
     # A small model may go on to answer after its question: the question ends at its mark.
     asked = _QUESTION_END.search(line)
     if asked is not None:
@@ -339,18 +349,9 @@ NOT_FROM_THE_CONVERSATION = "the key words named are not the conversation's"
 def clean_key_words(raw: str) -> Cleaned:
     """The key words on the model's first line of answer (reasoning left out), its label, quotes
     and closing stop removed, cut to KEY_WORDS words and MAX_CHARS characters."""
-    text = _THINKING.sub("", raw)
-    if _OPEN_THINKING.search(text):
-        return Cleaned(None, "the answer stopped inside its reasoning")
-    lines = [line for line in text.strip().splitlines() if line.strip()]
-    if not lines:
-        return Cleaned(None, NOT_A_QUESTION)
-    line = _KEY_WORDS_LABEL.sub("", lines[0]).strip()
-    if not line and len(lines) > 1:
-        line = lines[1].strip()
-    line = line.strip("\"'`«»“”„*").strip()
-    if _REFUSAL.match(line):
-        return Cleaned(None, REFUSED)
+    line = _first_line(raw, _KEY_WORDS_LABEL)
+    if isinstance(line, Cleaned):
+        return line
     line = first_words(line, KEY_WORDS).rstrip(".!;:,").strip("\"'`«»“”„*").strip()
     if len(line) > MAX_CHARS:
         line = line[:MAX_CHARS].rsplit(" ", 1)[0]
