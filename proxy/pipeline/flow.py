@@ -22,6 +22,7 @@ from proxy.pipeline.stages.references import extract_references
 from proxy.pipeline.stages.retrieve import retrieve_candidates
 from proxy.pipeline.stages.search_mode import choose_search
 from proxy.pipeline.stages.shape import shape_prompt
+from proxy.pipeline.stages.sight import learn_sight
 from proxy.pipeline.stages.stores import find_stores
 from proxy.pipeline.stages.validate import validate_request
 from proxy.pipeline.stages.window import measure_window, settle_window
@@ -39,6 +40,7 @@ STAGES: list[tuple[str, Stage]] = [
     ("search", choose_search),  # who writes the searches: the model (a tool loop) or the proxy
     ("decide", decide),  # token counts + context window → strategy (docs/strategy.md)
     ("shape", shape_prompt),  # the chat prompts, or the completion shape for a base model
+    ("sight", learn_sight),  # does the model see images, when the documents' pages may go
     ("inject", inject),  # full content, or the model offered its search function
     # Retrieval by the proxy (retrieval.md), when decided and the model writes no searches:
     ("query", plan_searches),  # what is searched: the question, its conversation, translations

@@ -9,9 +9,9 @@ import structlog
 
 from proxy.documents.page_images import PageImage, PagesFailed
 from proxy.guard.safe_names import safe_name
+from proxy.images.plan import LABEL_TOKENS, ImagePlan, PageCandidate
 from proxy.pipeline.exchange import Exchange
 from proxy.pipeline.file_refs import last_user_index
-from proxy.pipeline.page_plan import LABEL_TOKENS, ImagePlan, PageCandidate
 from proxy.pipeline.page_state import PagesState
 from proxy.pipeline.services import Services
 from proxy.pipeline.strategy import INJECT, RETRIEVAL

@@ -1,77 +1,33 @@
-"""The drawn pages of the documents chosen as images for a model that sees: for full content,
-the drawn pages in the room the 70% rule leaves after their text; for retrieval, the pages the
-kept passages come from, best first, in the passage budget (`select_with_pages`)."""
+"""The drawn pages of the documents chosen as images for a model that sees (the `sight`
+stage): for full content, the drawn pages in the room the 70% rule leaves after their text;
+for retrieval, the pages the kept passages come from, best first, in the passage budget.
+Each decides here what the request allows, then makes one call down (`proxy.images.choice`)
+with the edges it may ask: the parse workers' surveys and the upstream's image counts."""
 
 from __future__ import annotations
 
 import asyncio
 import hashlib
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Sequence
 
-import structlog
-
-from proxy.documents.model import DrawnPage, ParsedDocument
-from proxy.documents.page_images import PagesFailed
-from proxy.pipeline.answer_shape import completion_shaped
-from proxy.pipeline.decision import ImagesRecord
+from proxy.documents.model import ParsedDocument
+from proxy.documents.page_images import Survey
+from proxy.images.choice import (
+    PageChoice,
+    Pricer,
+    Selector,
+    Surveyor,
+    choose_for_passages,
+    choose_in_room,
+)
+from proxy.images.plan import Asked, Size
 from proxy.pipeline.exchange import Exchange
 from proxy.pipeline.file_refs import FileRef
 from proxy.pipeline.page_attach import note
-from proxy.pipeline.page_plan import (
-    Asked,
-    PageCandidate,
-    best_first,
-    candidate,
-    grouped,
-    image_reserve,
-    pages_of,
-    plan_images,
-    sizes_wanted,
-)
-from proxy.pipeline.page_state import PagesState, Pricing
+from proxy.pipeline.page_state import PagesState
 from proxy.pipeline.services import Services
 from proxy.pipeline.strategy import available_tokens, measure_context
 from proxy.retrieval.budget import Passage, PassageBudget, PassageSelection
-from proxy.upstream.vision import Sight
-
-log = structlog.get_logger(__name__)
-
-CHARS_PER_TOKEN = 4
-"""A budget in characters (no known window) prices an image at this many per token."""
-
-
-def _wants_images(exchange: Exchange) -> bool:
-    asked: set[str] = {exchange.options.images}
-    asked.update(ref.detail for ref in [*exchange.new_refs, *exchange.old_refs] if ref.detail)
-    return asked != {"none"}
-
-
-async def sight_for(exchange: Exchange, services: Services) -> Sight | None:
-    """The model's sight when the request has documents and may send images; the decision
-    record says what was found. None when images cannot go (text adapter, images: none)."""
-    if not (exchange.new_documents or exchange.old_refs) or not _wants_images(exchange):
-        return None
-    if services.settings.model_settings(exchange.model).adapter == "text":
-        return None  # a rendered text prompt has no place for an image
-    if completion_shaped(exchange):
-        return None  # nor has a base model's completion-shaped prompt
-    sight = await services.vision.sight(exchange.model)
-    record = exchange.decision.images
-    if record is None:
-        found = sight.to_json()
-        exchange.decision.images = ImagesRecord(
-            sees=sight.sees,
-            source=sight.source,
-            image_tokens=found["image_tokens"],
-            image_tokens_source=found["image_tokens_source"],
-            estimated=found["estimated"],
-            asked=exchange.options.images,
-        )
-    if not sight.sees:
-        return None
-    if exchange.pages is None:
-        exchange.pages = PagesState(sight)
-    return sight
 
 
 def _asked(exchange: Exchange, document: ParsedDocument) -> Asked:
@@ -103,85 +59,46 @@ async def _remember(
             state.data.setdefault(digest, ref.data)
 
 
-async def _surveys(
-    services: Services,
-    owner: str,
-    state: PagesState,
-    documents: Sequence[ParsedDocument],
-    notes: list[str],
-) -> dict[str, tuple[DrawnPage, ...]]:
-    """Each document's drawn pages, surveyed in the caller's turn for the parse workers. A
-    survey that failed or ran out of time is remembered as it came out (the same document is
-    not surveyed again): what it found may go as images, the rest goes as text only, and a line
-    in `notes` (the decision record's images note, on every request that meets it) says so."""
-    surveys: dict[str, tuple[DrawnPage, ...]] = {}
-    for document in documents:
-        if document.sha256 not in state.data or document.sha256 in surveys:
-            continue
-        try:
-            found = await services.page_images.surveyed(
-                document, state.data[document.sha256], owner=owner
-            )
-        except PagesFailed as error:
-            notes.append(f"{document.name}: its pages could not be surveyed ({error})")
-            continue
-        surveys[document.sha256] = found.pages
-        if found.failed:
-            notes.append(
-                f"{document.name}: its pages could not be surveyed ({found.cut}); its text goes"
-                " alone, and it is not surveyed again"
-            )
-        elif found.cut:
-            notes.append(
-                f"{document.name}: its pages were surveyed through page {found.through} of"
-                f" {len(document.pages)} ({found.cut}); the later pages go as text only, and it"
-                " is not surveyed again"
-            )
-    return surveys
+def _edges(exchange: Exchange, services: Services, state: PagesState) -> tuple[Surveyor, Pricer]:
+    """The two facts the choice may ask for: a document's survey, in the caller's turn for
+    the parse workers, and the token count of each image size, for this model."""
+    owner, model = exchange.caller.name, exchange.model
+
+    async def survey(document: ParsedDocument, data: bytes) -> Survey:
+        return await services.page_images.surveyed(document, data, owner=owner)
+
+    async def price(sizes: set[Size]) -> dict[Size, int]:
+        return await services.vision.counts(model, state.sight, sizes)
+
+    return survey, price
 
 
-async def _pricing(
-    model: str | None, services: Services, state: PagesState, candidates: list[PageCandidate]
-) -> Pricing:
-    """The token count of every size the candidates could be sent at, asked once."""
-    vision = services.settings.vision
-    pricing = Pricing(state.sight, vision.low_px, vision.high_px, {})
-    sizes = sizes_wanted(candidates, pricing.size)
-    pricing.counts = await services.vision.counts(model, state.sight, sizes)
-    state.pricing = pricing
-    return pricing
-
-
-def _write(exchange: Exchange, room: int | None, notes: Sequence[str]) -> None:
-    """What the images planning found, in the decision record's images entry."""
+def _write(exchange: Exchange, state: PagesState, choice: PageChoice) -> None:
+    """What the choice came to: the plan and counts for the `pages` stage, the room and notes
+    in the decision record's images entry."""
+    state.counts.update(choice.counts)
+    state.plan = choice.plan
     record = exchange.decision.images
-    assert record is not None
-    record.room = room
-    for line in notes:
+    assert record is not None  # written by the `sight` stage
+    record.room = choice.room
+    for line in choice.notes:
         note(exchange, line)
 
 
 async def plan_full_content(exchange: Exchange, services: Services) -> None:
-    """Full content: the documents' drawn pages, in page order, in the room their text left.
-    The facts first (surveys, the room, the prices), then the plan, then the record."""
+    """Full content: the documents' drawn pages, in page order, in the room their text left."""
     state = exchange.pages
     assert state is not None
     documents = exchange.new_documents
-    notes: list[str] = []
     await _remember(state, documents, exchange.new_refs)
-    surveys = await _surveys(services, exchange.caller.name, state, documents, notes)
     room = await _room_after_text(exchange, services)
-    candidates = [
-        candidate(document, page, _asked(exchange, document))
-        for document in documents
-        for page in surveys.get(document.sha256, ())
-    ]
-    if candidates and room is not None:
-        pricing = await _pricing(exchange.model, services, state, candidates)
-        state.plan = plan_images(
-            candidates, room, services.settings.vision.max_pages, pricing.size, pricing.counts
-        )
-    _write(exchange, room, notes)
+    asked = [_asked(exchange, document) for document in documents]
+    survey, price = _edges(exchange, services, state)
+    vision = services.settings.vision
+    choice = await choose_in_room(
+        documents, asked, state.data, room, vision, state.sizes, survey, price
+    )
+    _write(exchange, state, choice)
 
 
 async def _room_after_text(exchange: Exchange, services: Services) -> int | None:
@@ -205,55 +122,30 @@ async def select_with_pages(
     candidates: list[list[Passage]],
     budget: PassageBudget,
     budget_unit: str,
-    select: Callable[[PassageBudget], Awaitable[PassageSelection]],
+    select: Selector,
 ) -> PassageSelection:
-    """Retrieval's passages, and the drawn pages they come from as images.
-
-    When the passages offered come from drawn pages, up to `vision.budget_share` of the budget
-    is kept for their images; the passages are selected in the rest, then the drawn pages of
-    the kept passages — best passage first, files taking turns — take what is left, each at
-    the best detail that fits. If no image fits after all, the passages get the whole budget
-    again (selected anew)."""
-    if await sight_for(exchange, services) is None:
-        return await select(budget)
+    """Retrieval's passages and, for a model that sees, the drawn pages they come from as
+    images, in the same budget (`proxy.images.choice.choose_for_passages`)."""
     state = exchange.pages
-    assert state is not None
-    notes: list[str] = []
+    if state is None:  # the model does not see, or no image may go (the `sight` stage)
+        return await select(budget)
     await _remember(state, sources, [*exchange.new_refs, *exchange.old_refs])
-    surveys = await _surveys(services, exchange.caller.name, state, sources, notes)
-    drawn = {
-        (source, page.number): page
-        for source, document in enumerate(sources)
-        for page in surveys.get(document.sha256, ())
-    }
     asked = [_asked(exchange, document) for document in sources]
-    offered = pages_of(best_first(candidates), drawn, sources, asked)
-    pricing = await _pricing(exchange.model, services, state, offered) if offered else None
-    if pricing is None:
-        _write(exchange, None, notes)
-        return await select(budget)
-    unit = CHARS_PER_TOKEN if budget_unit == "characters" else 1
+    survey, price = _edges(exchange, services, state)
     vision = services.settings.vision
-    reserve = image_reserve(
-        offered,
-        pricing.size,
-        pricing.counts,
-        budget.limit,
-        unit,
-        vision.budget_share,
-        vision.max_pages,
+    choice = await choose_for_passages(
+        sources,
+        candidates,
+        asked,
+        state.data,
+        budget,
+        budget_unit,
+        vision,
+        state.sizes,
+        survey,
+        price,
+        select,
     )
-    if reserve <= 0:
-        _write(exchange, None, notes)
-        return await select(budget)
-    selection = await select(budget.with_limit(budget.limit - reserve))
-    room = (budget.limit - selection.used) // unit
-    kept = pages_of(best_first(grouped(selection)), drawn, sources, asked)
-    plan = plan_images(kept, room, vision.max_pages, pricing.size, pricing.counts)
-    if not plan.images:
-        notes.append("no kept passage's drawn page fitted: the passages took the whole budget")
-        _write(exchange, room, notes)
-        return await select(budget)
-    state.plan = plan
-    _write(exchange, room, notes)
-    return selection
+    _write(exchange, state, choice)
+    assert choice.selection is not None
+    return choice.selection

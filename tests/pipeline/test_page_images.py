@@ -18,8 +18,8 @@ import openai
 import pymupdf
 import pytest
 
+from proxy.images.plan import LABEL_TOKENS
 from proxy.pipeline import flow
-from proxy.pipeline.page_plan import LABEL_TOKENS
 from proxy.pipeline.stages import passages as passages_stage
 from tests.fakes.servers import ServerThread
 from tests.fakes.upstream import FakeUpstream

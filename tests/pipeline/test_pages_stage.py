@@ -1,5 +1,5 @@
 """Retrieval with page images: the budget kept back for the kept passages' drawn pages, and
-given back when none of them is drawn (stage helpers driven with stubs)."""
+given back when none of them is drawn (driven with stubs of the parse workers and the upstream)."""
 
 from __future__ import annotations
 
@@ -10,6 +10,8 @@ import pytest
 
 from proxy.config import load_settings
 from proxy.documents.model import DrawnPage, Page, ParsedDocument
+from proxy.documents.page_images import Survey
+from proxy.images.plan import PageSizes
 from proxy.pipeline import page_selection as stage
 from proxy.pipeline.decision import ImagesRecord
 from proxy.pipeline.exchange import Exchange
@@ -26,30 +28,27 @@ def passage(rank: int, page: int) -> Passage:
 
 
 @pytest.fixture
-def stubbed(monkeypatch: pytest.MonkeyPatch) -> Exchange:
+def stubbed() -> Exchange:
     sight = Sight(True, "test", ImageCost("gemma3", "test", estimated=False))
     exchange = Exchange("r", {"model": "m", "messages": []})
+    settings = load_settings(None, environ={})
+    vision = settings.vision
+    # What the `sight` stage leaves for a model that sees; the document's bytes at hand.
+    exchange.pages = PagesState(sight, PageSizes(sight.cost, vision.low_px, vision.high_px))
+    exchange.pages.data["sha-a"] = b"%PDF-"
+    exchange.decision.images = ImagesRecord(True, "test", "gemma3", "test", False, "auto")
 
-    async def sight_for(exchange: Exchange, services: Any) -> Sight:
-        exchange.pages = PagesState(sight)
-        exchange.decision.images = ImagesRecord(True, "test", "gemma3", "test", False, "auto")
-        return sight
-
-    async def remember(*args: Any) -> None:
-        return None
-
-    async def surveys(*args: Any) -> dict[str, tuple[DrawnPage, ...]]:
-        return {"sha-a": (DrawnPage(2, 612, 792, "figure", 0.2),)}
+    async def surveyed(document: Any, data: bytes, owner: str = "") -> Survey:
+        return Survey((DrawnPage(2, 612, 792, "figure", 0.2),))
 
     async def counts(model: Any, sight: Any, sizes: Any) -> dict[Any, int]:
         return {size: 258 for size in sizes}
 
-    monkeypatch.setattr(stage, "sight_for", sight_for)
-    monkeypatch.setattr(stage, "_remember", remember)
-    monkeypatch.setattr(stage, "_surveys", surveys)
     exchange.status = lambda line: None
     services = SimpleNamespace(
-        settings=load_settings(None, environ={}), vision=SimpleNamespace(counts=counts)
+        settings=settings,
+        vision=SimpleNamespace(counts=counts),
+        page_images=SimpleNamespace(surveyed=surveyed),
     )
     exchange.services = services  # type: ignore[attr-defined]
     return exchange

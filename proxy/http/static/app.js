@@ -26,6 +26,7 @@ const STAGE_TITLES = {
   decide: "the 70 % rule: whole documents, retrieval, or nothing",
   search: "who writes the searches: the model in a tool loop, or the proxy once",
   shape: "the prompt's shape: the chat prompts, or a text a base model continues",
+  sight: "whether the model sees images, when the documents' drawn pages may go",
   inject: "the documents put into the prompt whole, or the model offered its search function",
   query: "what is searched: the question, its conversation, a standalone question, translations",
   retrieve: "the documents and vector stores searched, their hits ranked into candidates",

@@ -1,24 +1,21 @@
 """Stage: the drawn pages of the documents (charts, figures, scans) as images for a model that
-sees — planned here for full content, or taken from retrieval's plan (proxy.pipeline.page_selection
-chooses them; proxy.pipeline.page_attach renders and attaches them). Text-only models get
-exactly what they got before."""
+sees (the `sight` stage) — planned here for full content, or taken from retrieval's plan
+(proxy.pipeline.page_selection chooses them; proxy.pipeline.page_attach renders and attaches
+them). Text-only models get exactly what they got before."""
 
 from __future__ import annotations
 
 from proxy.pipeline.exchange import Exchange
 from proxy.pipeline.page_attach import render_and_attach
-from proxy.pipeline.page_selection import plan_full_content, sight_for
+from proxy.pipeline.page_selection import plan_full_content
 from proxy.pipeline.services import Services
-from proxy.pipeline.strategy import INJECT, RETRIEVAL
+from proxy.pipeline.strategy import INJECT
 
 
 async def send_pages(exchange: Exchange, services: Services) -> None:
     """The stage: plan (full content) or take retrieval's plan, render, attach, cite."""
-    if exchange.strategy == INJECT:
-        if await sight_for(exchange, services) is not None:
-            await plan_full_content(exchange, services)
-    elif exchange.strategy == RETRIEVAL and exchange.pages is None:
-        await sight_for(exchange, services)  # recorded, even when retrieval offered no page
+    if exchange.pages is not None and exchange.strategy == INJECT:
+        await plan_full_content(exchange, services)
     state = exchange.pages
     if state is None or state.plan is None or not state.plan.images:
         return

@@ -9,6 +9,7 @@ from typing import Literal
 
 from proxy.documents.model import DrawnPage, ParsedDocument
 from proxy.retrieval.budget import Passage, PassageSelection
+from proxy.upstream.image_cost import ImageCost
 
 Detail = Literal["low", "high"]
 Asked = Literal["none", "low", "high", "auto"]
@@ -62,6 +63,19 @@ class ImagePlan:
 
 Size = tuple[int, int]
 Sizer = Callable[[PageCandidate, Detail], Size]
+
+
+@dataclass(frozen=True)
+class PageSizes:
+    """The pixel size a page goes at, for each detail: the model's image cost and the boxes
+    `vision.low_px` and `vision.high_px`."""
+
+    cost: ImageCost
+    low_px: int
+    high_px: int
+
+    def size(self, page: PageCandidate, detail: Detail) -> Size:
+        return self.cost.size(page.width_pt, page.height_pt, detail, self.low_px, self.high_px)
 
 
 def details(asked: Asked) -> tuple[Detail, ...]:

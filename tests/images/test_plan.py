@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from proxy.documents.model import DrawnPage, Page, ParsedDocument
-from proxy.pipeline.page_plan import (
+from proxy.images.plan import (
     LABEL_TOKENS,
     Asked,
     Detail,
