@@ -1,5 +1,5 @@
-"""The pages stage's second half: the planned page images rendered, put before the enriched
-prompt in the last user message, counted and cited."""
+"""The pages stage's second half: what choosing the pages found recorded, the planned page
+images rendered, put before the enriched prompt in the last user message, counted and cited."""
 
 from __future__ import annotations
 
@@ -9,6 +9,7 @@ import structlog
 
 from proxy.documents.page_images import PageImage, PagesFailed
 from proxy.guard.safe_names import safe_name
+from proxy.images.choice import PageChoice
 from proxy.images.plan import LABEL_TOKENS, ImagePlan, PageCandidate
 from proxy.pipeline.exchange import Exchange
 from proxy.pipeline.file_refs import last_user_index
@@ -25,6 +26,16 @@ def note(exchange: Exchange, line: str) -> None:
     if record is not None:
         record.note = "; ".join(filter(None, [record.note, line]))
     log.warning("pages as images", request_id=exchange.request_id, note=line)
+
+
+def record_choice(exchange: Exchange, choice: PageChoice) -> None:
+    """What choosing the pages found, in the decision record's images entry: the room the
+    images had, and a note for each survey cut short and for a budget given back."""
+    record = exchange.decision.images
+    assert record is not None  # written by the `sight` stage
+    record.room = choice.room
+    for line in choice.notes:
+        note(exchange, line)
 
 
 async def render_and_attach(

@@ -2,7 +2,8 @@
 stage): for full content, the drawn pages in the room the 70% rule leaves after their text;
 for retrieval, the pages the kept passages come from, best first, in the passage budget.
 Each decides here what the request allows, then makes one call down (`proxy.images.choice`)
-with the edges it may ask: the parse workers' surveys and the upstream's image counts."""
+with the edges it may ask: the parse workers' surveys and the upstream's image counts; what
+it came to stays on the page state, for the `pages` stage to record and render."""
 
 from __future__ import annotations
 
@@ -13,7 +14,6 @@ from collections.abc import Sequence
 from proxy.documents.model import ParsedDocument
 from proxy.documents.page_images import Survey
 from proxy.images.choice import (
-    PageChoice,
     Pricer,
     Selector,
     Surveyor,
@@ -23,7 +23,6 @@ from proxy.images.choice import (
 from proxy.images.plan import Asked, Size
 from proxy.pipeline.exchange import Exchange
 from proxy.pipeline.file_refs import FileRef
-from proxy.pipeline.page_attach import note
 from proxy.pipeline.page_state import PagesState
 from proxy.pipeline.services import Services
 from proxy.pipeline.strategy import available_tokens, measure_context
@@ -73,18 +72,6 @@ def _edges(exchange: Exchange, services: Services, state: PagesState) -> tuple[S
     return survey, price
 
 
-def _write(exchange: Exchange, state: PagesState, choice: PageChoice) -> None:
-    """What the choice came to: the plan and counts for the `pages` stage, the room and notes
-    in the decision record's images entry."""
-    state.counts.update(choice.counts)
-    state.plan = choice.plan
-    record = exchange.decision.images
-    assert record is not None  # written by the `sight` stage
-    record.room = choice.room
-    for line in choice.notes:
-        note(exchange, line)
-
-
 async def plan_full_content(exchange: Exchange, services: Services) -> None:
     """Full content: the documents' drawn pages, in page order, in the room their text left."""
     state = exchange.pages
@@ -95,10 +82,9 @@ async def plan_full_content(exchange: Exchange, services: Services) -> None:
     asked = [_asked(exchange, document) for document in documents]
     survey, price = _edges(exchange, services, state)
     vision = services.settings.vision
-    choice = await choose_in_room(
+    state.choice = await choose_in_room(
         documents, asked, state.data, room, vision, state.sizes, survey, price
     )
-    _write(exchange, state, choice)
 
 
 async def _room_after_text(exchange: Exchange, services: Services) -> int | None:
@@ -146,6 +132,6 @@ async def select_with_pages(
         price,
         select,
     )
-    _write(exchange, state, choice)
+    state.choice = choice  # recorded and rendered by the `pages` stage
     assert choice.selection is not None
     return choice.selection

@@ -15,6 +15,7 @@ from proxy.images.plan import PageSizes
 from proxy.pipeline import page_selection as stage
 from proxy.pipeline.decision import ImagesRecord
 from proxy.pipeline.exchange import Exchange
+from proxy.pipeline.page_attach import record_choice
 from proxy.pipeline.page_state import PagesState
 from proxy.retrieval.budget import Passage, PassageBudget, PassageSelection
 from proxy.upstream.image_cost import ImageCost
@@ -75,6 +76,8 @@ async def run(exchange: Exchange, kept_page: int) -> tuple[list[int], PassageSel
         "tokens",
         select,
     )
+    assert exchange.pages is not None and exchange.pages.choice is not None
+    record_choice(exchange, exchange.pages.choice)  # as the `pages` stage records it
     return limits, selection
 
 

@@ -6,17 +6,20 @@ them). Text-only models get exactly what they got before."""
 from __future__ import annotations
 
 from proxy.pipeline.exchange import Exchange
-from proxy.pipeline.page_attach import render_and_attach
+from proxy.pipeline.page_attach import record_choice, render_and_attach
 from proxy.pipeline.page_selection import plan_full_content
 from proxy.pipeline.services import Services
 from proxy.pipeline.strategy import INJECT
 
 
 async def send_pages(exchange: Exchange, services: Services) -> None:
-    """The stage: plan (full content) or take retrieval's plan, render, attach, cite."""
+    """The stage: plan (full content) or take retrieval's plan, record, render, attach, cite."""
     if exchange.pages is not None and exchange.strategy == INJECT:
         await plan_full_content(exchange, services)
     state = exchange.pages
-    if state is None or state.plan is None or not state.plan.images:
+    if state is None or state.choice is None:
+        return
+    record_choice(exchange, state.choice)
+    if state.plan is None or not state.plan.images:
         return
     await render_and_attach(exchange, services, state, state.plan)
