@@ -160,22 +160,10 @@ METHODS: dict[str, dict[str, Any]] = {
     "default, terms 1.5": third(terms=1.5),
     "default, 6 words": third(term_count=6),
     "default, turns 3": third(turns=3),
-    "default, together": third(together=True),
-    "default, together, 6 words": third(together=True, term_count=6),
-    "default, definite": third(definite=True),
-    "default, both 0.5": third(both=0.5),
-    "default, both 1": third(both=1.0),
-    "default, together, both 1": third(together=True, both=1.0),
-    "default, definite, together, both 1": third(definite=True, together=True, both=1.0),
-    "default, definite, both 0.5": third(definite=True, both=0.5),
-    "default, both 0.5, reply 0.5": third(both=0.5, reply=0.5),
-    "default, definite, reply 0.5": third(definite=True, reply=0.5),
     **{
         f"default, reply {weight:g} pointing": third(reply=weight, reply_pointing=True)
         for weight in (0.5, 0.75, 1.0, 1.5, 2.0, 3.0, 4.0, 5.0, 6.0)
     },
-    "default, reply 0.5 pointing, definite": third(reply=0.5, reply_pointing=True, definite=True),
-    "default, reply 3 pointing, definite": third(reply=3.0, reply_pointing=True, definite=True),
     # The standalone question a model writes (retrieval.rewrite; needs --rewrite-upstream).
     "no rewrite": rewrite(enabled=False),
     "rewrite 0.5": rewrite(weight=0.5),

@@ -1265,30 +1265,6 @@ class HistorySettings(Section):
             " phrase naming what the last turn named), in English, German or Russian."
         ),
     )
-    definite: bool = Field(
-        False,
-        description=(
-            'A definite phrase naming what the last turn named ("the tokens", "die Funktion",'
-            ' "этот флаг") raises the lean as "it" does (measured: no gain).'
-        ),
-    )
-    both: float = Field(
-        0.0,
-        ge=0.0,
-        le=4.0,
-        description=(
-            "The passages holding both a word of the question and one of those terms, ranked"
-            " by them, at this times `terms` (0: off; measured: loses)."
-        ),
-    )
-    together: bool = Field(
-        False,
-        description=(
-            "Those terms chosen by rarity times how often the question's own words are found"
-            " with them in the document's passages; a term found with none is left out"
-            " (measured: loses)."
-        ),
-    )
 
 
 class RewriteSettings(Section):

@@ -115,7 +115,7 @@ class AdapterRecord:
 
 @dataclass
 class PromptRecord:
-    """Which prompt the documents went in, and why: SPEC's chat prompts (`chat`), or the
+    """Which prompt the documents went in, and why: the chat prompts (`chat`), or the
     completion-shaped one a base model can follow (`completion`: one worked example, the
     passages, `Question: ... Answer:`, sent as a text completion that stops at the line's end)."""
 

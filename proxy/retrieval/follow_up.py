@@ -98,9 +98,6 @@ def history_rule(settings: HistorySettings) -> HistoryRule:
         settings.lean,
         settings.near,
         settings.terms_by_meaning,
-        definite=settings.definite,
-        together=settings.together,
-        both=settings.both,
         reply_pointing=settings.reply_pointing,
     )
 

@@ -11,13 +11,7 @@ from proxy.documents.model import ParsedDocument
 from proxy.retrieval.chunking import CHUNKER_VERSION, Chunk, chunk_document
 from proxy.retrieval.embeddings import Embedder
 from proxy.retrieval.fusion import POOL, best_scored, weighted_fusion
-from proxy.retrieval.history import (
-    WORD,
-    SearchText,
-    cooccurrence,
-    holding_both,
-    salient_words,
-)
+from proxy.retrieval.history import SearchText, salient_words
 from proxy.retrieval.index import VectorIndex
 from proxy.retrieval.indexing import STORE_DOWN, Indexer
 from proxy.retrieval.lease import Leases
@@ -294,10 +288,9 @@ class Retriever:
                 if translation is not None and translation.text:
                     queries.append((translation.text, language))
             words = [text for text, _ in queries]
-            conjunctive: list[tuple[list[int], float]] = []
             with_terms = [
                 (found, extra.weight, extra.by_meaning)
-                for extra, found in _carried(also, passages, carried, document.name, conjunctive)
+                for extra, found in _carried(also, passages, carried, document.name)
             ]
             ranked_also = [
                 (extra.text, extra.weight)
@@ -347,9 +340,7 @@ class Retriever:
                         )
                         for extra in regions
                     ]
-                    found = self._rank(
-                        passages, weighted, lambda vector: {}, [], by_words, [*around, *conjunctive]
-                    )
+                    found = self._rank(passages, weighted, lambda vector: {}, [], by_words, around)
                     if where is not None:
                         found = place_first(
                             passages, found, where.passages, words, lambda vector: {}, []
@@ -371,9 +362,7 @@ class Retriever:
                         )
                         for extra in regions
                     ]
-                    found = self._rank(
-                        passages, weighted, scorer, vectors, by_words, [*around, *conjunctive]
-                    )
+                    found = self._rank(passages, weighted, scorer, vectors, by_words, around)
                     if where is not None:
                         found = place_first(passages, found, where.passages, words, scorer, plain)
                     if space is not self.primary:
@@ -387,9 +376,7 @@ class Retriever:
                     (self._region(passages, extra.text, lambda vector: {}, None), extra.weight)
                     for extra in regions
                 ]
-                found = self._rank(
-                    passages, weighted, lambda vector: {}, [], by_words, [*around, *conjunctive]
-                )
+                found = self._rank(passages, weighted, lambda vector: {}, [], by_words, around)
                 if where is not None:
                     found = place_first(
                         passages, found, where.passages, words, lambda vector: {}, []
@@ -553,12 +540,9 @@ def _carried(
     passages: DocumentPassages,
     chosen: dict[str, list[str]] | None,
     name: str,
-    conjunctive: list[tuple[list[int], float]] | None = None,
 ) -> list[tuple[SearchText, str]]:
     """The `terms` texts as the document searches them: the question and the carried words
-    rarest in this document (none: not searched), noted in `chosen` by document name; into
-    `conjunctive`, for a text with `both`, its ranking of the passages holding a word of each
-    (`holding_both`) at its weight."""
+    rarest in this document (none: not searched), noted in `chosen` by document name."""
     lexical = passages.lexical
     found = []
 
@@ -568,27 +552,14 @@ def _carried(
     for extra in also:
         if extra.source != "terms":
             continue
-        together = None
-        if extra.together:
-            own = WORD.findall(extra.text)
-            together = cooccurrence(own, lexical.holding, lexical.size, common)
         words = salient_words(
-            extra.carried, lexical.frequency, lexical.size, extra.pick, extra.near, common, together
+            extra.carried, lexical.frequency, lexical.size, extra.pick, extra.near, common
         )
         if words:
             text = f"{extra.text} {' '.join(words)}"
             found.append((extra, text))
             if chosen is not None:
                 chosen.setdefault(name, []).extend(words)
-            if extra.both > 0 and conjunctive is not None:
-                ranked = lexical.ranked(text, POOL)[0]
-                own = WORD.findall(extra.text)
-                conjunctive.append(
-                    (
-                        holding_both(ranked, own, words, lexical.holding, common),
-                        extra.weight * extra.both,
-                    )
-                )
     return found
 
 
