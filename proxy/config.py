@@ -1230,15 +1230,6 @@ class HistorySettings(Section):
         le=16,
         description="The most words `terms` adds to the question.",
     )
-    region: float = Field(
-        0.0,
-        ge=0.0,
-        le=4.0,
-        description=(
-            "The passages around the earlier question's best, at this weight (0: off; measured:"
-            " loses)."
-        ),
-    )
     lean: bool = Field(
         True,
         description=(
@@ -1250,13 +1241,6 @@ class HistorySettings(Section):
     near: bool = Field(
         True,
         description="Words said next to the question's own words come first among those terms.",
-    )
-    terms_by_meaning: bool = Field(
-        False,
-        description=(
-            "The question with those terms ranked by meaning too, not by words alone (measured:"
-            " loses)."
-        ),
     )
     reply_pointing: bool = Field(
         True,

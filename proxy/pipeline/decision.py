@@ -81,7 +81,7 @@ class RetrievalRecord:
     searched: list[dict[str, Any]] = field(default_factory=list)
     """What the files were searched for: the question, and the question with its
     conversation's earlier turns, each `{text, weight, from}` (question | conversation |
-    reply | terms | region | rewrite); the rankings are fused at those weights. A `terms` entry
+    reply | terms | rewrite); the rankings are fused at those weights. A `terms` entry
     adds `carried` (the words it could carry, the first `near` said next to the question's
     words) and `words` (by file: those it was searched with)."""
     store_down: dict[str, str] = field(default_factory=dict)

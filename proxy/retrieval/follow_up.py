@@ -94,10 +94,8 @@ def history_rule(settings: HistorySettings) -> HistoryRule:
         settings.reply,
         settings.terms,
         settings.term_count,
-        settings.region,
-        settings.lean,
-        settings.near,
-        settings.terms_by_meaning,
+        lean=settings.lean,
+        near=settings.near,
         reply_pointing=settings.reply_pointing,
     )
 

@@ -30,12 +30,11 @@ class Turn:
 @dataclass(frozen=True)
 class SearchText:
     """One text a request's passages are ranked for, and its weight where rankings are fused
-    (the question's own is 1). `source`: question | conversation | reply | terms | region.
+    (the question's own is 1). `source`: question | conversation | reply | terms, or rewrite
+    (`led_by_rewrite`).
 
     A `terms` text is ranked by words alone: the question with the `carried` words that are
-    rare in the document searched (chosen per document, `salient_words`). A `region` text is
-    the earlier question: the passages it finds, and their neighbours, are where a follow-up
-    usually stays."""
+    rare in the document searched (chosen per document, `salient_words`)."""
 
     text: str
     weight: float
@@ -46,8 +45,6 @@ class SearchText:
     near: int = 0
     """How many of the first `carried` words stand next to the question's own words where
     they were said: those go first (`salient_words`)."""
-    by_meaning: bool = False
-    """A `terms` text ranked by meaning too, not by its words alone."""
 
     def record(self) -> dict[str, Any]:
         found = {"text": self.text, "weight": round(self.weight, 4), "from": self.source}
@@ -76,16 +73,12 @@ class HistoryRule:
     the latest earlier question (0: none carried over)."""
     term_count: int = 4
     """How many carried words at most, the rarest in the document first."""
-    region: float = 0.0
-    """The ranking of the passages around the latest earlier question's best ones (0: none)."""
     lean: bool = True
     """Each history text's weight scaled by how much the question leans on its history
     (`leaning`): a self-contained question's own passages keep the lead."""
     near: bool = True
     """Carried words said next to the question's own words go first ("his brother Clarence"
     for "What happens to the brother?")."""
-    terms_by_meaning: bool = False
-    """The question with its carried words ranked by meaning too."""
     reply_pointing: bool = True
     """The last answer searched only for a question pointing back (`pointing`): "Why is
     that so dangerous?" asks about what the answer said; a question of its own does not."""
@@ -143,8 +136,7 @@ def search_texts(question: str, earlier: Sequence[Turn], rule: HistoryRule) -> l
     """The question (weight 1), then the question with each of the `rule.turns` latest earlier
     questions (the latest at `rule.weight`, each further back `rule.decay` times less), then
     with the last answer (`rule.reply`; with `rule.reply_pointing`, only for a question
-    `pointing` back), then the question with the words it may refer to
-    (`rule.terms`), then the latest earlier question's region (`rule.region`); with
+    `pointing` back), then the question with the words it may refer to (`rule.terms`); with
     `rule.lean`, every history weight times `leaning(question)`. Texts of no weight are left
     out."""
     texts = [SearchText(question, 1.0, "question")]
@@ -166,19 +158,7 @@ def search_texts(question: str, earlier: Sequence[Turn], rule: HistoryRule) -> l
         close = near_words(question, [answer, *questions[-1:]]) if rule.near else []
         ordered = tuple(dict.fromkeys([*close, *carried]))
         weight = rule.terms * scale
-        texts.append(
-            SearchText(
-                question,
-                weight,
-                "terms",
-                ordered,
-                rule.term_count,
-                len(close),
-                rule.terms_by_meaning,
-            )
-        )
-    if questions and rule.region * scale > 0:
-        texts.append(SearchText(last_words(questions[-1]), rule.region * scale, "region"))
+        texts.append(SearchText(question, weight, "terms", ordered, rule.term_count, len(close)))
     return texts
 
 

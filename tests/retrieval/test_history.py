@@ -166,22 +166,18 @@ def test_salient_words_are_the_rarest_in_the_document_that_it_holds() -> None:
     assert everything == ["ETag", "RFC", "header", "work"]  # in 40 of 100 passages: too common
 
 
-def test_terms_and_region_texts_follow_the_rule_and_the_lean() -> None:
-    rule = HistoryRule(
-        turns=1, reply=0.0, terms=1.0, term_count=3, region=0.5, lean=False, near=False
-    )
+def test_terms_texts_follow_the_rule_and_the_lean() -> None:
+    rule = HistoryRule(turns=1, reply=0.0, terms=1.0, term_count=3, lean=False, near=False)
     texts = search_texts("What is it for?", CONVERSATION, rule)
     assert [(t.source, t.weight) for t in texts] == [
         ("question", 1.0),
         ("conversation", 1.0),
         ("terms", 1.0),
-        ("region", 0.5),
     ]
-    terms, region = texts[2], texts[3]
+    terms = texts[2]
     assert terms.text == "What is it for?" and terms.pick == 3
     assert terms.carried[:3] == ("Return", "an", "error")  # the answer's words first
     assert "stop" in terms.carried  # then the earlier question's
-    assert region.text == "How do I stop a transfer?"
     assert terms.record() == {
         "text": "What is it for?",
         "weight": 1.0,
@@ -189,7 +185,7 @@ def test_terms_and_region_texts_follow_the_rule_and_the_lean() -> None:
         "carried": list(terms.carried),
     }
     leaned = search_texts("What is it for?", CONVERSATION, dataclasses.replace(rule, lean=True))
-    assert [t.weight for t in leaned] == [1.0, 1.5, 1.5, 0.75]  # the question keeps its 1
+    assert [t.weight for t in leaned] == [1.0, 1.5, 1.5]  # the question keeps its 1
     plain = "Which file format does the cookie jar of libcurl use when saved to disk"
     assert [t.weight for t in search_texts(plain, CONVERSATION, HistoryRule(terms=0))] == [
         1.0,

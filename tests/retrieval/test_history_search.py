@@ -1,5 +1,5 @@
-"""A follow-up's history texts as the retriever ranks them: carried words by words alone, the
-earlier question's region, each at its weight."""
+"""A follow-up's history texts as the retriever ranks them: carried words by words alone, each
+text at its weight."""
 
 from __future__ import annotations
 
@@ -70,26 +70,6 @@ async def test_carried_words_rank_by_words_alone_rarest_in_the_document(make: Ma
     absent = SearchText(question, 1.0, "terms", ("zebra",), pick=2)
     await retriever.search([doc], question, 2, also=[absent], carried=chosen)
     assert chosen == {}
-
-
-async def test_the_earlier_questions_region_ranks_its_neighbours_up(make: Make) -> None:
-    # One passage a page, no two sharing a word.
-    pages = [f"Entry{n} tells of thing{n} and place{n} in year{n}." for n in range(12)]
-    doc = text_document(pages, name="entries.txt")
-    retriever = make(new_document_candidates=100, chunk_tokens=10)
-    question = "What comes after it?"
-    plain, _ = await retriever.search([doc], question, 12)
-    before = [item.chunk.index for item in plain[0]]
-    assert not {6, 7, 8} <= set(before[:5])
-    region = SearchText("Where is place7?", 1.0, "region")
-    ranked, _ = await retriever.search([doc], question, 12, also=[region])
-    # The earlier question's passage (7) and the ones around it (6, 8) move up.
-    after = [item.chunk.index for item in ranked[0]]
-    assert {6, 7, 8} <= set(after[:5])
-    assert all(after.index(i) < before.index(i) for i in (6, 7, 8))
-    # Its own words lend no score: the cosines are the question's.
-    scores = {item.chunk.index: item.dense for item in plain[0]}
-    assert [item.dense for item in ranked[0]] == [scores[item.chunk.index] for item in ranked[0]]
 
 
 async def test_a_topic_shift_keeps_its_own_passage_first_against_its_conversation(
