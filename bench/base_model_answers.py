@@ -1,11 +1,11 @@
-"""How often the bundled base model's answer holds the fact: SPEC's chat prompt vs the completion
+"""How often the bundled base model's answer holds the fact: the chat prompt vs the completion
 shape, through the proxy it ships with (`python -m proxy --spawn-llama-server`).
 
 Starts the proxy with its own local model (whatever `.[local]` installed in the Python given),
 has every document indexed first (so that each variant gets the same passages), then asks each
 question of bench/eval/base_answers.json three ways, all with `max_tokens: 200`:
 
-- today: SPEC's chat prompt (`X-Enrich-Prompt: chat`) and the server's own sampling — what the
+- today: the chat prompt (`X-Enrich-Prompt: chat`) and the server's own sampling — what the
   README's tour got before the completion shape;
 - chat, greedy: the same prompt with `temperature: 0` (what greedy decoding alone does);
 - completion: what the proxy now does for a model that is not instruction-tuned (no header).

@@ -72,13 +72,13 @@ CONDITIONS = ("first", "follow-up", "ceiling", "alone")
 # Named settings over the defaults of the checkout under test (bench/retrieval_eval.py's too).
 def history(**rule: Any) -> dict[str, Any]:
     """retrieval.history settings, each named one over the first round's rule (the earlier
-    questions alone: no carried words, no region, no lean), so that every method means the
+    questions alone: no carried words, no lean), so that every method means the
     same whatever the defaults."""
-    first_round = {"terms": 0.0, "region": 0.0, "lean": False, "near": False}
+    first_round = {"terms": 0.0, "lean": False, "near": False}
     return {"retrieval": {"history": {**first_round, **rule}}}
 
 
-NO_HISTORY = {"turns": 0, "reply": 0.0, "terms": 0.0, "region": 0.0, "lean": False}
+NO_HISTORY = {"turns": 0, "reply": 0.0, "terms": 0.0, "lean": False}
 """retrieval.history searching the question alone: no earlier turn, no carried word."""
 
 
@@ -119,39 +119,22 @@ METHODS: dict[str, dict[str, Any]] = {
     "terms 1": history(terms=1.0),
     "terms 1, 2 words": history(terms=1.0, term_count=2),
     "terms 1, 8 words": history(terms=1.0, term_count=8),
-    "region 0.5": history(region=0.5),
-    "region 1": history(region=1.0),
     "lean": history(lean=True),
     "lean, reply 0.5": history(lean=True, reply=0.5),
     "lean, terms 1": history(lean=True, terms=1.0),
-    "terms 1, region 0.5": history(terms=1.0, region=0.5),
-    "lean, terms 1, region 0.5": history(lean=True, terms=1.0, region=0.5),
     "near terms 0.5": history(terms=0.5, near=True),
     "near terms 1": history(terms=1.0, near=True),
     "near terms 1, 2 words": history(terms=1.0, near=True, term_count=2),
     "near terms 2, 2 words": history(terms=2.0, near=True, term_count=2),
     "lean, near terms 1": history(lean=True, terms=1.0, near=True),
     "lean, near terms 1, 2 words": history(lean=True, terms=1.0, near=True, term_count=2),
-    "near terms 1 by meaning": history(terms=1.0, near=True, terms_by_meaning=True),
-    "near terms 1 by meaning, 2 words": history(
-        terms=1.0, near=True, terms_by_meaning=True, term_count=2
-    ),
-    "lean, near terms 1 by meaning": history(
-        lean=True, terms=1.0, near=True, terms_by_meaning=True
-    ),
     "lean, near terms 0.5": history(lean=True, terms=0.5, near=True),
     "lean, near terms 1, turns 1": history(lean=True, terms=1.0, near=True, turns=1),
     "lean, near terms 1, reply 0.25": history(lean=True, terms=1.0, near=True, reply=0.25),
-    "terms only, near, by meaning": history(turns=0, terms=1.0, near=True, terms_by_meaning=True),
-    "terms only, near, by meaning, 2": history(
-        turns=0, terms=2.0, near=True, terms_by_meaning=True
-    ),
     # Third round and fourth round (bench/results/retrieval/2026-12-04-conversations-fourth-round
     # .md), each over the third round's default, which searched no last answer ("third round");
     # the default since is "reply 4 pointing".
     "third round": third(),
-    "default, region 0.25": third(region=0.25),
-    "default, region 0.5": third(region=0.5),
     "default, reply 0.25": third(reply=0.25),
     "default, reply 0.5": third(reply=0.5),
     "default, reply 1": third(reply=1.0),
@@ -160,22 +143,10 @@ METHODS: dict[str, dict[str, Any]] = {
     "default, terms 1.5": third(terms=1.5),
     "default, 6 words": third(term_count=6),
     "default, turns 3": third(turns=3),
-    "default, together": third(together=True),
-    "default, together, 6 words": third(together=True, term_count=6),
-    "default, definite": third(definite=True),
-    "default, both 0.5": third(both=0.5),
-    "default, both 1": third(both=1.0),
-    "default, together, both 1": third(together=True, both=1.0),
-    "default, definite, together, both 1": third(definite=True, together=True, both=1.0),
-    "default, definite, both 0.5": third(definite=True, both=0.5),
-    "default, both 0.5, reply 0.5": third(both=0.5, reply=0.5),
-    "default, definite, reply 0.5": third(definite=True, reply=0.5),
     **{
         f"default, reply {weight:g} pointing": third(reply=weight, reply_pointing=True)
         for weight in (0.5, 0.75, 1.0, 1.5, 2.0, 3.0, 4.0, 5.0, 6.0)
     },
-    "default, reply 0.5 pointing, definite": third(reply=0.5, reply_pointing=True, definite=True),
-    "default, reply 3 pointing, definite": third(reply=3.0, reply_pointing=True, definite=True),
     # The standalone question a model writes (retrieval.rewrite; needs --rewrite-upstream).
     "no rewrite": rewrite(enabled=False),
     "rewrite 0.5": rewrite(weight=0.5),

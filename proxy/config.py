@@ -1230,15 +1230,6 @@ class HistorySettings(Section):
         le=16,
         description="The most words `terms` adds to the question.",
     )
-    region: float = Field(
-        0.0,
-        ge=0.0,
-        le=4.0,
-        description=(
-            "The passages around the earlier question's best, at this weight (0: off; measured:"
-            " loses)."
-        ),
-    )
     lean: bool = Field(
         True,
         description=(
@@ -1251,42 +1242,11 @@ class HistorySettings(Section):
         True,
         description="Words said next to the question's own words come first among those terms.",
     )
-    terms_by_meaning: bool = Field(
-        False,
-        description=(
-            "The question with those terms ranked by meaning too, not by words alone (measured:"
-            " loses)."
-        ),
-    )
     reply_pointing: bool = Field(
         True,
         description=(
             "`reply` only for a question pointing back (a pronoun, a demonstrative, a definite"
             " phrase naming what the last turn named), in English, German or Russian."
-        ),
-    )
-    definite: bool = Field(
-        False,
-        description=(
-            'A definite phrase naming what the last turn named ("the tokens", "die Funktion",'
-            ' "этот флаг") raises the lean as "it" does (measured: no gain).'
-        ),
-    )
-    both: float = Field(
-        0.0,
-        ge=0.0,
-        le=4.0,
-        description=(
-            "The passages holding both a word of the question and one of those terms, ranked"
-            " by them, at this times `terms` (0: off; measured: loses)."
-        ),
-    )
-    together: bool = Field(
-        False,
-        description=(
-            "Those terms chosen by rarity times how often the question's own words are found"
-            " with them in the document's passages; a term found with none is left out"
-            " (measured: loses)."
         ),
     )
 

@@ -47,6 +47,21 @@ def test_the_page_has_a_row_for_every_setting_and_option() -> None:
     assert "retrieval.rerank" in headings and "upstream.spawn" in headings
 
 
+def test_every_setting_and_option_says_what_it_does() -> None:
+    # The reference is written from the descriptions: a field without one is a blank cell.
+    blank = []
+    sections: list[tuple[type[BaseModel], str]] = [(Settings, "")]
+    while sections:
+        model, path = sections.pop()
+        for name, field in model.model_fields.items():
+            if not (field.description or "").strip():
+                blank.append(f"{path}{name}")
+            held = section_of(field.annotation)
+            if held is not None:
+                sections.append((held[0], f"{path}{name}{held[1]}."))
+    assert not blank, f"no description=: {blank}"
+
+
 def test_check_fails_on_a_stale_page_and_passes_once_written(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

@@ -259,3 +259,17 @@ def test_no_source_cites_a_section_of_a_file_outside_the_repository() -> None:
         for match in OUTSIDE_CITATION.finditer(path.read_text(encoding="utf-8"))
     ]
     assert not cited, cited
+
+
+# The design notes kept outside the repository named as a source ("SPEC's chat prompts").
+OUTSIDE_NAME = re.compile(r"\bSPEC(?:'s|\.md)\b")
+
+
+def test_no_source_names_a_file_outside_the_repository() -> None:
+    named = [
+        f"{path.relative_to(ROOT)}: {match.group()}"
+        for path in SOURCES
+        if path != Path(__file__).resolve()
+        for match in OUTSIDE_NAME.finditer(path.read_text(encoding="utf-8"))
+    ]
+    assert not named, named

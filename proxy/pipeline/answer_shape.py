@@ -1,4 +1,4 @@
-"""Which prompt the documents go in: SPEC's chat prompts, or the completion shape (base models)."""
+"""Which prompt the documents go in: the chat prompts, or the completion shape (base models)."""
 
 from __future__ import annotations
 
@@ -46,8 +46,9 @@ def choose_shape(
     images: bool,
     fixed_route: bool,
 ) -> ShapeChoice:
-    """SPEC's prompts are written for a model that follows instructions; a base model (not
-    instruction-tuned) continues text, so it gets a text in which the answer comes next."""
+    """The chat prompts (proxy/pipeline/prompts.py) are written for a model that follows
+    instructions; a base model (not instruction-tuned) continues text, so it gets a text in
+    which the answer comes next."""
     if fixed_route:
         return ShapeChoice(CHAT, "the body goes to the caller's own route (native Responses)")
     if asked == CHAT:

@@ -81,7 +81,7 @@ class RetrievalRecord:
     searched: list[dict[str, Any]] = field(default_factory=list)
     """What the files were searched for: the question, and the question with its
     conversation's earlier turns, each `{text, weight, from}` (question | conversation |
-    reply | terms | region | rewrite); the rankings are fused at those weights. A `terms` entry
+    reply | terms | rewrite); the rankings are fused at those weights. A `terms` entry
     adds `carried` (the words it could carry, the first `near` said next to the question's
     words) and `words` (by file: those it was searched with)."""
     store_down: dict[str, str] = field(default_factory=dict)
@@ -115,7 +115,7 @@ class AdapterRecord:
 
 @dataclass
 class PromptRecord:
-    """Which prompt the documents went in, and why: SPEC's chat prompts (`chat`), or the
+    """Which prompt the documents went in, and why: the chat prompts (`chat`), or the
     completion-shaped one a base model can follow (`completion`: one worked example, the
     passages, `Question: ... Answer:`, sent as a text completion that stops at the line's end)."""
 

@@ -94,13 +94,8 @@ def history_rule(settings: HistorySettings) -> HistoryRule:
         settings.reply,
         settings.terms,
         settings.term_count,
-        settings.region,
-        settings.lean,
-        settings.near,
-        settings.terms_by_meaning,
-        definite=settings.definite,
-        together=settings.together,
-        both=settings.both,
+        lean=settings.lean,
+        near=settings.near,
         reply_pointing=settings.reply_pointing,
     )
 

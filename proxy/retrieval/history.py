@@ -30,12 +30,11 @@ class Turn:
 @dataclass(frozen=True)
 class SearchText:
     """One text a request's passages are ranked for, and its weight where rankings are fused
-    (the question's own is 1). `source`: question | conversation | reply | terms | region.
+    (the question's own is 1). `source`: question | conversation | reply | terms, or rewrite
+    (`led_by_rewrite`).
 
     A `terms` text is ranked by words alone: the question with the `carried` words that are
-    rare in the document searched (chosen per document, `salient_words`). A `region` text is
-    the earlier question: the passages it finds, and their neighbours, are where a follow-up
-    usually stays."""
+    rare in the document searched (chosen per document, `salient_words`)."""
 
     text: str
     weight: float
@@ -46,13 +45,6 @@ class SearchText:
     near: int = 0
     """How many of the first `carried` words stand next to the question's own words where
     they were said: those go first (`salient_words`)."""
-    by_meaning: bool = False
-    """A `terms` text ranked by meaning too, not by its words alone."""
-    together: bool = False
-    """A `terms` text's words chosen by what they share with the question's (`cooccurrence`)."""
-    both: float = 0.0
-    """A `terms` text also ranks, at this weight times its own, only the passages holding
-    one of the question's own words and one of its carried words (`holding_both`)."""
 
     def record(self) -> dict[str, Any]:
         found = {"text": self.text, "weight": round(self.weight, 4), "from": self.source}
@@ -81,27 +73,15 @@ class HistoryRule:
     the latest earlier question (0: none carried over)."""
     term_count: int = 4
     """How many carried words at most, the rarest in the document first."""
-    region: float = 0.0
-    """The ranking of the passages around the latest earlier question's best ones (0: none)."""
     lean: bool = True
     """Each history text's weight scaled by how much the question leans on its history
     (`leaning`): a self-contained question's own passages keep the lead."""
     near: bool = True
     """Carried words said next to the question's own words go first ("his brother Clarence"
     for "What happens to the brother?")."""
-    terms_by_meaning: bool = False
-    """The question with its carried words ranked by meaning too."""
-    definite: bool = False
-    """A definite phrase naming what the last turn named points back (`pointed_at`)."""
-    both: float = 0.0
-    """The passages holding both a word of the question and a carried word, ranked by the
-    carried words' ranking, at this times `terms` (0: none)."""
     reply_pointing: bool = True
     """The last answer searched only for a question pointing back (`pointing`): "Why is
     that so dangerous?" asks about what the answer said; a question of its own does not."""
-    together: bool = False
-    """Carried words chosen by how rare they are and how often the question's own words are
-    found with them in the document (`salient_words`), not by rarity alone."""
 
 
 def message_text(message: dict[str, Any]) -> str:
@@ -156,8 +136,7 @@ def search_texts(question: str, earlier: Sequence[Turn], rule: HistoryRule) -> l
     """The question (weight 1), then the question with each of the `rule.turns` latest earlier
     questions (the latest at `rule.weight`, each further back `rule.decay` times less), then
     with the last answer (`rule.reply`; with `rule.reply_pointing`, only for a question
-    `pointing` back), then the question with the words it may refer to
-    (`rule.terms`), then the latest earlier question's region (`rule.region`); with
+    `pointing` back), then the question with the words it may refer to (`rule.terms`); with
     `rule.lean`, every history weight times `leaning(question)`. Texts of no weight are left
     out."""
     texts = [SearchText(question, 1.0, "question")]
@@ -165,14 +144,13 @@ def search_texts(question: str, earlier: Sequence[Turn], rule: HistoryRule) -> l
         return texts
     questions = [turn.text for turn in earlier if turn.role == "user"]
     answer = last_answer(earlier)
-    said = [text for text in [answer, *questions[-1:]] if text] if rule.definite else []
-    scale = leaning(question, said) if rule.lean else 1.0
+    scale = leaning(question) if rule.lean else 1.0
     weight = rule.weight * scale
     for asked in list(reversed(questions))[: rule.turns]:
         if weight > 0:
             texts.append(SearchText(f"{last_words(asked)}\n{question}", weight, "conversation"))
         weight *= rule.decay
-    asks_answer = not rule.reply_pointing or pointing(question, said or [answer])
+    asks_answer = not rule.reply_pointing or pointing(question, [answer])
     if answer and asks_answer and rule.reply * scale > 0:
         texts.append(SearchText(f"{first_words(answer)}\n{question}", rule.reply * scale, "reply"))
     carried = carried_words(question, answer, questions[-1:])
@@ -180,21 +158,7 @@ def search_texts(question: str, earlier: Sequence[Turn], rule: HistoryRule) -> l
         close = near_words(question, [answer, *questions[-1:]]) if rule.near else []
         ordered = tuple(dict.fromkeys([*close, *carried]))
         weight = rule.terms * scale
-        texts.append(
-            SearchText(
-                question,
-                weight,
-                "terms",
-                ordered,
-                rule.term_count,
-                len(close),
-                rule.terms_by_meaning,
-                rule.together,
-                rule.both,
-            )
-        )
-    if questions and rule.region * scale > 0:
-        texts.append(SearchText(last_words(questions[-1]), rule.region * scale, "region"))
+        texts.append(SearchText(question, weight, "terms", ordered, rule.term_count, len(close)))
     return texts
 
 
@@ -248,9 +212,9 @@ Funktion", "этот флаг" point back when their noun was said in the last t
 
 def pointed_at(question: str, said: Sequence[str]) -> bool:
     """Whether the question names with a definite article or demonstrative (`DEFINITE`) a
-    thing the last turn (`said`: the last answer, the earlier question) named: "How do the
-    tokens limit ...?" after an answer about tokens. The noun is one of the next two words
-    that is not a function word, matched as `near_words` matches ("token", "tokens")."""
+    thing the last turn (`said`: the last answer) named: "How do the tokens limit ...?" after
+    an answer about tokens. The noun is one of the next two words that is not a function
+    word, matched as `near_words` matches ("token", "tokens")."""
     found = WORD.findall(question)
     named = {_key(word) for text in said for word in WORD.findall(first_words(text, MAX_CARRIED))}
     for at, word in enumerate(found):
@@ -282,15 +246,14 @@ def pointing(question: str, said: Sequence[str] = ()) -> bool:
     return bool(said) and pointed_at(question, said)
 
 
-def leaning(question: str, said: Sequence[str] = ()) -> float:
+def leaning(question: str) -> float:
     """How much a question leans on its history, 0 to 1.5: 1 as a rule, more for a short one
-    or one pointing back (`CUES`, or a definite phrase naming what the last turn `said`:
-    `pointed_at`), less for a long one that points at nothing, and nothing for one that says
-    it changes the subject (`SHIFT`: it is searched alone)."""
+    or one pointing back (`CUES`), less for a long one that points at nothing, and nothing for
+    one that says it changes the subject (`SHIFT`: it is searched alone)."""
     if SHIFT.search(question):
         return 0.0
     found = [word.casefold() for word in WORD.findall(question)]
-    cues = sum(word in CUES for word in found) + (bool(said) and pointed_at(question, said))
+    cues = sum(word in CUES for word in found)
     short = len(found) <= SHORT
     if short and cues:
         return 1.5
@@ -364,18 +327,12 @@ def salient_words(
     count: int,
     near: int = 0,
     common: Callable[[str], bool] = lambda word: False,
-    together: Callable[[str], float] | None = None,
 ) -> list[str]:
     """The `count` carried words rarest in the document (by the document frequency of their
     index term, IDF as BM25 computes it), the first `near` ones before the rest; leaving out
     words the document does not hold, words of one or two letters, `common` ones (function
     words) and words in more than a quarter of its passages (half, for a near one: where it
-    was said chose it, not its rarity); ties in the order carried.
-
-    With `together` (how much a word shares the document's passages with the question's own
-    words: `cooccurrence`), a word that is not near is kept only where it shares some, and
-    ranked by its rarity times the logarithm of what it shares: the rare word the question's
-    own words are found with, not merely the rarest one (local context analysis)."""
+    was said chose it, not its rarity); ties in the order carried."""
     scored = []
     for order, word in enumerate(carried):
         found = frequency(word)
@@ -383,44 +340,5 @@ def salient_words(
         if found <= 0 or found > most or len(word) < 3 or common(word):
             continue
         score = rarity(found, passages)
-        if together is not None and order >= near:
-            shared = together(word)
-            if shared <= 0:
-                continue
-            score *= math.log(1 + shared)
         scored.append((order >= near, -score, order, word))
     return [word for *_, word in sorted(scored)[:count]]
-
-
-def holding_both(
-    ranked: Sequence[int],
-    own: Sequence[str],
-    carried: Sequence[str],
-    holding: Callable[[str], frozenset[int]],
-    common: Callable[[str], bool] = lambda word: False,
-) -> list[int]:
-    """The `ranked` passages holding one of the question's `own` words (function words aside)
-    and one of its `carried` words, in their order: where the follow-up's subject and what it
-    refers to are said together."""
-    mine = frozenset().union(*(holding(word) for word in own if not common(word)))
-    theirs = frozenset().union(*(holding(word) for word in carried))
-    return [i for i in ranked if i in mine and i in theirs]
-
-
-def cooccurrence(
-    own: Sequence[str],
-    holding: Callable[[str], frozenset[int]],
-    passages: int,
-    common: Callable[[str], bool] = lambda word: False,
-) -> Callable[[str], float]:
-    """How much a word shares the document's passages with the question's `own` words: for
-    each own word (function words aside), the passages holding both, counted at the own
-    word's rarity (a word found with "keep-alive" says more than one found with "use")."""
-    found = [holding(word) for word in dict.fromkeys(own) if not common(word)]
-    weighted = [(places, rarity(len(places), passages)) for places in found if places]
-
-    def together(word: str) -> float:
-        places = holding(word)
-        return sum(len(places & theirs) * weight for theirs, weight in weighted)
-
-    return together

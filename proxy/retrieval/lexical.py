@@ -227,18 +227,6 @@ class LexicalIndex:
             return 0
         return int(pointers[term + 1] - pointers[term])
 
-    def holding(self, word: str) -> frozenset[int]:
-        """The passages in which the word's index term occurs (none: absent, or a stopword)."""
-        found = terms(word, self.language)
-        if len(found) != 1:
-            return frozenset()
-        term = self.model.vocab_dict.get(found[0])
-        pointers = self.model.scores["indptr"]
-        if term is None or term + 1 >= len(pointers):
-            return frozenset()
-        start, end = int(pointers[term]), int(pointers[term + 1])
-        return frozenset(int(i) for i in self.model.scores["indices"][start:end])
-
     def ranked(self, query: str, limit: int) -> tuple[list[int], dict[int, float]]:
         """Passages by the query's words, whole and in pieces, best first, and the BM25
         scores of those holding a whole word. The two rankings are fused by reciprocal rank:

@@ -11,13 +11,7 @@ from proxy.documents.model import ParsedDocument
 from proxy.retrieval.chunking import CHUNKER_VERSION, Chunk, chunk_document
 from proxy.retrieval.embeddings import Embedder
 from proxy.retrieval.fusion import POOL, best_scored, weighted_fusion
-from proxy.retrieval.history import (
-    WORD,
-    SearchText,
-    cooccurrence,
-    holding_both,
-    salient_words,
-)
+from proxy.retrieval.history import SearchText, salient_words
 from proxy.retrieval.index import VectorIndex
 from proxy.retrieval.indexing import STORE_DOWN, Indexer
 from proxy.retrieval.lease import Leases
@@ -35,8 +29,6 @@ from proxy.retrieval.space import Space
 from proxy.retrieval.translation import Translate, Translation
 
 RANKINGS = ("hybrid", "dense", "lexical")
-REGION_HITS = 3
-"""The earlier question's best passages whose neighbourhoods make a follow-up's region."""
 NO_WINDOW = WindowShape()
 
 Resolve = Callable[[ParsedDocument], Awaitable[ParsedDocument]]
@@ -272,10 +264,10 @@ class Retriever:
         at its weight; it neither decides a question about the whole document nor picks a new
         document's candidates, which are the question's own. A `terms` text is ranked by words
         alone, with the carried words rarest in each document (written into `carried`, by
-        document name); a `region` text's best passages and their neighbours make one more
-        ranking. With `store_down`, a document whose vectors cannot be read or stored (the vector
-        store is down or full) is ranked by its words alone, as one in a language the embedder
-        does not read, and named there with the reason; without it, that failure is raised.
+        document name). With `store_down`, a document whose vectors cannot be read or stored
+        (the vector store is down or full) is ranked by its words alone, as one in a language
+        the embedder does not read, and named there with the reason; without it, that failure
+        is raised.
         `indexing`, if given, gets how each document was ranked by meaning (INDEXING); `places`
         what each document gave for the place the question names, if it names one."""
         embeddings: dict[tuple[str, str], list[float]] = {}
@@ -294,24 +286,17 @@ class Retriever:
                 if translation is not None and translation.text:
                     queries.append((translation.text, language))
             words = [text for text, _ in queries]
-            conjunctive: list[tuple[list[int], float]] = []
-            with_terms = [
-                (found, extra.weight, extra.by_meaning)
-                for extra, found in _carried(also, passages, carried, document.name, conjunctive)
+            by_words = [
+                (found, extra.weight)
+                for extra, found in _carried(also, passages, carried, document.name)
             ]
-            ranked_also = [
-                (extra.text, extra.weight)
-                for extra in also
-                if extra.source not in ("terms", "region")
-            ] + [(text, weight) for text, weight, meant in with_terms if meant]
-            by_words = [(text, weight) for text, weight, meant in with_terms if not meant]
+            ranked_also = [(extra.text, extra.weight) for extra in also if extra.source != "terms"]
             searched = [(text, lang, 1.0) for text, lang in queries] + [
                 (text, query_language(text, prefer=language), weight)
                 for text, weight in ranked_also
             ]
             weighted = [(text, weight) for text, _, weight in searched]
             read = [(text, weight) for text, lang, weight in searched if self.reads(lang)]
-            regions = [extra for extra in also if extra.source == "region"]
             space = self.space_for(language)
             if space is self.primary and not self.primary_ready():
                 # Its model is not on disk (yet): the multilingual model (shipped in its
@@ -340,16 +325,7 @@ class Retriever:
                     ready[document.name] = space.indexer.progress(passages).percent
                     if indexing is not None:
                         indexing[document.name] = BY_WORDS
-                    around = [
-                        (
-                            self._region(passages, extra.text, lambda vector: {}, None),
-                            extra.weight,
-                        )
-                        for extra in regions
-                    ]
-                    found = self._rank(
-                        passages, weighted, lambda vector: {}, [], by_words, [*around, *conjunctive]
-                    )
+                    found = self._rank(passages, weighted, lambda vector: {}, [], by_words)
                     if where is not None:
                         found = place_first(
                             passages, found, where.passages, words, lambda vector: {}, []
@@ -359,21 +335,7 @@ class Retriever:
                     if indexing is not None:
                         indexing[document.name] = how
                     scorer = space.on_scale(dense)
-                    around = [
-                        (
-                            self._region(
-                                passages,
-                                extra.text,
-                                scorer,
-                                await space.embedded(extra.text, embeddings),
-                            ),
-                            extra.weight,
-                        )
-                        for extra in regions
-                    ]
-                    found = self._rank(
-                        passages, weighted, scorer, vectors, by_words, [*around, *conjunctive]
-                    )
+                    found = self._rank(passages, weighted, scorer, vectors, by_words)
                     if where is not None:
                         found = place_first(passages, found, where.passages, words, scorer, plain)
                     if space is not self.primary:
@@ -383,13 +345,7 @@ class Retriever:
                 ready[document.name] = 100
                 if indexing is not None:
                     indexing[document.name] = BY_WORDS
-                around = [
-                    (self._region(passages, extra.text, lambda vector: {}, None), extra.weight)
-                    for extra in regions
-                ]
-                found = self._rank(
-                    passages, weighted, lambda vector: {}, [], by_words, [*around, *conjunctive]
-                )
+                found = self._rank(passages, weighted, lambda vector: {}, [], by_words)
                 if where is not None:
                     found = place_first(
                         passages, found, where.passages, words, lambda vector: {}, []
@@ -439,26 +395,6 @@ class Retriever:
         document = await resolve(document)
         return document, await self.store.open(document)
 
-    def _region(
-        self,
-        passages: DocumentPassages,
-        text: str,
-        dense_scores: Callable[[list[float]], dict[int, float]],
-        vector: list[float] | None,
-    ) -> list[int]:
-        """The passages around the text's best ones: each of its `REGION_HITS` best, then the
-        passage before and after it, each once, in that order."""
-        embeddings = [] if vector is None else [(vector, 1.0)]
-        best = self._rank(passages, [(text, 1.0)], dense_scores, embeddings)[:REGION_HITS]
-        last = len(passages.chunks) - 1
-        order = [
-            index
-            for hit in best
-            for index in (hit.chunk.index, hit.chunk.index - 1, hit.chunk.index + 1)
-            if 0 <= index <= last
-        ]
-        return list(dict.fromkeys(order))
-
     def _rank(
         self,
         passages: DocumentPassages,
@@ -466,13 +402,11 @@ class Retriever:
         dense_scores: Callable[[list[float]], dict[int, float]],
         embeddings: list[tuple[list[float], float]],
         by_words: Sequence[tuple[str, float]] = (),
-        around: Sequence[tuple[list[int], float]] = (),
     ) -> list[Scored]:
         """Passages ranked for the weighted queries (the question, its translation if any, the
         question in its conversation): each candidate's cosine and BM25 score are its best over
         the queries; each query's rankings count at its weight in the fusion. `by_words` are
-        ranked by their words alone and `around` are rankings made already (a follow-up's
-        region); neither lends its scores to a passage."""
+        ranked by their words alone and lend no scores to a passage."""
         per_query = [(dense_scores(embedding), weight) for embedding, weight in embeddings]
         cosines: dict[int, float] = {}
         for scores, _ in per_query:
@@ -490,11 +424,11 @@ class Retriever:
         ]
         order: list[tuple[int, float | None]]
         if self.ranking == "dense" and embeddings:
-            order = weighted_fusion([*dense_orders, *around])
+            order = weighted_fusion(dense_orders)
         elif self.ranking == "lexical" or not embeddings:
-            order = weighted_fusion([*word_orders, *around])
+            order = weighted_fusion(word_orders)
         else:
-            order = weighted_fusion([*dense_orders, *word_orders, *around])
+            order = weighted_fusion([*dense_orders, *word_orders])
         return [
             Scored(
                 chunk=passages.chunks[i],
@@ -553,12 +487,9 @@ def _carried(
     passages: DocumentPassages,
     chosen: dict[str, list[str]] | None,
     name: str,
-    conjunctive: list[tuple[list[int], float]] | None = None,
 ) -> list[tuple[SearchText, str]]:
     """The `terms` texts as the document searches them: the question and the carried words
-    rarest in this document (none: not searched), noted in `chosen` by document name; into
-    `conjunctive`, for a text with `both`, its ranking of the passages holding a word of each
-    (`holding_both`) at its weight."""
+    rarest in this document (none: not searched), noted in `chosen` by document name."""
     lexical = passages.lexical
     found = []
 
@@ -568,27 +499,14 @@ def _carried(
     for extra in also:
         if extra.source != "terms":
             continue
-        together = None
-        if extra.together:
-            own = WORD.findall(extra.text)
-            together = cooccurrence(own, lexical.holding, lexical.size, common)
         words = salient_words(
-            extra.carried, lexical.frequency, lexical.size, extra.pick, extra.near, common, together
+            extra.carried, lexical.frequency, lexical.size, extra.pick, extra.near, common
         )
         if words:
             text = f"{extra.text} {' '.join(words)}"
             found.append((extra, text))
             if chosen is not None:
                 chosen.setdefault(name, []).extend(words)
-            if extra.both > 0 and conjunctive is not None:
-                ranked = lexical.ranked(text, POOL)[0]
-                own = WORD.findall(extra.text)
-                conjunctive.append(
-                    (
-                        holding_both(ranked, own, words, lexical.holding, common),
-                        extra.weight * extra.both,
-                    )
-                )
     return found
 
 

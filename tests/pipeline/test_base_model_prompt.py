@@ -1,5 +1,5 @@
 """A base model gets the completion shape: passages, `Question: ... Answer:`, sent as a text
-completion; instruction-tuned and unknown models keep SPEC's chat prompts."""
+completion; instruction-tuned and unknown models keep the chat prompts."""
 
 from __future__ import annotations
 

@@ -11,10 +11,8 @@ from proxy.retrieval.history import (
     SearchText,
     Turn,
     carried_words,
-    cooccurrence,
     earlier_turns,
     first_words,
-    holding_both,
     last_words,
     leaning,
     led_by_rewrite,
@@ -76,10 +74,6 @@ def test_the_last_answer_is_searched_with_the_question_at_its_own_weight() -> No
 def test_no_history_no_weight_or_no_words_leave_the_question_alone() -> None:
     rule = HistoryRule(turns=2, weight=0.5, **FIRST_ROUND | {"reply": 0.5})
     assert search_texts("What is it?", [], rule) == [SearchText("What is it?", 1.0, "question")]
-    fourth = HistoryRule(definite=True, together=True, both=1.0)  # a single question: alone
-    assert search_texts("What is the token?", [], fourth) == [
-        SearchText("What is the token?", 1.0, "question")
-    ]
     off = HistoryRule(turns=0, **FIRST_ROUND | {"reply": 0.0})
     alone = [SearchText("What is it?", 1.0, "question")]
     assert search_texts("What is it?", CONVERSATION, off) == alone
@@ -172,22 +166,18 @@ def test_salient_words_are_the_rarest_in_the_document_that_it_holds() -> None:
     assert everything == ["ETag", "RFC", "header", "work"]  # in 40 of 100 passages: too common
 
 
-def test_terms_and_region_texts_follow_the_rule_and_the_lean() -> None:
-    rule = HistoryRule(
-        turns=1, reply=0.0, terms=1.0, term_count=3, region=0.5, lean=False, near=False
-    )
+def test_terms_texts_follow_the_rule_and_the_lean() -> None:
+    rule = HistoryRule(turns=1, reply=0.0, terms=1.0, term_count=3, lean=False, near=False)
     texts = search_texts("What is it for?", CONVERSATION, rule)
     assert [(t.source, t.weight) for t in texts] == [
         ("question", 1.0),
         ("conversation", 1.0),
         ("terms", 1.0),
-        ("region", 0.5),
     ]
-    terms, region = texts[2], texts[3]
+    terms = texts[2]
     assert terms.text == "What is it for?" and terms.pick == 3
     assert terms.carried[:3] == ("Return", "an", "error")  # the answer's words first
     assert "stop" in terms.carried  # then the earlier question's
-    assert region.text == "How do I stop a transfer?"
     assert terms.record() == {
         "text": "What is it for?",
         "weight": 1.0,
@@ -195,7 +185,7 @@ def test_terms_and_region_texts_follow_the_rule_and_the_lean() -> None:
         "carried": list(terms.carried),
     }
     leaned = search_texts("What is it for?", CONVERSATION, dataclasses.replace(rule, lean=True))
-    assert [t.weight for t in leaned] == [1.0, 1.5, 1.5, 0.75]  # the question keeps its 1
+    assert [t.weight for t in leaned] == [1.0, 1.5, 1.5]  # the question keeps its 1
     plain = "Which file format does the cookie jar of libcurl use when saved to disk"
     assert [t.weight for t in search_texts(plain, CONVERSATION, HistoryRule(terms=0))] == [
         1.0,
@@ -282,67 +272,11 @@ def test_a_rewrite_leads_the_conversation_texts_at_its_weight() -> None:
     assert terms.text == rewrite and "multi" not in terms.carried and "callback" in terms.carried
 
 
-def test_carried_words_found_with_the_questions_own_words_win_over_rarer_ones() -> None:
-    # Each word's passages in a document of 100: "scope" is found with "tokens" (the
-    # question's own word) in three passages; "heron" is rarer but never beside it.
-    places = {
-        "tokens": frozenset({1, 2, 3, 4}),
-        "scope": frozenset({2, 3, 4, 50, 60}),
-        "heron": frozenset({70}),
-        "grant": frozenset({4, 80}),
-    }
-
-    def holding(word: str) -> frozenset[int]:
-        return places.get(word, frozenset())
-
-    together = cooccurrence(["How", "do", "the", "tokens", "limit"], holding, 100)
-    assert together("scope") > together("grant") > together("heron") == 0
-    pick = {
-        "frequency": lambda word: len(holding(word)),
-        "passages": 100,
-        "count": 2,
-    }
-    carried = ["heron", "scope", "grant"]
-    assert salient_words(carried, **pick) == ["heron", "grant"]  # by rarity alone
-    chosen = salient_words(carried, **pick, together=together)
-    assert chosen == ["scope", "grant"]  # found with the question's words; "heron" never is
-    room = {**pick, "count": 3}
-    assert salient_words(carried, **room, together=together) == ["scope", "grant"]  # left out
-    # A near word stays, found with them or not: where it was said chose it.
-    assert salient_words(carried, **pick, near=1, together=together) == ["heron", "scope"]
-
-
-def test_an_own_word_counts_at_its_rarity_and_function_words_not_at_all() -> None:
-    places = {"use": frozenset(range(40)), "keepalive": frozenset({5}), "probe": frozenset({5})}
-
-    def holding(word: str) -> frozenset[int]:
-        return places.get(word, frozenset())
-
-    common = cooccurrence(["use"], holding, 100)
-    rare = cooccurrence(["keepalive"], holding, 100)
-    assert rare("probe") > common("probe") > 0  # one shared passage each, at its own rarity
-    assert cooccurrence(["use"], holding, 100, lambda word: word == "use")("probe") == 0
-
-
-def test_passages_holding_both_a_question_word_and_a_carried_word_keep_their_order() -> None:
-    places = {"tokens": frozenset({1, 2, 3}), "scope": frozenset({3, 7, 1}), "the": frozenset({9})}
-
-    def holding(word: str) -> frozenset[int]:
-        return places.get(word, frozenset())
-
-    ranked = [7, 3, 9, 1, 2]
-    assert holding_both(ranked, ["the", "tokens"], ["scope"], holding) == [3, 1]
-    # A function word of the question holds nothing of its subject.
-    is_common = lambda word: word == "the"  # noqa: E731
-    assert holding_both([9, 3], ["the"], ["scope"], holding, is_common) == []
-
-
 def test_a_definite_phrase_naming_what_the_last_turn_named_points_back() -> None:
     answer = "Apps get an access token whose scopes name what they may read."
     question = "How do the tokens limit what an app may touch in the end, exactly?"
     assert pointed_at(question, [answer])  # "the tokens": the answer's token
-    assert leaning(question, [answer]) == 1.0  # long, but pointing back
-    assert leaning(question) == 0.5  # as before, when the last turn is not given
+    assert leaning(question) == 0.5  # long, no pronoun: the lean does not look at the last turn
     assert not pointed_at(question.replace("the tokens", "tokens"), [answer])  # no article
     assert not pointed_at("How do the cookies limit what an app may touch?", [answer])
     # German and Russian: an article or demonstrative before the noun the last turn said.
@@ -352,19 +286,26 @@ def test_a_definite_phrase_naming_what_the_last_turn_named_points_back() -> None
     assert pointed_at("Do the same tokens expire?", [answer])
 
 
-def test_the_definite_rule_raises_the_history_weights_only_when_asked() -> None:
+def test_a_definite_phrase_leaves_the_history_weights_of_a_long_question_as_they_were() -> None:
     turns = [
         Turn("user", "How does an app get access?"),
         Turn("assistant", "Apps get an access token whose scopes name what they may read."),
     ]
     question = "How do the tokens limit what an app may touch in the end, exactly?"
     plain = search_texts(question, turns, HistoryRule(reply=0.0))
-    pointed = search_texts(question, turns, HistoryRule(reply=0.0, definite=True))
     assert [t.weight for t in plain[1:]] == [0.5, 0.5]  # a long plain question: x0.5
-    assert [t.weight for t in pointed[1:]] == [1.0, 1.0]  # it points back: x1
-    assert pointed[-1].source == "terms"
-    together = search_texts(question, turns, HistoryRule(together=True, both=0.5))[-1]
-    assert together.together and together.both == 0.5
+
+
+def test_a_definite_phrase_naming_what_the_last_answer_named_gets_the_answer_searched() -> None:
+    turns = [
+        Turn("user", "Was muss ich in Windows abschalten?"),
+        Turn("assistant", "Den Schnellstart: mit ihm fährt Windows nicht wirklich herunter."),
+    ]
+    gated = HistoryRule(reply=0.5, reply_pointing=True)
+    named = search_texts("Ist der Schnellstart ab Werk eingeschaltet?", turns, gated)
+    assert "reply" in [text.source for text in named]  # "der Schnellstart": the answer's
+    other = search_texts("Ist der Ruhezustand ab Werk eingeschaltet?", turns, gated)
+    assert "reply" not in [text.source for text in other]  # a thing the answer never named
 
 
 def test_the_last_answer_is_searched_only_for_a_question_pointing_back_when_asked() -> None:

@@ -1,5 +1,5 @@
-"""A follow-up's history texts as the retriever ranks them: carried words by words alone, the
-earlier question's region, each at its weight."""
+"""A follow-up's history texts as the retriever ranks them: carried words by words alone, each
+text at its weight."""
 
 from __future__ import annotations
 
@@ -72,26 +72,6 @@ async def test_carried_words_rank_by_words_alone_rarest_in_the_document(make: Ma
     assert chosen == {}
 
 
-async def test_the_earlier_questions_region_ranks_its_neighbours_up(make: Make) -> None:
-    # One passage a page, no two sharing a word.
-    pages = [f"Entry{n} tells of thing{n} and place{n} in year{n}." for n in range(12)]
-    doc = text_document(pages, name="entries.txt")
-    retriever = make(new_document_candidates=100, chunk_tokens=10)
-    question = "What comes after it?"
-    plain, _ = await retriever.search([doc], question, 12)
-    before = [item.chunk.index for item in plain[0]]
-    assert not {6, 7, 8} <= set(before[:5])
-    region = SearchText("Where is place7?", 1.0, "region")
-    ranked, _ = await retriever.search([doc], question, 12, also=[region])
-    # The earlier question's passage (7) and the ones around it (6, 8) move up.
-    after = [item.chunk.index for item in ranked[0]]
-    assert {6, 7, 8} <= set(after[:5])
-    assert all(after.index(i) < before.index(i) for i in (6, 7, 8))
-    # Its own words lend no score: the cosines are the question's.
-    scores = {item.chunk.index: item.dense for item in plain[0]}
-    assert [item.dense for item in ranked[0]] == [scores[item.chunk.index] for item in ranked[0]]
-
-
 async def test_a_topic_shift_keeps_its_own_passage_first_against_its_conversation(
     make: Make,
 ) -> None:
@@ -122,42 +102,3 @@ async def test_a_topic_shift_keeps_its_own_passage_first_against_its_conversatio
     heavy = [SearchText(texts[1].text, 8.0, "conversation")]
     outweighed, _ = await retriever.search([doc], question, 3, also=heavy)
     assert not outweighed[0][0].chunk.text.startswith("Cookie jar format")
-
-
-TOKEN_PAGES = [
-    "Tokens are handed out by the server once a user has logged in with a password.",
-    "The heron stands still in the pond and waits for fish to come close to its feet.",
-    "Scope, scope, scope: every scope is a scope granted per app, scope by scope.",
-    "Each of the tokens carries a scope, a list naming which calendars it may read.",
-    "Passwords are stored hashed and salted, never in plain text, on the server.",
-    "Rate limits cap how many requests one app may send in a minute.",
-    "Logs are kept for thirty days and then deleted without notice.",
-    "Webhooks post an event to your address whenever a calendar changes.",
-    "Errors come back as a code and a message in the body of the reply.",
-]
-
-
-async def test_carried_words_found_with_the_questions_words_are_chosen(make: Make) -> None:
-    doc = text_document(TOKEN_PAGES, name="auth.txt")
-    retriever = make(new_document_candidates=100, chunk_tokens=20)
-    question = "How do the tokens limit what gets touched?"
-    chosen: dict[str, list[str]] = {}
-    rare = SearchText(question, 1.0, "terms", ("heron", "scope"), pick=1)
-    await retriever.search([doc], question, 3, also=[rare], carried=chosen)
-    assert chosen == {"auth.txt": ["heron"]}  # the rarest in the document
-    chosen.clear()
-    together = SearchText(question, 1.0, "terms", ("heron", "scope"), pick=1, together=True)
-    await retriever.search([doc], question, 3, also=[together], carried=chosen)
-    assert chosen == {"auth.txt": ["scope"]}  # "heron" is never said with "tokens"
-
-
-async def test_passages_holding_both_words_rank_up_with_both(make: Make) -> None:
-    doc = text_document(TOKEN_PAGES, name="auth.txt")
-    retriever = make(new_document_candidates=100, chunk_tokens=20, ranking="lexical")
-    question = "How do the tokens limit what gets touched?"
-    terms = SearchText(question, 1.0, "terms", ("scope",), pick=1)
-    plain, _ = await retriever.search([doc], question, 3, also=[terms])
-    both = SearchText(question, 1.0, "terms", ("scope",), pick=1, both=2.0)
-    lifted, _ = await retriever.search([doc], question, 3, also=[both])
-    assert "calendars" not in plain[0][0].chunk.text
-    assert "calendars" in lifted[0][0].chunk.text  # "tokens" and "scope" together

@@ -26,8 +26,8 @@ THINK = {
     "ultra": "max",
 }
 # Ollama options a client may send at the top level (extra_body), Modelfile parameter names
-# (docs/modelfile.mdx); Ollama's OpenAI layer drops them, its native API takes them. Sampling
-# only: what changes the loaded model is in RUNNER_OPTIONS.
+# (docs/modelfile.mdx in Ollama's repository); Ollama's OpenAI layer drops them, its native API
+# takes them. Sampling only: what changes the loaded model is in RUNNER_OPTIONS.
 OLLAMA_OPTIONS = (
     "top_k",
     "min_p",
