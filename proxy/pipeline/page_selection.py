@@ -10,9 +10,9 @@ from __future__ import annotations
 import asyncio
 import hashlib
 from collections.abc import Sequence
+from functools import partial
 
 from proxy.documents.model import ParsedDocument
-from proxy.documents.page_images import Survey
 from proxy.images.choice import (
     Pricer,
     Selector,
@@ -20,7 +20,7 @@ from proxy.images.choice import (
     choose_for_passages,
     choose_in_room,
 )
-from proxy.images.plan import Asked, Size
+from proxy.images.plan import Asked
 from proxy.pipeline.exchange import Exchange
 from proxy.pipeline.file_refs import FileRef
 from proxy.pipeline.page_state import PagesState
@@ -59,16 +59,12 @@ async def _remember(
 
 
 def _edges(exchange: Exchange, services: Services, state: PagesState) -> tuple[Surveyor, Pricer]:
-    """The two facts the choice may ask for: a document's survey, in the caller's turn for
-    the parse workers, and the token count of each image size, for this model."""
-    owner, model = exchange.caller.name, exchange.model
-
-    async def survey(document: ParsedDocument, data: bytes) -> Survey:
-        return await services.page_images.surveyed(document, data, owner=owner)
-
-    async def price(sizes: set[Size]) -> dict[Size, int]:
-        return await services.vision.counts(model, state.sight, sizes)
-
+    """The two facts the choice may ask for, as the lower modules' own methods bound to this
+    request: a document's survey, in the caller's turn for the parse workers
+    (`PageImages.surveyed`), and the token count of each image size, for this model and its
+    sight (`VisionIntrospection.counts`)."""
+    survey = partial(services.page_images.surveyed, owner=exchange.caller.name)
+    price = partial(services.vision.counts, exchange.model, state.sight)
     return survey, price
 
 
