@@ -14,7 +14,7 @@ from proxy.documents.page_images import Survey
 from proxy.images.plan import PageSizes
 from proxy.pipeline import page_selection as stage
 from proxy.pipeline.decision import ImagesRecord
-from proxy.pipeline.exchange import Exchange
+from proxy.pipeline.exchange import Caller, Exchange
 from proxy.pipeline.page_attach import record_choice
 from proxy.pipeline.page_state import PagesState
 from proxy.retrieval.budget import Passage, PassageBudget, PassageSelection
@@ -97,3 +97,27 @@ async def test_the_budget_is_given_back_when_no_kept_passage_is_on_a_drawn_page(
     assert stubbed.pages is not None and stubbed.pages.plan is None
     assert stubbed.decision.images is not None
     assert "the passages took the whole budget" in stubbed.decision.images.note
+
+
+async def test_the_edges_handed_down_ask_in_the_callers_turn_for_the_model_and_its_sight(
+    stubbed: Exchange,
+) -> None:
+    """The survey waits for a parse worker in the caller's own turn; the counts are asked for
+    the request's model and the sight the `sight` stage learnt."""
+    asked: list[tuple[str, Any]] = []
+    services = stubbed.services  # type: ignore[attr-defined]
+    surveyed, counts = services.page_images.surveyed, services.vision.counts
+
+    async def surveyed_for(document: Any, data: bytes, owner: str = "") -> Survey:
+        asked.append(("survey", (document.name, owner)))
+        return await surveyed(document, data, owner)
+
+    async def counts_for(model: Any, sight: Any, sizes: Any) -> dict[Any, int]:
+        asked.append(("counts", (model, sight)))
+        return await counts(model, sight, sizes)
+
+    services.page_images.surveyed, services.vision.counts = surveyed_for, counts_for
+    stubbed.caller = Caller("alice")
+    await run(stubbed, kept_page=2)
+    assert stubbed.pages is not None
+    assert asked == [("survey", ("a.pdf", "alice")), ("counts", ("m", stubbed.pages.sight))]
