@@ -194,8 +194,6 @@ METHODS: dict[str, dict[str, Any]] = {
     "words lead 1": rewrite(ask="words", weight=1.0, lead=True),
     "words lead 3": rewrite(ask="words", weight=3.0, lead=True),
     "words beside 2": rewrite(ask="words", weight=2.0, lead=False),
-    "rewrite lead 2, unchecked": rewrite(weight=2.0, lead=True, check=False),
-    "rewrite lead 2, checked": rewrite(weight=2.0, lead=True, check=True),
     "rewrite 1, no history": {
         "retrieval": {"history": NO_HISTORY, "rewrite": {"ask": "question", "weight": 1.0}}
     },

@@ -1346,14 +1346,6 @@ class RewriteSettings(Section):
             "as written keeps 1."
         ),
     )
-    check: bool = Field(
-        False,
-        description=(
-            "A rewritten question is searched only if it keeps the question's language and some "
-            "of its words and resolves what it pointed at; else the conversation is searched "
-            "without it (outcome `rejected`)."
-        ),
-    )
     ask: Literal["question", "words"] = Field(
         "words",
         description=(

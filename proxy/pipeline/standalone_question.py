@@ -91,9 +91,7 @@ async def follow_up_searches(
                 clean=clean_key_words if words else clean_rewrite,
             )
             if found.text is not None:
-                kept = searched_question(
-                    question, found.text, earlier, words, settings.rewrite.check
-                )
+                kept = searched_question(question, found.text, earlier, words)
                 found = replace(found, text=kept.text, error=kept.error, rejected=kept.text is None)
             guarded = None
             if found.text is not None and not found.timed_out:
