@@ -194,6 +194,15 @@ METHODS: dict[str, dict[str, Any]] = {
     "words lead 1": rewrite(ask="words", weight=1.0, lead=True),
     "words lead 3": rewrite(ask="words", weight=3.0, lead=True),
     "words beside 2": rewrite(ask="words", weight=2.0, lead=False),
+    # Fifth round: the model's text searched beside the whole search without a model (a hedge:
+    # a bad answer cannot push out what that search found), and the model asked about every
+    # follow-up rather than only those the rule says lean (retrieval.rewrite.gate).
+    "words beside 1": rewrite(ask="words", weight=1.0, lead=False),
+    "rewrite beside 2": rewrite(weight=2.0, lead=False),
+    "words lead 2, every follow-up": rewrite(ask="words", weight=2.0, lead=True, gate="every"),
+    "words beside 1, every follow-up": rewrite(ask="words", weight=1.0, lead=False, gate="every"),
+    "rewrite lead 2, every follow-up": rewrite(weight=2.0, lead=True, gate="every"),
+    "rewrite beside 1, every follow-up": rewrite(weight=1.0, lead=False, gate="every"),
     "rewrite 1, no history": {
         "retrieval": {"history": NO_HISTORY, "rewrite": {"ask": "question", "weight": 1.0}}
     },

@@ -1346,6 +1346,14 @@ class RewriteSettings(Section):
             "as written keeps 1."
         ),
     )
+    gate: Literal["leaning", "every"] = Field(
+        "leaning",
+        description=(
+            "Which follow-ups the model is asked about: `leaning`, those that point back, "
+            "continue the last question or have too few words of their own; `every`, every "
+            "user message after an earlier one (one call each)."
+        ),
+    )
     ask: Literal["question", "words"] = Field(
         "words",
         description=(

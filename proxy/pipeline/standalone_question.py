@@ -46,7 +46,8 @@ async def follow_up_searches(
     last_user = last_user_index(exchange.messages)
     earlier = earlier_turns(exchange.messages, last_user)
     enabled = settings.rewrite.enabled and rewriter is not None
-    gate = rewrite_gate(question, earlier, enabled) if searching else None
+    every = settings.rewrite.gate == "every"
+    gate = rewrite_gate(question, earlier, enabled, every) if searching else None
     standalone = None if isinstance(gate, Leaning) else gate
     if isinstance(gate, Leaning) and rewriter is not None:
         words = settings.rewrite.ask == "words"
