@@ -9,6 +9,7 @@ from typing import Any
 import httpx
 import pytest
 
+from proxy.retrieval.follow_up import rewrite_gate
 from proxy.retrieval.history import Turn
 from proxy.retrieval.standalone import (
     ANSWER_TAIL_WORDS,
@@ -21,6 +22,8 @@ from proxy.retrieval.standalone import (
     NOT_FROM_THE_CONVERSATION,
     QUESTIONS_SHOWN,
     REFUSED,
+    Leaning,
+    StandaloneQuestion,
     clean_key_words,
     clean_rewrite,
     conversation_lines,
@@ -85,6 +88,21 @@ def test_why_names_what_leans() -> None:
     assert leans_on_history("And Rhino?", EARLIER).why == "continues the last question ('And')"
     assert leans_on_history("Firefox OS support?", EARLIER).why == "2 words of its own"
     assert leans_on_history("Firefox?", EARLIER).why == "1 word of its own"
+
+
+def test_the_wider_gate_asks_about_every_follow_up_and_nothing_else() -> None:
+    self_contained = "Which file format does the cookie jar use?"
+    leaning = rewrite_gate(self_contained, EARLIER, enabled=True)
+    assert isinstance(leaning, StandaloneQuestion) and leaning.outcome == "not needed"
+    every = rewrite_gate(self_contained, EARLIER, enabled=True, every=True)
+    assert isinstance(every, Leaning) and every.needed
+    assert every.why == "a follow-up (self-contained; retrieval.rewrite.gate: every)"
+    # A leaning follow-up says why it leans either way; a first question is still none.
+    pointing = rewrite_gate("Which options does it accept?", EARLIER, enabled=True, every=True)
+    assert isinstance(pointing, Leaning) and pointing.why == "points back ('it')"
+    assert rewrite_gate(self_contained, [], enabled=True, every=True) is None
+    off = rewrite_gate(self_contained, EARLIER, enabled=False, every=True)
+    assert isinstance(off, StandaloneQuestion) and off.outcome == "off"
 
 
 def test_own_words_leave_out_asking_and_pointing_words() -> None:
@@ -503,6 +521,21 @@ def test_a_self_contained_follow_up_costs_no_call(
     assert raw.headers["X-Enrich-Rewrite"] == "not needed"
     assert rewrite_calls(instruct) == []
     assert last_record(base)["rewrite"] == {"outcome": "not needed", "why": "self-contained"}
+
+
+def test_with_the_wider_gate_a_self_contained_follow_up_is_asked_about_too(
+    make_proxy: Callable[..., str], instruct: FakeUpstream
+) -> None:
+    question = "Which file format does the cookie jar use?"
+    instruct.rewrites = {question: "Which file format does curl's cookie jar use?"}
+    base = make_proxy(retrieval={**NO_HISTORY, "rewrite": {**QUESTION, "gate": "every"}})
+    raw = ask(base, conversation(question))
+    assert raw.headers["X-Enrich-Rewrite"] == "rewritten"
+    assert raw.headers["X-Enrich-Searched"] == "question 1; rewrite 2"
+    assert len(rewrite_calls(instruct)) == 1
+    assert last_record(base)["rewrite"]["why"] == (
+        "a follow-up (self-contained; retrieval.rewrite.gate: every)"
+    )
 
 
 def test_a_single_question_is_no_follow_up(
