@@ -723,6 +723,10 @@ def main() -> None:
         action="store_true",
         help="ask only the follow-ups as written (a quicker comparison of methods)",
     )
+    parser.add_argument(
+        "--conditions",
+        help=f"only these, joined by commas (of {','.join(CONDITIONS)}; e.g. follow-up,ceiling)",
+    )
     parser.add_argument("--json", type=Path, help="write the results here")
     parser.add_argument("--verbose", action="store_true", help="the proxy's own log lines")
     parser.add_argument(
@@ -790,6 +794,8 @@ def evaluate(args: argparse.Namespace) -> None:
     for name in names:
         progress(f"{name} / upstream {args.upstream}: {len(conversations)} conversations")
         conditions = ("follow-up",) if args.follow_ups_only else CONDITIONS
+        if args.conditions:
+            conditions = tuple(args.conditions.split(","))
         run = run_method(
             name, conversations, paths, args.upstream, args.data_dir, rewrite_at, conditions
         )
