@@ -165,8 +165,15 @@ METHODS: dict[str, dict[str, Any]] = {
     "words lead 1": rewrite(ask="words", weight=1.0, lead=True),
     "words lead 3": rewrite(ask="words", weight=3.0, lead=True),
     "words beside 2": rewrite(ask="words", weight=2.0, lead=False),
-    "rewrite lead 2, unchecked": rewrite(weight=2.0, lead=True, check=False),
-    "rewrite lead 2, checked": rewrite(weight=2.0, lead=True, check=True),
+    # Fifth round: the model's text searched beside the whole search without a model (a hedge:
+    # a bad answer cannot push out what that search found), and the model asked about every
+    # follow-up rather than only those the rule says lean (retrieval.rewrite.gate).
+    "words beside 1": rewrite(ask="words", weight=1.0, lead=False),
+    "rewrite beside 2": rewrite(weight=2.0, lead=False),
+    "words lead 2, every follow-up": rewrite(ask="words", weight=2.0, lead=True, gate="every"),
+    "words beside 1, every follow-up": rewrite(ask="words", weight=1.0, lead=False, gate="every"),
+    "rewrite lead 2, every follow-up": rewrite(weight=2.0, lead=True, gate="every"),
+    "rewrite beside 1, every follow-up": rewrite(weight=1.0, lead=False, gate="every"),
     "rewrite 1, no history": {
         "retrieval": {"history": NO_HISTORY, "rewrite": {"ask": "question", "weight": 1.0}}
     },
@@ -687,6 +694,10 @@ def main() -> None:
         action="store_true",
         help="ask only the follow-ups as written (a quicker comparison of methods)",
     )
+    parser.add_argument(
+        "--conditions",
+        help=f"only these, joined by commas (of {','.join(CONDITIONS)}; e.g. follow-up,ceiling)",
+    )
     parser.add_argument("--json", type=Path, help="write the results here")
     parser.add_argument("--verbose", action="store_true", help="the proxy's own log lines")
     parser.add_argument(
@@ -754,6 +765,8 @@ def evaluate(args: argparse.Namespace) -> None:
     for name in names:
         progress(f"{name} / upstream {args.upstream}: {len(conversations)} conversations")
         conditions = ("follow-up",) if args.follow_ups_only else CONDITIONS
+        if args.conditions:
+            conditions = tuple(args.conditions.split(","))
         run = run_method(
             name, conversations, paths, args.upstream, args.data_dir, rewrite_at, conditions
         )

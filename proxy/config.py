@@ -1306,12 +1306,12 @@ class RewriteSettings(Section):
             "as written keeps 1."
         ),
     )
-    check: bool = Field(
-        False,
+    gate: Literal["leaning", "every"] = Field(
+        "leaning",
         description=(
-            "A rewritten question is searched only if it keeps the question's language and some "
-            "of its words and resolves what it pointed at; else the conversation is searched "
-            "without it (outcome `rejected`)."
+            "Which follow-ups the model is asked about: `leaning`, those that point back, "
+            "continue the last question or have too few words of their own; `every`, every "
+            "user message after an earlier one (one call each)."
         ),
     )
     ask: Literal["question", "words"] = Field(

@@ -46,7 +46,8 @@ async def follow_up_searches(
     last_user = last_user_index(exchange.messages)
     earlier = earlier_turns(exchange.messages, last_user)
     enabled = settings.rewrite.enabled and rewriter is not None
-    gate = rewrite_gate(question, earlier, enabled) if searching else None
+    every = settings.rewrite.gate == "every"
+    gate = rewrite_gate(question, earlier, enabled, every) if searching else None
     standalone = None if isinstance(gate, Leaning) else gate
     if isinstance(gate, Leaning) and rewriter is not None:
         words = settings.rewrite.ask == "words"
@@ -91,9 +92,7 @@ async def follow_up_searches(
                 clean=clean_key_words if words else clean_rewrite,
             )
             if found.text is not None:
-                kept = searched_question(
-                    question, found.text, earlier, words, settings.rewrite.check
-                )
+                kept = searched_question(question, found.text, earlier, words)
                 found = replace(found, text=kept.text, error=kept.error, rejected=kept.text is None)
             guarded = None
             if found.text is not None and not found.timed_out:

@@ -33,11 +33,12 @@ from proxy.retrieval.standalone import (
 
 
 def rewrite_gate(
-    question: str, earlier: Sequence[Turn], enabled: bool
+    question: str, earlier: Sequence[Turn], enabled: bool, every: bool = False
 ) -> StandaloneQuestion | Leaning | None:
     """Before any call: None for a request that is no follow-up (no earlier user question in
     `earlier`, the turns before it: searched as before, nothing said); why no standalone
-    question is asked for; else what the follow-up leans on."""
+    question is asked for; else what the follow-up leans on (`every`: retrieval.rewrite.gate
+    every, each follow-up is asked about, leaning or not)."""
     if not any(turn.role == "user" for turn in earlier):
         return None
     if not enabled:
@@ -45,6 +46,8 @@ def rewrite_gate(
     if len(question.split()) > FOLLOW_UP_WORDS:
         return StandaloneQuestion(NOT_NEEDED, f"over {FOLLOW_UP_WORDS} words: searched as written")
     leaning = leans_on_history(question, earlier)
+    if every and not leaning.needed:
+        return Leaning(True, f"a follow-up ({leaning.why}; retrieval.rewrite.gate: every)")
     if not leaning.needed:
         return StandaloneQuestion(NOT_NEEDED, leaning.why)
     return leaning

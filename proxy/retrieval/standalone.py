@@ -12,7 +12,6 @@ from typing import Any
 import bm25s.stopwords
 
 from proxy.retrieval.history import SearchText, Turn, first_words, last_words
-from proxy.retrieval.lexical import query_language
 from proxy.retrieval.translation import Endpoint
 
 _WORD = re.compile(r"\w+")
@@ -318,26 +317,6 @@ def clean_rewrite(raw: str) -> Cleaned:
     return Cleaned(line)
 
 
-def rewrite_fault(question: str, rewrite: str) -> str | None:
-    """Why a model's rewrite of `question` is not searched, or None: written in another language
-    than the question, no question where the question was one (the model answered it), still
-    pointing back where the question did with no word added (nothing resolved), or holding
-    none of the question's own words (another question)."""
-    asked, written = query_language(question), query_language(rewrite)
-    if asked is not None and written is not None and asked != written:
-        return f"the rewrite is in {written}, the question in {asked}"
-    if _QUESTION_END.search(question) and not _QUESTION_END.search(rewrite):
-        return "the rewrite is no question (an answer?)"
-    own, written_own = set(own_words(question)), set(own_words(rewrite))
-    pointing = {word for word in _word_set(question) if word in _REFERRING}
-    kept = sorted(pointing & _word_set(rewrite))
-    if kept and written_own <= own:
-        return f"the rewrite still points back ({kept[0]!r}) and adds no word"
-    if own and not own & written_own:
-        return "the rewrite holds none of the question's own words"
-    return None
-
-
 _KEY_WORDS_LABEL = re.compile(
     r"^\s*(?:\*\*)?(?:key ?words|subject|topic|answer|schlüsselwörter|stichwörter|thema|"
     r"ключевые слова|тема)\s*(?:\*\*)?\s*:\s*(?:\*\*)?\s*",
@@ -395,17 +374,11 @@ def with_key_words(question: str, named_words: str, earlier: Sequence[Turn]) -> 
     return Cleaned(f"{', '.join(kept)}: {question.strip()}")
 
 
-def searched_question(
-    question: str, answer: str, earlier: Sequence[Turn], words: bool, check: bool
-) -> Cleaned:
+def searched_question(question: str, answer: str, earlier: Sequence[Turn], words: bool) -> Cleaned:
     """What is searched from the model's cleaned answer: the question with the key words before
-    it (`words`), or the rewrite, checked by `rewrite_fault` when `check`; else why not."""
+    it (`words`), or the rewrite; else why not."""
     if words:
         return with_key_words(question, answer, earlier)
-    if check and answer.casefold() != question.strip().casefold():
-        fault = rewrite_fault(question, answer)
-        if fault is not None:
-            return Cleaned(None, fault)
     return Cleaned(answer)
 
 

@@ -9,6 +9,7 @@ from typing import Any
 import httpx
 import pytest
 
+from proxy.retrieval.follow_up import rewrite_gate
 from proxy.retrieval.history import Turn
 from proxy.retrieval.standalone import (
     ANSWER_TAIL_WORDS,
@@ -21,13 +22,14 @@ from proxy.retrieval.standalone import (
     NOT_FROM_THE_CONVERSATION,
     QUESTIONS_SHOWN,
     REFUSED,
+    Leaning,
+    StandaloneQuestion,
     clean_key_words,
     clean_rewrite,
     conversation_lines,
     key_words_messages,
     leans_on_history,
     own_words,
-    rewrite_fault,
     rewrite_messages,
     with_key_words,
 )
@@ -86,6 +88,21 @@ def test_why_names_what_leans() -> None:
     assert leans_on_history("And Rhino?", EARLIER).why == "continues the last question ('And')"
     assert leans_on_history("Firefox OS support?", EARLIER).why == "2 words of its own"
     assert leans_on_history("Firefox?", EARLIER).why == "1 word of its own"
+
+
+def test_the_wider_gate_asks_about_every_follow_up_and_nothing_else() -> None:
+    self_contained = "Which file format does the cookie jar use?"
+    leaning = rewrite_gate(self_contained, EARLIER, enabled=True)
+    assert isinstance(leaning, StandaloneQuestion) and leaning.outcome == "not needed"
+    every = rewrite_gate(self_contained, EARLIER, enabled=True, every=True)
+    assert isinstance(every, Leaning) and every.needed
+    assert every.why == "a follow-up (self-contained; retrieval.rewrite.gate: every)"
+    # A leaning follow-up says why it leans either way; a first question is still none.
+    pointing = rewrite_gate("Which options does it accept?", EARLIER, enabled=True, every=True)
+    assert isinstance(pointing, Leaning) and pointing.why == "points back ('it')"
+    assert rewrite_gate(self_contained, [], enabled=True, every=True) is None
+    off = rewrite_gate(self_contained, EARLIER, enabled=False, every=True)
+    assert isinstance(off, StandaloneQuestion) and off.outcome == "off"
 
 
 def test_own_words_leave_out_asking_and_pointing_words() -> None:
@@ -168,53 +185,6 @@ def test_a_long_answer_is_cut() -> None:
     assert kept is not None and len(kept.split()) == MAX_WORDS
     kept = clean_rewrite("x" * 5000).text
     assert kept is not None and len(kept) <= MAX_CHARS
-
-
-# -- what a rewrite must be to be searched (retrieval.rewrite.check) -----------------------------
-
-
-@pytest.mark.parametrize(
-    ("question", "rewrite", "fault"),
-    [
-        # Another language than the question's.
-        (
-            "Warum wurde das eingeführt?",
-            "Why was payment on account introduced at the farm shop?",
-            "in english, the question in german",
-        ),
-        # An answer instead of a question.
-        (
-            "So what's the general rule for when it counts as local?",
-            "A variable assigned inside a function is local to that function.",
-            "no question",
-        ),
-        # The pointing word kept, nothing added: nothing was resolved.
-        ("Why was that introduced?", "So why was that introduced, then?", "still points back"),
-        # None of the question's own words: another question.
-        ("Does it strip the cookies too?", "How do I follow redirects with curl?", "none of"),
-    ],
-)
-def test_a_rewrite_that_resolves_nothing_is_turned_down(
-    question: str, rewrite: str, fault: str
-) -> None:
-    found = rewrite_fault(question, rewrite)
-    assert found is not None and fault in found
-
-
-@pytest.mark.parametrize(
-    ("question", "rewrite"),
-    [
-        ("Warum wurde das eingeführt?", "Warum wurde die Zahlung auf Rechnung eingeführt?"),
-        ("What does the 403 one mean?", "What does the HTTP 403 status code mean in curl?"),
-        ("And Rhino?", "Does Rhino run the test suite?"),  # no own word to keep
-        (
-            "А несколько процессоров он поддерживает?",
-            "Поддерживает ли MINIX несколько процессоров?",
-        ),
-    ],
-)
-def test_a_rewrite_that_resolves_its_question_is_kept(question: str, rewrite: str) -> None:
-    assert rewrite_fault(question, rewrite) is None
 
 
 # -- or the conversation's key words, put before the question (retrieval.rewrite.ask: words) ----
@@ -474,25 +444,11 @@ def test_a_failed_or_refused_rewrite_is_said_and_not_searched(
     assert [text["from"] for text in record["searched"]] == ["question"]
 
 
-def test_a_rewrite_that_resolves_nothing_is_not_searched(
+def test_whatever_rewrite_the_model_wrote_is_searched(
     make_proxy: Callable[..., str], instruct: FakeUpstream
 ) -> None:
     instruct.rewrites = {FOLLOW_UP: "How do I set a proxy for all transfers?"}
-    base = make_proxy(retrieval={**NO_HISTORY, "rewrite": {**QUESTION, "check": True}})
-    raw = ask(base, conversation(FOLLOW_UP))
-    assert raw.headers["X-Enrich-Rewrite"] == "rejected"
-    record = last_record(base)
-    assert record["rewrite"]["outcome"] == "rejected"
-    assert record["rewrite"]["why"] == "the rewrite holds none of the question's own words"
-    assert "text" not in record["rewrite"]
-    assert [text["from"] for text in record["searched"]] == ["question"]
-
-
-def test_unchecked_whatever_the_model_wrote_is_searched(
-    make_proxy: Callable[..., str], instruct: FakeUpstream
-) -> None:
-    instruct.rewrites = {FOLLOW_UP: "How do I set a proxy for all transfers?"}
-    base = make_proxy(retrieval={**NO_HISTORY, "rewrite": {**QUESTION, "check": False}})
+    base = make_proxy(retrieval={**NO_HISTORY, "rewrite": QUESTION})
     raw = ask(base, conversation(FOLLOW_UP))
     assert raw.headers["X-Enrich-Rewrite"] == "rewritten"
 
@@ -567,6 +523,21 @@ def test_a_self_contained_follow_up_costs_no_call(
     assert last_record(base)["rewrite"] == {"outcome": "not needed", "why": "self-contained"}
 
 
+def test_with_the_wider_gate_a_self_contained_follow_up_is_asked_about_too(
+    make_proxy: Callable[..., str], instruct: FakeUpstream
+) -> None:
+    question = "Which file format does the cookie jar use?"
+    instruct.rewrites = {question: "Which file format does curl's cookie jar use?"}
+    base = make_proxy(retrieval={**NO_HISTORY, "rewrite": {**QUESTION, "gate": "every"}})
+    raw = ask(base, conversation(question))
+    assert raw.headers["X-Enrich-Rewrite"] == "rewritten"
+    assert raw.headers["X-Enrich-Searched"] == "question 1; rewrite 2"
+    assert len(rewrite_calls(instruct)) == 1
+    assert last_record(base)["rewrite"]["why"] == (
+        "a follow-up (self-contained; retrieval.rewrite.gate: every)"
+    )
+
+
 def test_a_single_question_is_no_follow_up(
     make_proxy: Callable[..., str], instruct: FakeUpstream
 ) -> None:
@@ -622,7 +593,7 @@ def test_the_rewrite_settings_are_checked() -> None:
 
     rewrite = load_settings(None, environ={}).retrieval.rewrite
     assert rewrite.enabled and rewrite.timeout_s == 10 and rewrite.weight == 2.0 and rewrite.lead
-    assert rewrite.ask == "words" and not rewrite.check
+    assert rewrite.ask == "words"
     for bad in ({"base_url": "ftp://host"}, {"timeout_s": 0}, {"max_tokens": 4}):
         with pytest.raises(ConfigError, match=r"retrieval\.rewrite"):
             load_settings(None, environ={}, overrides={"retrieval": {"rewrite": bad}})
