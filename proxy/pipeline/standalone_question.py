@@ -17,16 +17,9 @@ from proxy.retrieval.follow_up import (
     standalone_outcome,
 )
 from proxy.retrieval.history import SearchText, earlier_turns
-from proxy.retrieval.standalone import (
-    NOT_INSTRUCT,
-    Leaning,
-    StandaloneQuestion,
-    clean_key_words,
-    clean_rewrite,
-    key_words_messages,
-    rewrite_messages,
-    searched_question,
-)
+from proxy.retrieval.standalone import NOT_INSTRUCT, Leaning, StandaloneQuestion
+from proxy.retrieval.standalone_answer import clean_key_words, clean_rewrite, searched_question
+from proxy.retrieval.standalone_prompts import key_words_messages, rewrite_messages
 from proxy.retrieval.translation import Endpoint
 from proxy.upstream.abilities import AbilityIntrospection
 from proxy.upstream.client import UpstreamClient

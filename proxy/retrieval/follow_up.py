@@ -20,7 +20,6 @@ from proxy.retrieval.standalone import (
     FOLLOW_UP_WORDS,
     NOT_NEEDED,
     OFF,
-    REFUSED,
     REFUSED_OUTCOME,
     REJECTED,
     REWRITTEN,
@@ -30,6 +29,7 @@ from proxy.retrieval.standalone import (
     StandaloneQuestion,
     leans_on_history,
 )
+from proxy.retrieval.standalone_answer import REFUSED
 
 
 def rewrite_gate(

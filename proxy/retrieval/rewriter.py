@@ -15,7 +15,7 @@ import structlog
 from cachetools import LRUCache
 
 from proxy import jsonio
-from proxy.retrieval.standalone import Cleaned, clean_rewrite
+from proxy.retrieval.standalone_answer import Cleaned, clean_rewrite
 from proxy.retrieval.translation import Endpoint
 from proxy.upstream.client import UpstreamClient
 

@@ -11,27 +11,26 @@ import pytest
 
 from proxy.retrieval.follow_up import rewrite_gate
 from proxy.retrieval.history import Turn
-from proxy.retrieval.standalone import (
-    ANSWER_TAIL_WORDS,
-    EXAMPLES,
+from proxy.retrieval.standalone import Leaning, StandaloneQuestion, leans_on_history, own_words
+from proxy.retrieval.standalone_answer import (
     KEY_WORDS,
-    KEY_WORDS_EXAMPLES,
     MAX_CHARS,
     MAX_WORDS,
     NOT_A_QUESTION,
     NOT_FROM_THE_CONVERSATION,
-    QUESTIONS_SHOWN,
     REFUSED,
-    Leaning,
-    StandaloneQuestion,
     clean_key_words,
     clean_rewrite,
+    with_key_words,
+)
+from proxy.retrieval.standalone_prompts import (
+    ANSWER_TAIL_WORDS,
+    EXAMPLES,
+    KEY_WORDS_EXAMPLES,
+    QUESTIONS_SHOWN,
     conversation_lines,
     key_words_messages,
-    leans_on_history,
-    own_words,
     rewrite_messages,
-    with_key_words,
 )
 from tests.fakes.servers import ServerThread
 from tests.fakes.upstream import FakeUpstream, Recorded
