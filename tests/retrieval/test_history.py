@@ -296,12 +296,14 @@ def test_a_definite_phrase_leaves_the_history_weights_of_a_long_question_as_they
     assert [t.weight for t in plain[1:]] == [0.5, 0.5]  # a long plain question: x0.5
 
 
+FAST_STARTUP = [
+    Turn("user", "Was muss ich in Windows abschalten?"),
+    Turn("assistant", "Den Schnellstart: mit ihm fährt Windows nicht wirklich herunter."),
+]
+
+
 def test_a_definite_phrase_naming_what_the_last_answer_named_gets_the_answer_searched() -> None:
-    turns = [
-        Turn("user", "Was muss ich in Windows abschalten?"),
-        Turn("assistant", "Den Schnellstart: mit ihm fährt Windows nicht wirklich herunter."),
-    ]
-    gated = HistoryRule(reply=0.5, reply_pointing=True)
+    turns, gated = FAST_STARTUP, HistoryRule(reply=0.5, reply_pointing=True)
     named = search_texts("Ist der Schnellstart ab Werk eingeschaltet?", turns, gated)
     assert "reply" in [text.source for text in named]  # "der Schnellstart": the answer's
     other = search_texts("Ist der Ruhezustand ab Werk eingeschaltet?", turns, gated)
@@ -309,11 +311,7 @@ def test_a_definite_phrase_naming_what_the_last_answer_named_gets_the_answer_sea
 
 
 def test_the_last_answer_is_searched_only_for_a_question_pointing_back_when_asked() -> None:
-    turns = [
-        Turn("user", "Was muss ich in Windows abschalten?"),
-        Turn("assistant", "Den Schnellstart: mit ihm fährt Windows nicht wirklich herunter."),
-    ]
-    gated = HistoryRule(reply=0.5, reply_pointing=True)
+    turns, gated = FAST_STARTUP, HistoryRule(reply=0.5, reply_pointing=True)
     pointing_back = search_texts("Warum ist das so gefährlich?", turns, gated)
     assert "reply" in [text.source for text in pointing_back]  # "das" points back
     own = search_texts("Wie groß muss die EFI-Partition mindestens sein?", turns, gated)
