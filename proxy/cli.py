@@ -9,7 +9,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from proxy.config import ConfigError, Settings, load_settings
+from proxy.config import ConfigError, Settings, load_settings, retired_keys
 from proxy.errors import StartupError
 from proxy.logs import configure_logging, log_line
 from proxy.upstream.launch import LlamaServerError
@@ -85,6 +85,8 @@ def announce_start(settings: Settings) -> None:
         "starting",
         detail=f"loading, for {server.host}:{server.port}, {then}",
     )
+    for note in retired_keys(settings):
+        log_line(server.log_format, server.log_level, "config", detail=note)
 
 
 async def _preview(settings: Settings, body: bytes) -> tuple[int, Any]:

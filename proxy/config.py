@@ -1717,6 +1717,8 @@ class ToolSearchSettings(Section):
 class Settings(Section):
     """Everything the proxy can be told; see config.example.yaml."""
 
+    _retired: list[str] = PrivateAttr(default_factory=list)
+
     server: ServerSettings = Field(
         default_factory=ServerSettings,
         description=(
@@ -1832,6 +1834,45 @@ def _merge(base: dict[str, Any], override: dict[str, Any]) -> dict[str, Any]:
     return merged
 
 
+_LOST = "an experiment measured as losing, removed (2026-12-04)"
+RETIRED_KEYS: dict[tuple[str, ...], str] = {
+    ("retrieval", "history", "together"): _LOST,
+    ("retrieval", "history", "both"): _LOST,
+    ("retrieval", "history", "definite"): _LOST,
+    ("retrieval", "history", "region"): _LOST,
+    ("retrieval", "history", "terms_by_meaning"): _LOST,
+    ("retrieval", "rewrite", "check"): _LOST,
+}
+"""Settings that were removed: a file still setting one (copied from an older
+config.example.yaml) starts, the key ignored and named in the log at start."""
+
+
+def without_retired(data: dict[str, Any]) -> tuple[dict[str, Any], list[str]]:
+    """`data` without the retired keys it sets, and a note for each (pure; `data` is left as
+    it was)."""
+    notes = []
+    for path, why in RETIRED_KEYS.items():
+        node: Any = data
+        for part in path[:-1]:
+            node = node.get(part) if isinstance(node, dict) else None
+        if isinstance(node, dict) and path[-1] in node:
+            data = _without(data, path)
+            notes.append(f"config key {'.'.join(path)} is ignored: {why}")
+    return data, notes
+
+
+def _without(data: dict[str, Any], path: tuple[str, ...]) -> dict[str, Any]:
+    head, *rest = path
+    if rest:
+        return {**data, head: _without(data[head], tuple(rest))}
+    return {key: value for key, value in data.items() if key != head}
+
+
+def retired_keys(settings: Settings) -> list[str]:
+    """The notes for the retired keys the settings' sources set (`load_settings`)."""
+    return list(settings._retired)
+
+
 def load_settings(
     path: Path | None = None,
     *,
@@ -1854,10 +1895,13 @@ def load_settings(
         data = loaded
     data = _merge(data, _env_overrides(dict(os.environ if environ is None else environ)))
     data = _merge(data, overrides or {})
+    data, retired = without_retired(data)
     try:
-        return Settings.model_validate(data)
+        settings = Settings.model_validate(data)
     except ValidationError as exc:
         raise ConfigError("; ".join(problem_lines(exc, Settings, "config key "))) from exc
+    settings._retired = retired
+    return settings
 
 
 def _unwrap(annotation: Any) -> Any:

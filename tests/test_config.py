@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from proxy.cli import main
-from proxy.config import ConfigError, load_settings
+from proxy.cli import announce_start, main
+from proxy.config import ConfigError, load_settings, retired_keys, without_retired
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -172,3 +172,38 @@ def test_files_s3_needs_a_bucket_and_a_plain_prefix() -> None:
         },
     )
     assert settings.files.prefix == "team/proxy"
+
+
+def test_a_retired_key_is_ignored_and_named_while_an_unknown_one_is_still_refused(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # A config copied from an older config.example.yaml still sets the removed experiments.
+    path = tmp_path / "c.yaml"
+    path.write_text(
+        "retrieval:\n  history:\n    region: 0.0\n    terms_by_meaning: false\n    turns: 3\n"
+        "  rewrite:\n    check: false\n"
+    )
+    settings = load_settings(path)
+    assert settings.retrieval.history.turns == 3  # the rest of the section still counts
+    assert retired_keys(settings) == [
+        "config key retrieval.history.region is ignored: an experiment measured as losing,"
+        " removed (2026-12-04)",
+        "config key retrieval.history.terms_by_meaning is ignored: an experiment measured as"
+        " losing, removed (2026-12-04)",
+        "config key retrieval.rewrite.check is ignored: an experiment measured as losing,"
+        " removed (2026-12-04)",
+    ]
+    announce_start(settings)
+    assert "retrieval.history.region is ignored" in capsys.readouterr().err
+    assert retired_keys(load_settings()) == []
+    path.write_text("retrieval:\n  history:\n    regoin: 0.0\n")
+    with pytest.raises(ConfigError, match=r"retrieval\.history\.regoin: unknown key"):
+        load_settings(path)
+
+
+def test_dropping_a_retired_key_leaves_the_data_as_it_was() -> None:
+    data = {"retrieval": {"history": {"both": 1.0, "turns": 2}}, "server": {"port": 1}}
+    kept, notes = without_retired(data)
+    assert kept == {"retrieval": {"history": {"turns": 2}}, "server": {"port": 1}}
+    assert data["retrieval"]["history"] == {"both": 1.0, "turns": 2}
+    assert len(notes) == 1 and "retrieval.history.both" in notes[0]
