@@ -230,10 +230,14 @@ class DiskUpload:
         self.room = room
         self.hasher = hashlib.sha256()
         self.size = 0
-        fd, temp = tempfile.mkstemp(dir=store.blobs, prefix=UPLOAD_PREFIX)
-        self.temp = Path(temp)
-        self.handle: Any = os.fdopen(fd, "wb")
-        fcntl.flock(self.handle, fcntl.LOCK_EX)  # alive: recovery leaves this file alone
+        # Made and locked under the store's lock, which recovery sweeps under: another
+        # process starting never sees the file in the instant before its lock and takes it
+        # for a crash's leftover (the commit's rename then found nothing).
+        with store._locked():
+            fd, temp = tempfile.mkstemp(dir=store.blobs, prefix=UPLOAD_PREFIX)
+            self.temp = Path(temp)
+            self.handle: Any = os.fdopen(fd, "wb")
+            fcntl.flock(self.handle, fcntl.LOCK_EX)  # alive: recovery leaves this file alone
 
     def write(self, chunk: bytes) -> None:
         self.size += len(chunk)

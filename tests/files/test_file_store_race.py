@@ -6,9 +6,14 @@ from __future__ import annotations
 
 import multiprocessing
 import os
+import tempfile
 import threading
 from pathlib import Path
+from typing import Any
 
+import pytest
+
+from proxy.files import store as disk_store
 from proxy.files.protocol import StoredFile
 from proxy.files.store import DiskFileStore
 
@@ -104,3 +109,29 @@ def test_a_crashed_uploads_temp_file_is_removed_at_start(tmp_path: Path) -> None
     finished = live.commit("live.txt", "user_data")
     assert store.read(finished.id, "team-a")[1] == b"half more"
     assert set(os.listdir(tmp_path / "blobs")) == {kept.sha256, finished.sha256}
+
+
+def test_a_store_starting_while_an_upload_begins_leaves_the_upload_alone(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Another worker starts (and sweeps leftovers) in the instant after the upload's temp file
+    # is made and before it is locked: it must not take it for a crash's leftover.
+    store = DiskFileStore(tmp_path, 1000)
+    made = tempfile.mkstemp
+    starting: list[threading.Thread] = []
+
+    def made_then_another_starts(*args: Any, **kwargs: Any) -> tuple[int, str]:
+        found = made(*args, **kwargs)
+        other = threading.Thread(target=DiskFileStore, args=(tmp_path, 1000))
+        other.start()
+        other.join(0.5)  # it sweeps now, or waits for the upload to hold its lock
+        starting.append(other)
+        return found
+
+    monkeypatch.setattr(disk_store.tempfile, "mkstemp", made_then_another_starts)
+    pending = store.begin_upload("team-a")
+    monkeypatch.setattr(disk_store.tempfile, "mkstemp", made)
+    starting[0].join()
+    pending.write(DATA)
+    stored = pending.commit("same.txt", "user_data")
+    assert store.read(stored.id, "team-a")[1] == DATA
