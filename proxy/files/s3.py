@@ -21,6 +21,7 @@ import hashlib
 import io
 import json
 import random
+import threading
 import time
 import uuid
 from collections.abc import Callable, Iterator
@@ -52,6 +53,8 @@ PART_BYTES = 8 * 1024 * 1024  # multipart part size (S3's minimum is 5 MiB)
 PARTS_IN_FLIGHT = 2  # memory per upload: at most this many parts buffered
 SWAP_ATTEMPTS = 50  # compare-and-swap retries on one refs record before giving up (503)
 STORED_FIELDS = tuple(f.name for f in fields(StoredFile))
+UNDONE_KEPT = 1000
+"""Clean-ups that failed while the store was down, kept to be tried again (the oldest go)."""
 # Records are read in parallel for listings; duplicate copies are deleted off the request path.
 _POOL = ThreadPoolExecutor(8, thread_name_prefix="s3-files")
 
@@ -78,6 +81,11 @@ class S3FileStore:
         self.max_bytes = max_bytes
         self.quota_bytes = quota_bytes
         self.other_usage: Callable[[str], int] = nothing_else
+        # Keys a failed upload left (its record, marker or own copy) whose delete failed too,
+        # the store being down: deleted on the next listing or upload that reaches it, so
+        # nothing half-done stays once it is back. Each key belongs to that upload alone.
+        self._undone: dict[str, None] = {}
+        self._undone_lock = threading.Lock()
 
     # -- reading ---------------------------------------------------------------------------
 
@@ -121,6 +129,8 @@ class S3FileStore:
         return stored, io.BufferedReader(_ChunkReader(chunks), 1024 * 1024)
 
     def _markers(self, prefix: str) -> list[str]:
+        self._clean_up()
+
         def listing() -> list[str]:
             return [m["path"] for batch in obstore.list(self.store, prefix) for m in batch]
 
@@ -148,6 +158,7 @@ class S3FileStore:
     # -- writing ---------------------------------------------------------------------------
 
     def begin_upload(self, owner: str) -> S3Upload:
+        self._clean_up()
         used = 0 if self.quota_bytes is None else self.usage(owner) + self.other_usage(owner)
         room = Room.for_owner(self.max_bytes, self.quota_bytes, used)
         return S3Upload(self, owner, room)
@@ -258,8 +269,23 @@ class S3FileStore:
         obstore.put(self.store, key, data)
 
     def _delete_quietly(self, key: str) -> None:
-        with contextlib.suppress(BaseError, OSError):
+        """Delete `key`, a failed upload's own; if the store cannot be reached, later."""
+        try:
             obstore.delete(self.store, key)
+        except MISSING:
+            pass  # gone already
+        except (BaseError, OSError):
+            with self._undone_lock:
+                self._undone[key] = None
+                while len(self._undone) > UNDONE_KEPT:
+                    del self._undone[next(iter(self._undone))]
+
+    def _clean_up(self) -> None:
+        """The deletes that failed while the store was down, tried again (kept if they fail)."""
+        with self._undone_lock:
+            keys, self._undone = list(self._undone), {}
+        for key in keys:
+            self._delete_quietly(key)
 
 
 def _marker_id(key: str) -> tuple[str, int]:

@@ -12,7 +12,7 @@ import pytest
 
 from proxy.config import FileStoreSettings
 from proxy.files.blob_refs import BlobReferences
-from proxy.files.objects import make_object_store
+from proxy.files.objects import StoreUnavailable, make_object_store
 from proxy.files.protocol import StoredFile
 from proxy.files.s3 import S3FileStore
 
@@ -146,3 +146,30 @@ def test_a_store_that_ignores_conditional_writes_is_refused(
     monkeypatch.setattr(objects.obstore, "put", unconditional)
     with pytest.raises(ConfigError, match="ignores conditional writes"):
         objects.check_conditional_writes(make_object_store(s3_files))
+
+
+def test_a_failed_uploads_record_left_while_the_store_was_down_goes_once_it_is_back(
+    s3_files: FileStoreSettings, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    store = replica(s3_files)
+    put, delete = store._put, obstore.delete
+
+    def marker_refused(key: str, data: bytes) -> None:
+        if key.startswith("owners/"):
+            raise OSError("connection refused")  # the store stops between record and marker
+        put(key, data)
+
+    def down(*args: object, **kwargs: object) -> None:
+        raise OSError("connection refused")
+
+    monkeypatch.setattr(store, "_put", marker_refused)
+    monkeypatch.setattr(obstore, "delete", down)
+    pending = store.begin_upload("team-a")
+    pending.write(DATA)
+    with pytest.raises(StoreUnavailable):
+        pending.commit("a.txt", "user_data")
+    assert keys(store, "files/")  # its record stayed: the clean-up could not reach the store
+    monkeypatch.setattr(store, "_put", put)
+    monkeypatch.setattr(obstore, "delete", delete)  # back
+    assert store.list("team-a") == []
+    assert keys(store, "files/") == []  # the next listing deleted it
