@@ -9,7 +9,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from proxy.config import ConfigError, Settings, load_settings, retired_keys
+from proxy.config import ConfigError, Settings, load_settings
 from proxy.errors import StartupError
 from proxy.logs import configure_logging, log_line
 from proxy.upstream.launch import LlamaServerError
@@ -85,7 +85,7 @@ def announce_start(settings: Settings) -> None:
         "starting",
         detail=f"loading, for {server.host}:{server.port}, {then}",
     )
-    for note in retired_keys(settings):
+    for note in settings.retired:
         log_line(server.log_format, server.log_level, "config", detail=note)
 
 

@@ -1719,6 +1719,11 @@ class Settings(Section):
 
     _retired: list[str] = PrivateAttr(default_factory=list)
 
+    @property
+    def retired(self) -> list[str]:
+        """A note for each removed key its sources set, which was ignored (`load_settings`)."""
+        return list(self._retired)
+
     server: ServerSettings = Field(
         default_factory=ServerSettings,
         description=(
@@ -1866,11 +1871,6 @@ def _without(data: dict[str, Any], path: tuple[str, ...]) -> dict[str, Any]:
     if rest:
         return {**data, head: _without(data[head], tuple(rest))}
     return {key: value for key, value in data.items() if key != head}
-
-
-def retired_keys(settings: Settings) -> list[str]:
-    """The notes for the retired keys the settings' sources set (`load_settings`)."""
-    return list(settings._retired)
 
 
 def load_settings(

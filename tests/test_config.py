@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from proxy.cli import announce_start, main
-from proxy.config import ConfigError, load_settings, retired_keys, without_retired
+from proxy.config import ConfigError, load_settings, without_retired
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -185,7 +185,7 @@ def test_a_retired_key_is_ignored_and_named_while_an_unknown_one_is_still_refuse
     )
     settings = load_settings(path)
     assert settings.retrieval.history.turns == 3  # the rest of the section still counts
-    assert retired_keys(settings) == [
+    assert settings.retired == [
         "config key retrieval.history.region is ignored: an experiment measured as losing,"
         " removed (2026-12-04)",
         "config key retrieval.history.terms_by_meaning is ignored: an experiment measured as"
@@ -195,7 +195,7 @@ def test_a_retired_key_is_ignored_and_named_while_an_unknown_one_is_still_refuse
     ]
     announce_start(settings)
     assert "retrieval.history.region is ignored" in capsys.readouterr().err
-    assert retired_keys(load_settings()) == []
+    assert load_settings().retired == []
     path.write_text("retrieval:\n  history:\n    regoin: 0.0\n")
     with pytest.raises(ConfigError, match=r"retrieval\.history\.regoin: unknown key"):
         load_settings(path)
