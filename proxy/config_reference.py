@@ -25,7 +25,7 @@ INTRO = f"""\
 # Settings reference
 
 Every setting and request option, with its type, default and meaning. Written from the
-declarations in `proxy/config.py` by `{COMMAND}`; a test fails when this page and they
+declarations in `proxy/config/` by `{COMMAND}`; a test fails when this page and they
 differ, so edit the declarations and run the command again. How settings are given (the YAML file,
 `PROXY__<SECTION>__<KEY>` environment variables, flags) is in [Configuration](configuration.md);
 [config.example.yaml](../config.example.yaml) holds every key with its default.

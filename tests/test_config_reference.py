@@ -30,7 +30,7 @@ def _keys(model: type[BaseModel], path: tuple[str, ...]) -> list[tuple[str, ...]
 def test_the_reference_page_is_the_one_the_declarations_write() -> None:
     committed = REFERENCE.read_text(encoding="utf-8")
     assert committed == render_reference(), (
-        f"{REFERENCE.relative_to(ROOT)} differs from the declarations in proxy/config.py:"
+        f"{REFERENCE.relative_to(ROOT)} differs from the declarations in proxy/config/:"
         f" regenerate it with `{COMMAND}` and commit it"
     )
 

@@ -108,7 +108,7 @@ class FakeToy(OpenAIServer):
         return Seen(path, tokens)
 
 
-TOY_KIND = "toy"  # a name proxy/config.py never mentions
+TOY_KIND = "toy"  # a name proxy/config/ never mentions
 
 
 def toy_status(body: Body) -> bool:
