@@ -9,17 +9,24 @@ from pathlib import Path
 from proxy.disk import DiskRoom
 from proxy.documents.model import ParsedDocument
 from proxy.retrieval.chunking import CHUNKER_VERSION, Chunk, chunk_document
+from proxy.retrieval.document_ranking import (
+    RANKINGS,
+    carried_texts,
+    no_cosines,
+    overview_first,
+    rank_passages,
+    with_neighbours,
+)
 from proxy.retrieval.embeddings import Embedder
-from proxy.retrieval.fusion import POOL, best_scored, weighted_fusion
-from proxy.retrieval.history import SearchText, salient_words
+from proxy.retrieval.history import SearchText
 from proxy.retrieval.index import VectorIndex
 from proxy.retrieval.indexing import STORE_DOWN, Indexer
 from proxy.retrieval.lease import Leases
-from proxy.retrieval.lexical import detect_language, function_word, query_language
+from proxy.retrieval.lexical import detect_language, query_language
 from proxy.retrieval.new_document import BY_WORDS, NewDocuments, Status
-from proxy.retrieval.overview import OverviewRouter, overview_passages
+from proxy.retrieval.overview import OverviewRouter
 from proxy.retrieval.passages import DocumentPassages, PassagesMissing, PassageStore
-from proxy.retrieval.place_finder import find_place
+from proxy.retrieval.place_finder import Found, find_place
 from proxy.retrieval.place_ranking import PLACE_EMBEDDED, described, place_first, place_order
 from proxy.retrieval.places import parse_place
 from proxy.retrieval.rerank import Reranker
@@ -28,7 +35,6 @@ from proxy.retrieval.sentence_windows import WindowShape, windows
 from proxy.retrieval.space import Space
 from proxy.retrieval.translation import Translate, Translation
 
-RANKINGS = ("hybrid", "dense", "lexical")
 NO_WINDOW = WindowShape()
 
 Resolve = Callable[[ParsedDocument], Awaitable[ParsedDocument]]
@@ -285,77 +291,16 @@ class Retriever:
                 translation: Translation | None = await translate(language)
                 if translation is not None and translation.text:
                     queries.append((translation.text, language))
-            words = [text for text, _ in queries]
-            by_words = [
-                (found, extra.weight)
-                for extra, found in _carried(also, passages, carried, document.name)
-            ]
-            ranked_also = [(extra.text, extra.weight) for extra in also if extra.source != "terms"]
-            searched = [(text, lang, 1.0) for text, lang in queries] + [
-                (text, query_language(text, prefer=language), weight)
-                for text, weight in ranked_also
-            ]
-            weighted = [(text, weight) for text, _, weight in searched]
-            read = [(text, weight) for text, lang, weight in searched if self.reads(lang)]
-            space = self.space_for(language)
-            if space is self.primary and not self.primary_ready():
-                # Its model is not on disk (yet): the multilingual model (shipped in its
-                # wheel) ranks it meanwhile, else its words alone.
-                space = self.second
-            if space is not None:
-                # Only the queries in a language the embedder reads are embedded (all of them
-                # if none is, as before translations); the multilingual one reads them all.
-                meant = (read or weighted) if space is self.primary else weighted
-                vectors = [
-                    (await space.embedded(text, embeddings), weight) for text, weight in meant
-                ]
-                plain = [vector for vector, _ in vectors]
-                # A new document's candidates include the place's best passages by their words.
-                nearby = place_order(passages, where.passages, words, []) if where else []
-                try:
-                    dense, ready[document.name], how = await self.new_documents.scorer(
-                        space, document, passages, words, status, nearby[:PLACE_EMBEDDED]
-                    )
-                except STORE_DOWN as error:
-                    if store_down is None:
-                        raise
-                    # Its words still rank it: the question is answered, not refused.
-                    store_down[document.name] = error.message
-                    status(f"Vector store unavailable: ranking {document.name} by its words...")
-                    ready[document.name] = space.indexer.progress(passages).percent
-                    if indexing is not None:
-                        indexing[document.name] = BY_WORDS
-                    found = self._rank(passages, weighted, lambda vector: {}, [], by_words)
-                    if where is not None:
-                        found = place_first(
-                            passages, found, where.passages, words, lambda vector: {}, []
-                        )
-                    found = [replace(item, by_meaning=False) for item in found]
-                else:
-                    if indexing is not None:
-                        indexing[document.name] = how
-                    scorer = space.on_scale(dense)
-                    found = self._rank(passages, weighted, scorer, vectors, by_words)
-                    if where is not None:
-                        found = place_first(passages, found, where.passages, words, scorer, plain)
-                    if space is not self.primary:
-                        found = [replace(item, multilingual=True) for item in found]
-            else:
-                # Its cosines would be noise: ranked by its words (and its translation's).
-                ready[document.name] = 100
-                if indexing is not None:
-                    indexing[document.name] = BY_WORDS
-                found = self._rank(passages, weighted, lambda vector: {}, [], by_words)
-                if where is not None:
-                    found = place_first(
-                        passages, found, where.passages, words, lambda vector: {}, []
-                    )
-                found = [replace(item, by_meaning=False) for item in found]
+            found, ready[document.name], how = await self._rank_document(
+                document, passages, queries, also, where, embeddings, status, carried, store_down
+            )
+            if indexing is not None:
+                indexing[document.name] = how
             if await self._about_the_whole(queries, embeddings):
-                found = _overview_first(passages, found)
+                found = overview_first(passages, found)
             count = self.counter(language)
             if neighbours:
-                found = _with_neighbours(passages, found, neighbours)
+                found = with_neighbours(passages, found, neighbours)
             else:
                 # Even without a window: passages cut inside a paragraph overlap their
                 # neighbours, and two hits side by side are one place (shown once, merged).
@@ -364,6 +309,83 @@ class Retriever:
             # A reranker orders hits by relevance; the overview and place passages stay first.
             ranked.append(sorted(reranked, key=lambda item: not (item.place or item.overview)))
         return ranked, ready
+
+    async def _rank_document(
+        self,
+        document: ParsedDocument,
+        passages: DocumentPassages,
+        queries: list[tuple[str, str | None]],
+        also: Sequence[SearchText],
+        where: Found | None,
+        embeddings: dict[tuple[str, str], list[float]],
+        status: Status,
+        carried: dict[str, list[str]] | None,
+        store_down: dict[str, str] | None,
+    ) -> tuple[list[Scored], int, str]:
+        """One document's passages ranked for the question (and its translation) and the
+        texts of `also`, the place's passages first; with how much of its dense index was
+        ready (percent) and how it was ranked by meaning (INDEXING)."""
+        language = passages.lexical.language
+        words = [text for text, _ in queries]
+        by_words = [
+            (found, extra.weight)
+            for extra, found in carried_texts(also, passages, carried, document.name)
+        ]
+        ranked_also = [(extra.text, extra.weight) for extra in also if extra.source != "terms"]
+        searched = [(text, lang, 1.0) for text, lang in queries] + [
+            (text, query_language(text, prefer=language), weight) for text, weight in ranked_also
+        ]
+        weighted = [(text, weight) for text, _, weight in searched]
+        read = [(text, weight) for text, lang, weight in searched if self.reads(lang)]
+        space = self.space_for(language)
+        if space is self.primary and not self.primary_ready():
+            # Its model is not on disk (yet): the multilingual model (shipped in its wheel)
+            # ranks it meanwhile, else its words alone.
+            space = self.second
+        if space is None:
+            # Its cosines would be noise: ranked by its words (and its translation's).
+            return self._by_words(passages, weighted, by_words, where, words), 100, BY_WORDS
+        # Only the queries in a language the embedder reads are embedded (all of them if none
+        # is, as before translations); the multilingual one reads them all.
+        meant = (read or weighted) if space is self.primary else weighted
+        vectors = [(await space.embedded(text, embeddings), weight) for text, weight in meant]
+        plain = [vector for vector, _ in vectors]
+        # A new document's candidates include the place's best passages by their words.
+        nearby = place_order(passages, where.passages, words, []) if where else []
+        try:
+            dense, ready, how = await self.new_documents.scorer(
+                space, document, passages, words, status, nearby[:PLACE_EMBEDDED]
+            )
+        except STORE_DOWN as error:
+            if store_down is None:
+                raise
+            # Its words still rank it: the question is answered, not refused.
+            store_down[document.name] = error.message
+            status(f"Vector store unavailable: ranking {document.name} by its words...")
+            ready = space.indexer.progress(passages).percent
+            return self._by_words(passages, weighted, by_words, where, words), ready, BY_WORDS
+        scorer = space.on_scale(dense)
+        found = rank_passages(passages, weighted, scorer, vectors, by_words, self.ranking)
+        if where is not None:
+            found = place_first(passages, found, where.passages, words, scorer, plain)
+        if space is not self.primary:
+            found = [replace(item, multilingual=True) for item in found]
+        return found, ready, how
+
+    @staticmethod
+    def _by_words(
+        passages: DocumentPassages,
+        weighted: list[tuple[str, float]],
+        by_words: list[tuple[str, float]],
+        where: Found | None,
+        words: list[str],
+    ) -> list[Scored]:
+        """The passages ranked by their words alone (no cosine lends them a score), the
+        place's first."""
+        found = rank_passages(passages, weighted, no_cosines, [], by_words)
+        if where is not None:
+            found = place_first(passages, found, where.passages, words, no_cosines, [])
+        return [replace(item, by_meaning=False) for item in found]
 
     async def _about_the_whole(
         self, queries: list[tuple[str, str | None]], embeddings: dict[tuple[str, str], list[float]]
@@ -394,50 +416,6 @@ class Retriever:
                 raise
         document = await resolve(document)
         return document, await self.store.open(document)
-
-    def _rank(
-        self,
-        passages: DocumentPassages,
-        queries: list[tuple[str, float]],
-        dense_scores: Callable[[list[float]], dict[int, float]],
-        embeddings: list[tuple[list[float], float]],
-        by_words: Sequence[tuple[str, float]] = (),
-    ) -> list[Scored]:
-        """Passages ranked for the weighted queries (the question, its translation if any, the
-        question in its conversation): each candidate's cosine and BM25 score are its best over
-        the queries; each query's rankings count at its weight in the fusion. `by_words` are
-        ranked by their words alone and lend no scores to a passage."""
-        per_query = [(dense_scores(embedding), weight) for embedding, weight in embeddings]
-        cosines: dict[int, float] = {}
-        for scores, _ in per_query:
-            for i, score in scores.items():
-                cosines[i] = max(score, cosines.get(i, score))
-        dense_orders = [(best_scored(scores), weight) for scores, weight in per_query]
-        found = [(passages.lexical.ranked(text, POOL), weight) for text, weight in queries]
-        word_orders = [(order, weight) for (order, _), weight in found]
-        lexical: dict[int, float] = {}
-        for (_, scores), _ in found:
-            for i, score in scores.items():
-                lexical[i] = max(score, lexical.get(i, score))
-        word_orders += [
-            (passages.lexical.ranked(text, POOL)[0], weight) for text, weight in by_words
-        ]
-        order: list[tuple[int, float | None]]
-        if self.ranking == "dense" and embeddings:
-            order = weighted_fusion(dense_orders)
-        elif self.ranking == "lexical" or not embeddings:
-            order = weighted_fusion(word_orders)
-        else:
-            order = weighted_fusion([*dense_orders, *word_orders])
-        return [
-            Scored(
-                chunk=passages.chunks[i],
-                dense=cosines.get(i, 0.0),
-                lexical=lexical.get(i),
-                fused=fused,
-            )
-            for i, fused in order
-        ]
 
     def _windowed(
         self,
@@ -482,62 +460,7 @@ class Retriever:
                 await close()
 
 
-def _carried(
-    also: Sequence[SearchText],
-    passages: DocumentPassages,
-    chosen: dict[str, list[str]] | None,
-    name: str,
-) -> list[tuple[SearchText, str]]:
-    """The `terms` texts as the document searches them: the question and the carried words
-    rarest in this document (none: not searched), noted in `chosen` by document name."""
-    lexical = passages.lexical
-    found = []
-
-    def common(word: str) -> bool:
-        return function_word(word, lexical.language)
-
-    for extra in also:
-        if extra.source != "terms":
-            continue
-        words = salient_words(
-            extra.carried, lexical.frequency, lexical.size, extra.pick, extra.near, common
-        )
-        if words:
-            text = f"{extra.text} {' '.join(words)}"
-            found.append((extra, text))
-            if chosen is not None:
-                chosen.setdefault(name, []).extend(words)
-    return found
-
-
 def characters_as_tokens(text: str) -> int:
     """About as many tokens as a chat model's tokenizer makes of this text (4 characters a
     token): the measure when no tokenizer is at hand."""
     return (len(text) + 3) // 4
-
-
-def _overview_first(passages: DocumentPassages, found: list[Scored]) -> list[Scored]:
-    """The document's overview passages first (with their cosines where ranked), then the
-    rest of the ranking as it was."""
-    chosen = overview_passages(passages.chunks)
-    ranked = {item.chunk.index: item for item in found}
-    moved = set(chosen)
-    first = [
-        replace(ranked[i], overview=True)
-        if i in ranked
-        else Scored(chunk=passages.chunks[i], dense=0.0, overview=True)
-        for i in chosen
-    ]
-    return first + [item for item in found if item.chunk.index not in moved]
-
-
-def _with_neighbours(passages: DocumentPassages, found: list[Scored], reach: int) -> list[Scored]:
-    covered: set[int] = set()
-    joined: list[Scored] = []
-    for item in found:
-        index = item.chunk.index
-        if index in covered:
-            continue
-        covered.update(range(index - reach, index + reach + 1))
-        joined.append(replace(item, chunk=passages.around(index, reach, reach)))
-    return joined
