@@ -13,7 +13,7 @@ import pytest
 from proxy.cli import announce_start, main
 from proxy.config import ConfigError, load_settings, without_retired
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def test_example_config_is_valid_and_complete() -> None:
