@@ -252,18 +252,23 @@ class S3FileStore:
         self._release(stored.sha256, file_id)
         return stored
 
-    def _release(self, sha256: str, file_id: str) -> None:
-        """`file_id` no longer uses its blob; the blob is deleted if it was the last user."""
+    def _release(self, sha256: str, *file_ids: str) -> bool:
+        """`file_ids` no longer use their blob; the blob is deleted if they were its last users
+        (True then)."""
 
         def drop(current: BlobReferences | None) -> BlobReferences | None:
-            if current is None or file_id not in current.files:
-                return None  # a concurrent delete of the same id did it
-            return without_file(current, file_id)
+            if current is None or not set(file_ids) & set(current.files):
+                return None  # a concurrent delete of the same ids did it
+            for file_id in file_ids:
+                current = without_file(current, file_id)
+            return current
 
         before, after = self._swap(sha256, drop)
         if after is not None and after is not before and after.retired:
             # Retired by our swap: no upload can join this blob any more.
             _calling("delete a file", lambda: obstore.delete(self.store, f"blobs/{after.blob}"))
+            return True
+        return False
 
     def _put(self, key: str, data: bytes) -> None:
         obstore.put(self.store, key, data)
