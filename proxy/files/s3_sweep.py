@@ -55,10 +55,16 @@ class OrphanSweep:
         self.files._clean_up()  # this replica's own failed clean-ups first, if the store is back
         orphans = self.survey()
         done = self.remove(orphans)
-        if orphans or orphans.skipped:
-            log.info("file store swept", **done, skipped=",".join(orphans.skipped) or None)
+        if orphans:
+            log.info("file store swept", **done)
         else:
             log.debug("file store swept: no orphans")
+        if orphans.skipped:
+            log.warning(
+                "file store sweep cut short: more keys of a kind than a sweep lists",
+                skipped=",".join(orphans.skipped),
+                max_listed=self.max_listed,
+            )
         return done
 
     # -- the listing -----------------------------------------------------------------------

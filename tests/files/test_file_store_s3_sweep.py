@@ -13,6 +13,7 @@ from typing import Any
 
 import obstore
 import pytest
+import structlog
 
 from proxy.config import FileStoreSettings, load_settings
 from proxy.files.blob_refs import BlobReferences
@@ -114,9 +115,12 @@ def test_every_kind_of_orphan_goes_and_a_live_file_stays(s3_files: FileStoreSett
     orphans = Orphaned(store, 1)
     assert store.usage("team-a") == len(LIVE) + 7  # the orphaned marker counts against the quota
     before = keys(store)
-    done = OrphanSweep(store, GRACE, clock=lambda: newest(store) + GRACE + 1).run()
+    with structlog.testing.capture_logs() as logged:
+        done = OrphanSweep(store, GRACE, clock=lambda: newest(store) + GRACE + 1).run()
 
     assert done == {"records": 1, "markers": 1, "references": 1, "blobs": 4}
+    [line] = [e for e in logged if e["event"] == "file store swept"]
+    assert {k: line[k] for k in done} == done
     assert keys(store) == before - orphans.keys()
     for sha in (orphans.record_sha, orphans.deleted_sha, orphans.retired_sha):
         assert refs_of(store, sha).retired  # released as a delete would, kept as a delete keeps
@@ -215,7 +219,9 @@ def test_a_sweep_stops_at_its_bounds(s3_files: FileStoreSettings) -> None:
     assert few.run() == {"records": 1, "blobs": 1}  # one orphan, and the blob it released
     short = OrphanSweep(store, GRACE, clock=clock, max_listed=2)
     assert short.survey().skipped == ("blobs",)  # three refs objects, two read: blobs wait
-    short.run()
+    with structlog.testing.capture_logs() as logged:
+        short.run()
+    assert [e["skipped"] for e in logged if e["log_level"] == "warning"] == ["blobs"]
     assert {f"blobs/{orphans.crashed_id}", f"blobs/{orphans.retired_id}"} <= keys(store)
     assert orphans.marker not in keys(store)
     OrphanSweep(store, GRACE, clock=clock).run()  # whole listings: the rest go
