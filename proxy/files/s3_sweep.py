@@ -164,6 +164,8 @@ class OrphanSweep:
             stored, _ = self.files._record(file_id)
         except FileNotFound:
             return ("gone",)  # deleted meanwhile (its id can be asked for, and deleted)
+        except (ValueError, KeyError, TypeError):
+            return ()  # not the store's writing: left alone
         if self._exists(f"owners/{owner_key(stored.owner)}/{file_id}.{stored.bytes}"):
             return ()  # its upload finished after all
         self._delete(f"files/{file_id}.json")
@@ -202,6 +204,8 @@ class OrphanSweep:
             _, blob = self.files._record(object_id)
         except FileNotFound:
             blob = None
+        except (ValueError, KeyError, TypeError):
+            return ()  # a record not of the store's writing: which blob it uses is unknown
         if blob == object_id:
             return ()
         self._delete(f"blobs/{object_id}")
