@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import json
+import threading
 import time
 from collections.abc import Callable
 from dataclasses import asdict
@@ -274,3 +275,47 @@ def test_a_replica_starting_sweeps_the_orphans_it_finds(
     while orphans.keys() & keys(store) and time.monotonic() < deadline:
         time.sleep(0.05)
     assert not orphans.keys() & keys(store)
+
+
+def test_sweeping_beside_replicas_churning_the_same_bytes_loses_nothing(
+    s3_files: FileStoreSettings,
+) -> None:
+    """Sweeps with the real clock while two replicas upload, read and delete the same bytes:
+    the old orphans go, no upload in flight is taken for one."""
+    grace_s = 5.0
+    sweeper, *churners = (replica(s3_files) for _ in range(3))
+    orphans = Orphaned(sweeper, 9)
+    written = newest(sweeper)
+    while time.time() < written + grace_s + 1:  # the orphans grow old; nothing else is there
+        time.sleep(0.2)
+    lost: list[str] = []
+    done = threading.Event()
+
+    def churn(store: S3FileStore, owner: str) -> None:
+        for _ in range(25):
+            mine = upload(store, owner)
+            try:
+                assert store.read(mine.id, owner)[1] == LIVE
+                assert [f.id for f in store.list(owner)] == [mine.id]
+            except Exception as error:
+                lost.append(repr(error))
+            store.delete(mine.id, owner)
+
+    def sweep() -> None:
+        while not done.is_set():
+            OrphanSweep(sweeper, grace_s).run()
+
+    sweeping = threading.Thread(target=sweep)
+    sweeping.start()
+    threads = [
+        threading.Thread(target=churn, args=(s, f"owner-{n}")) for n, s in enumerate(churners)
+    ]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(120)
+    done.set()
+    sweeping.join(60)
+    assert lost == []
+    assert not orphans.keys() & keys(sweeper)
+    assert keys(sweeper, "files/") == keys(sweeper, "owners/") == set()
