@@ -28,6 +28,7 @@ SWEEP_MAX_LISTED = 50_000
 SWEEP_MAX_REMOVED = 1_000
 """Orphans removed per sweep; the next sweep takes the rest."""
 LIST_PAGE = 1000  # keys per LIST request (S3's largest page)
+REFS_READ_AT_ONCE = 4  # small GETs in flight while a sweep reads the refs objects
 
 
 class OrphanSweep:
@@ -117,7 +118,7 @@ class OrphanSweep:
             except (ValueError, KeyError, TypeError):
                 return None  # not the store's writing: which blob it names is unknown
 
-        with ThreadPoolExecutor(4, thread_name_prefix="s3-sweep") as pool:
+        with ThreadPoolExecutor(REFS_READ_AT_ONCE, thread_name_prefix="s3-sweep") as pool:
             found = list(pool.map(read, listed))
         read_all = all(r is not None for r in found)
         return [r for r in found if r is not None], cut or not read_all
