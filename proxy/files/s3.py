@@ -11,8 +11,9 @@ commit it joins the blob already holding the same bytes, by compare-and-swap on 
 record (`proxy/files/blob_refs.py`), and its own copy is deleted — or its object becomes the
 blob. Deletes retire the refs record by the same swap before deleting a blob, so no replica
 can join a blob that is being deleted. What failures leave all the same (a record without its
-marker, a copy nobody names, ...) is swept by `proxy/files/s3_sweep.py`. The methods block (obstore's synchronous calls; the
-I/O runs in obstore's own runtime, without the GIL): call them off the event loop.
+marker, a copy nobody names, ...) is swept by `proxy/files/s3_sweep.py`. The methods block
+(obstore's synchronous calls; the I/O runs in obstore's own runtime, without the GIL): call
+them off the event loop.
 """
 
 from __future__ import annotations
