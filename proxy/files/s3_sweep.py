@@ -72,6 +72,8 @@ class OrphanSweep:
 
     def survey(self) -> Orphans:
         """The orphans as the bucket's listings show them now."""
+        # The clock read first: an object written while the listings run is young, never old.
+        now = self.clock()
         # Listed in the order an upload writes (its copy, the refs, the record, the marker), so
         # a later listing sees what an upload seen in an earlier one wrote next.
         blobs, blobs_cut = self._list("blobs/")
@@ -89,7 +91,7 @@ class OrphanSweep:
             if was_cut
         }
         listing = BucketListing(records, markers, blobs, refs, frozenset(cut))
-        return find_orphans(listing, self.clock(), self.grace_s, self.max_removed)
+        return find_orphans(listing, now, self.grace_s, self.max_removed)
 
     def _list(self, prefix: str) -> tuple[list[Listed], bool]:
         """The keys under `prefix`, at most `max_listed` (True: there were more)."""
@@ -97,6 +99,8 @@ class OrphanSweep:
         def listing() -> tuple[list[Listed], bool]:
             found: list[Listed] = []
             for batch in obstore.list(self.store, prefix, chunk_size=LIST_PAGE):
+                if self.stopping.is_set():
+                    return found, True
                 for meta in batch:
                     if len(found) >= self.max_listed:
                         return found, True
@@ -109,6 +113,8 @@ class OrphanSweep:
         listed, cut = self._list("refs/")
 
         def read(entry: Listed) -> ListedRefs | None:
+            if self.stopping.is_set():
+                return None
             try:
                 found = _calling("read a blob's references", lambda: self._get(entry.key))
             except MISSING:

@@ -229,6 +229,19 @@ def test_a_sweep_stops_at_its_bounds(s3_files: FileStoreSettings) -> None:
     assert not orphans.keys() & keys(store)
 
 
+def test_a_sweep_told_to_stop_lists_no_further_and_removes_nothing(
+    s3_files: FileStoreSettings,
+) -> None:
+    store = replica(s3_files)
+    orphans = Orphaned(store, 8)
+    sweep = OrphanSweep(store, GRACE, clock=lambda: newest(store) + GRACE + 1)
+    found = sweep.survey()
+    sweep.stopping.set()  # the process is shutting down
+    assert sweep.survey().skipped == ("records", "markers", "refs", "blobs")
+    assert sweep.remove(found) == {}
+    assert orphans.keys() <= keys(store)
+
+
 async def test_the_sweep_runs_at_start_and_every_interval_and_outlives_a_failure(
     s3_files: FileStoreSettings,
 ) -> None:
