@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextvars
 import os
 import socket
 import uuid
@@ -96,6 +97,24 @@ def make_files(settings: Settings, objects: S3Store | None = None) -> FileStore:
         return S3FileStore(objects, max_bytes, quota_bytes)
     return DiskFileStore(
         data_dir(settings) / "files", max_bytes, quota_bytes=quota_bytes, disk=disk_room(settings)
+    )
+
+
+def start_file_sweep(
+    settings: Settings, files: FileStore, objects: S3Store | None
+) -> asyncio.Task[None] | None:
+    """`files.backend: s3`: orphans swept now and every `files.sweep_every_min` (0: never)."""
+    every_min = settings.files.sweep_every_min
+    if objects is None or every_min <= 0:
+        return None
+    from proxy.files.s3 import S3FileStore
+    from proxy.files.s3_sweep import OrphanSweep, sweep_forever
+
+    assert isinstance(files, S3FileStore)
+    sweep = OrphanSweep(files, settings.files.orphan_age_min * 60)
+    # A context of its own: the sweep outlives whatever started the process (its logs too).
+    return asyncio.create_task(
+        sweep_forever(sweep, every_min * 60), name="file-store-sweep", context=contextvars.Context()
     )
 
 
@@ -419,6 +438,7 @@ async def build_services(
         retriever_factory=lambda: make_retriever(settings),
         local_upstream=local,
     )
+    services.file_sweep = start_file_sweep(settings, services.files, objects)
     services.vector_stores = make_vector_stores(services, objects)
     services.owners = make_owners(settings, objects)
     if settings.retrieval.translate != "off":

@@ -43,6 +43,23 @@ class FileStoreSettings(Section):
             " others read it; the data_dir cache stays in front."
         ),
     )
+    sweep_every_min: float = Field(
+        30,
+        ge=0,
+        description=(
+            "s3: what failed uploads and deletes left in the bucket (orphans) is looked for and"
+            " removed at start and then every this many minutes; 0 = never. See"
+            " docs/replicas.md."
+        ),
+    )
+    orphan_age_min: float = Field(
+        60,
+        gt=0,
+        description=(
+            "s3: an object younger than this is never taken for an orphan (an upload may be"
+            " under way on another replica): keep it above the longest commit and clock skew."
+        ),
+    )
 
     @field_validator("prefix")
     @classmethod

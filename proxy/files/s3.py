@@ -10,8 +10,10 @@ Each upload streams to its own new object (no shared key to race on while bytes 
 commit it joins the blob already holding the same bytes, by compare-and-swap on the refs
 record (`proxy/files/blob_refs.py`), and its own copy is deleted — or its object becomes the
 blob. Deletes retire the refs record by the same swap before deleting a blob, so no replica
-can join a blob that is being deleted. The methods block (obstore's synchronous calls; the
-I/O runs in obstore's own runtime, without the GIL): call them off the event loop.
+can join a blob that is being deleted. What failures leave all the same (a record without its
+marker, a copy nobody names, ...) is swept by `proxy/files/s3_sweep.py`. The methods block
+(obstore's synchronous calls; the I/O runs in obstore's own runtime, without the GIL): call
+them off the event loop.
 """
 
 from __future__ import annotations
@@ -252,18 +254,23 @@ class S3FileStore:
         self._release(stored.sha256, file_id)
         return stored
 
-    def _release(self, sha256: str, file_id: str) -> None:
-        """`file_id` no longer uses its blob; the blob is deleted if it was the last user."""
+    def _release(self, sha256: str, *file_ids: str) -> bool:
+        """`file_ids` no longer use their blob; the blob is deleted if they were its last users
+        (True then)."""
 
         def drop(current: BlobReferences | None) -> BlobReferences | None:
-            if current is None or file_id not in current.files:
-                return None  # a concurrent delete of the same id did it
-            return without_file(current, file_id)
+            if current is None or not set(file_ids) & set(current.files):
+                return None  # a concurrent delete of the same ids did it
+            for file_id in file_ids:
+                current = without_file(current, file_id)
+            return current
 
         before, after = self._swap(sha256, drop)
         if after is not None and after is not before and after.retired:
             # Retired by our swap: no upload can join this blob any more.
             _calling("delete a file", lambda: obstore.delete(self.store, f"blobs/{after.blob}"))
+            return True
+        return False
 
     def _put(self, key: str, data: bytes) -> None:
         obstore.put(self.store, key, data)

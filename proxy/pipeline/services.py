@@ -66,6 +66,8 @@ class Services:
     rewrite_server: SideServer | None = field(default=None, repr=False)
     # The model files the configuration needs (/healthz), and MiniLM's fetch at start-up.
     model_files: ModelFiles | None = field(default=None, repr=False)
+    # files.backend: s3: the sweep of what failed uploads and deletes left in the bucket.
+    file_sweep: asyncio.Task[None] | None = field(default=None, repr=False)
     _opening: asyncio.Task[Retriever] | None = field(default=None, repr=False)
 
     @functools.cached_property
@@ -94,6 +96,10 @@ class Services:
         """Stop the stores' indexing jobs and the parser workers, close the index (waiting for
         one being opened), stop a spawned llama-server and a detection of its kind."""
         await self.introspection.aclose()
+        if self.file_sweep is not None:
+            self.file_sweep.cancel()
+            with contextlib.suppress(BaseException):
+                await self.file_sweep
         if self.vector_stores is not None:
             await self.vector_stores.close()
         await self.parser.close()
