@@ -66,7 +66,9 @@ def owner_key(owner: str) -> str:
     return owner.encode().hex()
 
 
-def _calling(what: str, call: Callable[[], T]) -> T:
+def calling(what: str, call: Callable[[], T]) -> T:
+    """`call()`, its failure (the store unreachable, refusing) raised as the store being down,
+    named by `what`; a missing object or a lost race is raised as it is, for the caller."""
     try:
         return call()
     except (*MISSING, *CONFLICTS):
@@ -91,11 +93,12 @@ class S3FileStore:
 
     # -- reading ---------------------------------------------------------------------------
 
-    def _record(self, file_id: str) -> tuple[StoredFile, str]:
+    def record_of(self, file_id: str) -> tuple[StoredFile, str]:
+        """A file's record, whoever owns it, and the key of the blob holding its bytes."""
         if not FILE_ID.match(file_id):
             raise FileNotFound(file_id)
         try:
-            data = _calling("read a file record", lambda: self._get(f"files/{file_id}.json"))
+            data = calling("read a file record", lambda: self._get(f"files/{file_id}.json"))
         except MISSING:
             raise FileNotFound(file_id) from None
         entry = json.loads(data)
@@ -105,7 +108,7 @@ class S3FileStore:
         return bytes(obstore.get(self.store, key).bytes())
 
     def _visible(self, file_id: str, owner: Owner) -> tuple[StoredFile, str]:
-        stored, blob = self._record(file_id)
+        stored, blob = self.record_of(file_id)
         if owner is not None and stored.owner != owner:
             raise FileNotFound(file_id)
         return stored, blob
@@ -116,14 +119,14 @@ class S3FileStore:
     def read(self, file_id: str, owner: Owner) -> tuple[StoredFile, bytes]:
         stored, blob = self._visible(file_id, owner)
         try:
-            return stored, _calling("read a file", lambda: self._get(f"blobs/{blob}"))
+            return stored, calling("read a file", lambda: self._get(f"blobs/{blob}"))
         except MISSING:
             raise FileNotFound(file_id) from None  # deleted since the record was read
 
     def open(self, file_id: str, owner: Owner) -> tuple[StoredFile, BinaryIO]:
         stored, blob = self._visible(file_id, owner)
         try:
-            result = _calling("read a file", lambda: obstore.get(self.store, f"blobs/{blob}"))
+            result = calling("read a file", lambda: obstore.get(self.store, f"blobs/{blob}"))
         except MISSING:
             raise FileNotFound(file_id) from None
         # One GET, streamed: the answer is under way before the last byte has been read.
@@ -131,12 +134,12 @@ class S3FileStore:
         return stored, io.BufferedReader(_ChunkReader(chunks), 1024 * 1024)
 
     def _markers(self, prefix: str) -> list[str]:
-        self._clean_up()
+        self.retry_clean_ups()
 
         def listing() -> list[str]:
             return [m["path"] for batch in obstore.list(self.store, prefix) for m in batch]
 
-        return _calling("list files", listing)
+        return calling("list files", listing)
 
     def list(self, owner: Owner, purpose: str | None = None) -> list[StoredFile]:
         if owner is None:
@@ -160,7 +163,7 @@ class S3FileStore:
     # -- writing ---------------------------------------------------------------------------
 
     def begin_upload(self, owner: str) -> S3Upload:
-        self._clean_up()
+        self.retry_clean_ups()
         used = 0 if self.quota_bytes is None else self.usage(owner) + self.other_usage(owner)
         room = Room.for_owner(self.max_bytes, self.quota_bytes, used)
         return S3Upload(self, owner, room)
@@ -186,14 +189,14 @@ class S3FileStore:
         record = json.dumps({**asdict(stored), "blob": blob}).encode()
         marker = f"owners/{owner_key(stored.owner)}/{stored.id}.{stored.bytes}"
         try:
-            _calling("save a file record", lambda: self._put(f"files/{stored.id}.json", record))
-            _calling("save a file record", lambda: self._put(marker, b""))
+            calling("save a file record", lambda: self._put(f"files/{stored.id}.json", record))
+            calling("save a file record", lambda: self._put(marker, b""))
         except BaseException:
             # Undone as a delete would: the blob goes only if this upload was its last user.
             self._delete_quietly(f"files/{stored.id}.json")
             self._delete_quietly(marker)
             with contextlib.suppress(Exception):
-                self._release(stored.sha256, stored.id)
+                self.release(stored.sha256, stored.id)
             raise
         if blob != upload.file_id:
             # Same bytes were stored already: this copy goes, off the request path, so an
@@ -215,7 +218,7 @@ class S3FileStore:
         versions before and after (`change` returning None: nothing to write)."""
         key = f"refs/{sha256}.json"
         for attempt in range(SWAP_ATTEMPTS):
-            found = _calling("read a blob's references", lambda: self._refs(sha256))
+            found = calling("read a blob's references", lambda: self._refs(sha256))
             current, etag = found if found is not None else (None, None)
             wanted = change(current)
             if wanted is None:
@@ -223,7 +226,7 @@ class S3FileStore:
             mode: Any = "create" if etag is None else {"e_tag": etag}
             data = wanted.encode()
             try:
-                _calling(
+                calling(
                     "save a blob's references",
                     lambda: obstore.put(self.store, key, data, mode=mode),  # noqa: B023
                 )
@@ -248,13 +251,13 @@ class S3FileStore:
     def delete(self, file_id: str, owner: Owner) -> StoredFile:
         stored, _ = self._visible(file_id, owner)
         # The record first: from here on the file is gone for every replica.
-        _calling("delete a file", lambda: obstore.delete(self.store, f"files/{file_id}.json"))
+        calling("delete a file", lambda: obstore.delete(self.store, f"files/{file_id}.json"))
         marker = f"owners/{owner_key(stored.owner)}/{file_id}.{stored.bytes}"
-        _calling("delete a file", lambda: obstore.delete(self.store, marker))
-        self._release(stored.sha256, file_id)
+        calling("delete a file", lambda: obstore.delete(self.store, marker))
+        self.release(stored.sha256, file_id)
         return stored
 
-    def _release(self, sha256: str, *file_ids: str) -> bool:
+    def release(self, sha256: str, *file_ids: str) -> bool:
         """`file_ids` no longer use their blob; the blob is deleted if they were its last users
         (True then)."""
 
@@ -268,7 +271,7 @@ class S3FileStore:
         before, after = self._swap(sha256, drop)
         if after is not None and after is not before and after.retired:
             # Retired by our swap: no upload can join this blob any more.
-            _calling("delete a file", lambda: obstore.delete(self.store, f"blobs/{after.blob}"))
+            calling("delete a file", lambda: obstore.delete(self.store, f"blobs/{after.blob}"))
             return True
         return False
 
@@ -287,7 +290,7 @@ class S3FileStore:
                 while len(self._undone) > UNDONE_KEPT:
                     del self._undone[next(iter(self._undone))]
 
-    def _clean_up(self) -> None:
+    def retry_clean_ups(self) -> None:
         """The deletes that failed while the store was down, tried again (kept if they fail)."""
         with self._undone_lock:
             keys, self._undone = list(self._undone), {}
@@ -314,7 +317,7 @@ class _ChunkReader(io.RawIOBase):
     def readinto(self, buffer: Any) -> int:
         if not self._left:
             try:
-                self._left = bytes(_calling("read a file", lambda: next(self._chunks)))
+                self._left = bytes(calling("read a file", lambda: next(self._chunks)))
             except StopIteration:
                 return 0
         size = min(len(buffer), len(self._left))
@@ -339,7 +342,7 @@ class S3Upload:
     def _open(self) -> WritableFile:
         if self._writer is None:
             key = f"blobs/{self.file_id}"
-            self._writer = _calling(
+            self._writer = calling(
                 "store the upload",
                 lambda: obstore.open_writer(
                     self.store.store,
@@ -355,11 +358,11 @@ class S3Upload:
         self.room.check(self.size)
         self.hasher.update(chunk)
         writer = self._open()
-        _calling("store the upload", lambda: writer.write(chunk))
+        calling("store the upload", lambda: writer.write(chunk))
 
     def commit(self, filename: str, purpose: str) -> StoredFile:
         writer = self._open()
-        _calling("store the upload", writer.close)
+        calling("store the upload", writer.close)
         return self.store._commit(self, filename, purpose)
 
     def abort(self) -> None:

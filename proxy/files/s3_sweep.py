@@ -19,7 +19,7 @@ from proxy.files.blob_refs import BlobReferences
 from proxy.files.objects import MISSING
 from proxy.files.orphans import BucketListing, Listed, ListedRefs, Orphans, find_orphans
 from proxy.files.protocol import FileNotFound
-from proxy.files.s3 import S3FileStore, _calling, owner_key
+from proxy.files.s3 import S3FileStore, calling, owner_key
 
 log = structlog.get_logger(__name__)
 
@@ -53,7 +53,8 @@ class OrphanSweep:
 
     def run(self) -> Counter[str]:
         """One sweep: the orphans found, checked again and removed; what happened, by kind."""
-        self.files._clean_up()  # this replica's own failed clean-ups first, if the store is back
+        # This replica's own failed clean-ups first, if the store is back.
+        self.files.retry_clean_ups()
         orphans = self.survey()
         done = self.remove(orphans)
         if orphans:
@@ -107,7 +108,7 @@ class OrphanSweep:
                     found.append(Listed(meta["path"], meta["last_modified"].timestamp()))
             return found, False
 
-        return _calling("list files", listing)
+        return calling("list files", listing)
 
     def _read_refs(self) -> tuple[list[ListedRefs], bool]:
         listed, cut = self._list("refs/")
@@ -116,7 +117,7 @@ class OrphanSweep:
             if self.stopping.is_set():
                 return None
             try:
-                found = _calling("read a blob's references", lambda: self._get(entry.key))
+                found = calling("read a blob's references", lambda: self._get(entry.key))
             except MISSING:
                 return None  # gone since listed (the store never deletes one): blobs wait
             try:
@@ -137,14 +138,14 @@ class OrphanSweep:
 
     def _exists(self, key: str) -> bool:
         try:
-            _calling("look for a file", lambda: obstore.head(self.store, key))
+            calling("look for a file", lambda: obstore.head(self.store, key))
         except MISSING:
             return False
         return True
 
     def _delete(self, key: str) -> None:
         with contextlib.suppress(*MISSING):  # gone already
-            _calling("delete an orphan", lambda: obstore.delete(self.store, key))
+            calling("delete an orphan", lambda: obstore.delete(self.store, key))
 
     # -- removing, each checked again first --------------------------------------------------
 
@@ -168,7 +169,7 @@ class OrphanSweep:
         """A record without its marker: an upload that failed between the two (the record is
         never listed, its bytes still count in the refs object)."""
         try:
-            stored, _ = self.files._record(file_id)
+            stored, _ = self.files.record_of(file_id)
         except FileNotFound:
             return ("gone",)  # deleted meanwhile (its id can be asked for, and deleted)
         except (ValueError, KeyError, TypeError):
@@ -177,7 +178,7 @@ class OrphanSweep:
             return ()  # its upload finished after all
         self._delete(f"files/{file_id}.json")
         # As a delete does: the blob goes with it if this was its last user.
-        if self.files._release(stored.sha256, file_id):
+        if self.files.release(stored.sha256, file_id):
             return ("records", "blobs")
         return ("records",)
 
@@ -197,7 +198,7 @@ class OrphanSweep:
         still_dead = tuple(f for f in dead if not self._exists(f"files/{f}.json"))
         if not still_dead:
             return ()
-        if self.files._release(sha256, *still_dead):
+        if self.files.release(sha256, *still_dead):
             return ("references", "blobs")
         return ("references",)
 
@@ -208,7 +209,7 @@ class OrphanSweep:
         # Only its own upload could name it now (a new refs object names the uploader's copy),
         # and that upload's record names it once written.
         try:
-            _, blob = self.files._record(object_id)
+            _, blob = self.files.record_of(object_id)
         except FileNotFound:
             blob = None
         except (ValueError, KeyError, TypeError):
