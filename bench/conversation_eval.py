@@ -361,6 +361,41 @@ class Row:
     def leans(self) -> str:
         return self.conversation.turns[self.turn].leans
 
+    @property
+    def ceiling_words(self) -> str:
+        """Whether the follow-up's ceiling borrows words of its answer that its conversation
+        never said (split `ceiling words`): a search reading only the follow-up and its
+        conversation, with or without a model, has no such word to search for."""
+        if not self.turn:
+            return "(first turn)"
+        borrowed = borrowed_words(self.conversation, self.turn)
+        return "borrows the answer's words" if borrowed else "the conversation's words"
+
+
+WORD_KEY = 5
+"""Words are matched by their first letters (`Papierformat`, `отключил`/`отключать`)."""
+
+
+def borrowed_words(conversation: Conversation, turn: int) -> set[str]:
+    """The content words turn `turn`'s ceiling (its hand-written standalone question) shares
+    with its answer that neither the follow-up nor any earlier question or reply says, matched
+    by their first `WORD_KEY` letters; function words and words under four letters left out."""
+    from proxy.retrieval.history import WORD
+    from proxy.retrieval.lexical import function_word
+
+    def keys(text: str) -> set[str]:
+        return {
+            word.casefold()[:WORD_KEY]
+            for word in WORD.findall(text)
+            if len(word) >= 4 and word.isalpha() and not function_word(word)
+        }
+
+    asked = conversation.turns[turn]
+    said = [asked.q]
+    for earlier in conversation.turns[:turn]:
+        said += [earlier.q, earlier.reply]
+    return keys(asked.standalone) & keys(" ".join(asked.answers)) - keys(" ".join(said))
+
 
 @dataclass
 class Run:
@@ -516,13 +551,22 @@ def report(
     def fmt(row: Row) -> str:
         return "+".join(sorted({documents[doc].format for doc in row.conversation.docs}))
 
+    def ceiling_words(row: Row) -> str:
+        return row.ceiling_words
+
     lines = []
     for run in runs:
         rows = [row for row in run.rows if row.conversation.half == half]
         if not rows:
             continue
         lines.append(table_row(half, run.method, "all", rows))
-        for label, key in (("language", language), ("format", fmt), ("leans", leans)):
+        splits = (
+            ("language", language),
+            ("format", fmt),
+            ("leans", leans),
+            ("ceiling words", ceiling_words),
+        )
+        for label, key in splits:
             for name, group in sorted(groups(rows, key, half).items()):
                 lines.append(table_row(half, run.method, f"{label}: {name}", group))
         times = [row.seconds for row in of(rows, "follow-up")]

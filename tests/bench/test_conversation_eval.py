@@ -103,6 +103,30 @@ def test_the_heldout_report_is_aggregates_without_a_group_of_one_document() -> N
     assert "| tuning | default | leans: other-one | – | 0/1 (0%), MRR 0.00 |" in tuning
 
 
+def test_a_ceiling_borrowing_its_answers_words_is_told_apart() -> None:
+    """The ceiling "Which spice does chapter two name?" says nothing the answer does that the
+    conversation did not ("chapter" was asked before); one naming "saffron" borrows it."""
+    fair = conversation()
+    assert ce.borrowed_words(fair, 1) == set()
+    assert ce.Row(fair, 1, "follow-up", True, 1.0).ceiling_words == "the conversation's words"
+    turns = list(fair.turns)
+    turns[1] = ce.Turn(
+        SECRET_Q, (SECRET_A,), "Saffron.", "Where does the saffron grow?", "other-one"
+    )
+    borrowing = ce.Conversation(fair.id, fair.docs, fair.lang, tuple(turns), fair.half)
+    assert ce.borrowed_words(borrowing, 1) == {"saffr"}
+    row = ce.Row(borrowing, 1, "follow-up", False, 0.0)
+    assert row.ceiling_words == "borrows the answer's words"
+    # said in an earlier reply: no longer borrowed, matched by its first letters
+    turns[0] = ce.Turn("Which spices does chapter one name?", ("Pepper and salt.",), "Saffrons.")
+    said = ce.Conversation(fair.id, fair.docs, fair.lang, tuple(turns), fair.half)
+    assert ce.borrowed_words(said, 1) == set()
+    assert ce.Row(fair, 0, "first", True, 1.0).ceiling_words == "(first turn)"
+    run, documents = run_with([("t-doc", "tuning", "follow-up", False)])
+    text = "\n".join(ce.report("tuning", [run], documents, show_misses=False))
+    assert "| tuning | default | ceiling words: the conversation's words | – | 0/1 (0%)" in text
+
+
 def test_the_heldout_json_and_log_line_have_counts_only(tmp_path: Path) -> None:
     run, _ = run_with([("h-md", "heldout", "follow-up", True), ("t-doc", "tuning", "first", True)])
     heldout = json.dumps(ce.result_json("heldout", [run]))
