@@ -141,6 +141,33 @@ GROUPS = {
             "tests/http/test_load.py::test_upstream_dies_mid_stream",
         ),
     ),
+    "conversations": Group(
+        (
+            "proxy/retrieval/history.py",
+            "proxy/retrieval/follow_up.py",
+            "proxy/retrieval/standalone.py",
+            "proxy/retrieval/standalone_answer.py",
+        ),
+        (
+            "tests/retrieval/test_history.py",
+            "tests/retrieval/test_history_search.py",
+            "tests/retrieval/test_conversations.py",
+            "tests/retrieval/test_standalone.py",
+            "tests/retrieval/test_question_order.py",
+        ),
+    ),
+    "orphans": Group(("proxy/files/orphans.py",), ("tests/files/test_orphans.py",)),
+    "ranking": Group(
+        ("proxy/retrieval/document_ranking.py", "proxy/retrieval/fusion.py"),
+        (
+            "tests/retrieval/test_document_ranking.py",
+            "tests/retrieval/test_fusion.py",
+            "tests/retrieval/test_retriever.py",
+            "tests/retrieval/test_history_search.py",
+            "tests/retrieval/test_windows.py",
+            "tests/retrieval/test_lexical.py",
+        ),
+    ),
 }
 
 # mutmut's names: proxy.guard.texts.x_function__mutmut_3, proxy.files.store.xǁClassǁmethod__mutmut_1
