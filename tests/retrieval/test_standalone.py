@@ -19,6 +19,7 @@ from proxy.retrieval.standalone_answer import (
     NOT_A_QUESTION,
     NOT_FROM_THE_CONVERSATION,
     REFUSED,
+    Cleaned,
     clean_key_words,
     clean_rewrite,
     with_key_words,
@@ -157,6 +158,11 @@ def test_the_messages_are_the_instruction_the_examples_and_the_conversation() ->
         ("Why does curl fail? It lacks -L.", "Why does curl fail?"),
         ("Wie setze ich es zurück? Mit apt-mark unhold.", "Wie setze ich es zurück?"),
         ("Is https://x/?a=1 reachable?", "Is https://x/?a=1 reachable?"),
+        ("XML or JSON: which parses faster? JSON does.", "XML or JSON: which parses faster?"),
+        # Quoted or bold, then answered: the question ends at its mark all the same.
+        ('"Why does curl fail?" It lacks -L.', "Why does curl fail?"),
+        ("**Why does curl fail?** It lacks -L.", "Why does curl fail?"),
+        ("«Warum scheitert curl?» Es fehlt -L.", "Warum scheitert curl?"),
     ],
 )
 def test_the_question_is_taken_from_the_answer(raw: str, kept: str) -> None:
@@ -186,6 +192,15 @@ def test_a_long_answer_is_cut() -> None:
     assert kept is not None and len(kept) <= MAX_CHARS
 
 
+def test_a_long_question_is_cut_after_its_last_whole_word_that_fits() -> None:
+    words = [f"word{n:05d}" for n in range(50)]  # nine letters and a space: 40 fill MAX_CHARS
+    assert clean_rewrite(" ".join(words)).text == " ".join(words[:40])
+    longer = [f"{word}x" for word in words]  # 36 whole words, and part of the 37th
+    assert clean_rewrite(" ".join(longer)).text == " ".join(longer[:36])
+    exactly = " ".join(words[:40]) + "?"  # MAX_CHARS characters: kept whole
+    assert len(exactly) == MAX_CHARS and clean_rewrite(exactly).text == exactly
+
+
 # -- or the conversation's key words, put before the question (retrieval.rewrite.ask: words) ----
 
 
@@ -212,6 +227,8 @@ def test_the_key_words_prompt_shows_examples_copied_from_their_conversations() -
             "Zahlung auf Rechnung, Hofladen",
         ),
         ("<think>the other one is</think>\nmulti interface", "multi interface"),
+        ('"multi interface, easy handle".', "multi interface, easy handle"),
+        ("Key words: Xcode, Mac OS X.", "Xcode, Mac OS X"),
     ],
 )
 def test_the_key_words_are_taken_from_the_answer(raw: str, kept: str) -> None:
@@ -223,6 +240,14 @@ def test_no_key_words_none_kept() -> None:
     assert clean_key_words("   ").error == NOT_A_QUESTION
     kept = clean_key_words(", ".join(["word"] * 100)).text
     assert kept is not None and len(kept.split()) == KEY_WORDS
+    assert clean_key_words('"..."') == Cleaned(None, NOT_A_QUESTION)
+
+
+def test_long_key_words_are_cut_after_the_last_whole_word_that_fits() -> None:
+    words = [f"{n:02d}" + "k" * 37 for n in range(16)]  # 39 letters and a space: 10 fit
+    assert clean_key_words(" ".join(words)).text == " ".join(words[:10])
+    exactly = " ".join(words[:10]) + "x"  # MAX_CHARS characters: kept whole
+    assert len(exactly) == MAX_CHARS and clean_key_words(exactly).text == exactly
 
 
 def test_key_words_go_before_the_question_when_the_conversation_said_them() -> None:
@@ -242,6 +267,19 @@ def test_key_words_go_before_the_question_when_the_conversation_said_them() -> N
     russian = [Turn("user", "Как сделать загрузочную флешку с установщиком?")]
     found = with_key_words("А писать на всю флешку?", "загрузочная флешка, писать", russian)
     assert found.text == "загрузочная флешка: А писать на всю флешку?"
+
+
+def test_a_key_word_opening_an_answer_was_said() -> None:
+    earlier = [
+        Turn("user", "Which tool follows redirects?"),
+        Turn("assistant", "curl does, with -L."),
+    ]
+    assert with_key_words("And wget?", "curl", earlier).text == "curl: And wget?"
+
+
+def test_a_follow_up_naming_exactly_the_key_words_gets_nothing_before_it() -> None:
+    earlier = [Turn("user", "Does Rhino run on macOS?"), Turn("assistant", "Yes, Rhino 8 does.")]
+    assert with_key_words("Rhino?", "Rhino", earlier) == Cleaned(None, "the question names them")
 
 
 # -- a follow-up rewritten as a standalone question, through the real SDK -------------------------
