@@ -323,3 +323,35 @@ def test_the_last_answer_is_searched_only_for_a_question_pointing_back_when_aske
     assert not pointing("Wie groß muss die EFI-Partition mindestens sein?")
     # A definite phrase counts when its noun was said in the last turn.
     assert pointing("Is the Schnellstart on by default?", ["Den Schnellstart abschalten."])
+
+
+def test_a_question_of_eight_words_is_short() -> None:
+    assert leaning("What is it for in a browser, exactly?") == 1.5  # eight words, "it"
+    assert leaning("What is it for in a web browser, exactly?") == 1.0  # nine
+
+
+def test_a_word_the_answer_opens_with_has_neighbours() -> None:
+    reply = "Clarence, his brother, dies in the Tower."
+    assert near_words("What happens to Clarence?", [reply]) == ["his", "brother"]
+
+
+def test_only_the_answers_first_words_are_looked_at_for_what_it_named() -> None:
+    filler = " ".join(f"w{n}" for n in range(MAX_WORDS + 20))  # past MAX_WORDS, within 160
+    said = f"{filler} then the access token"
+    assert pointed_at("How do the tokens expire?", [said])
+    assert near_words("And the bearer ones?", [f"{filler} bearer tokens"]) == [
+        "w99",
+        "tokens",
+        "w98",
+    ]
+    further = f"{filler} {filler} then the access token"  # past the first 160 words
+    assert not pointed_at("How do the tokens expire?", [further])
+    assert near_words("And the bearer ones?", [f"{filler} {filler} bearer tokens"]) == []
+
+
+def test_a_word_in_a_quarter_of_the_passages_is_still_rare_enough() -> None:
+    frequency = {"scopes": 25, "bearer": 26, "header": 10}
+    pick = {"frequency": lambda word: frequency[word], "passages": 100, "count": 3}
+    assert salient_words(["bearer", "scopes", "header"], **pick) == ["header", "scopes"]
+    # Without near words, rarity alone orders them, whichever was carried first.
+    assert salient_words(["scopes", "header"], **pick | {"count": 1}) == ["header"]

@@ -111,6 +111,9 @@ def test_own_words_leave_out_asking_and_pointing_words() -> None:
         "mushroom",
     ]
     assert own_words("Сколько стоит ОЗУ 2 ГБ?") == ["стоит", "озу", "гб"]
+    # Two Latin letters say too little ("JS"): two words of its own, too few to stand alone.
+    assert own_words("Does JS run on iOS?") == ["run", "ios"]
+    assert leans_on_history("Does JS run on iOS?", EARLIER) == Leaning(True, "2 words of its own")
 
 
 def test_the_model_sees_the_latest_questions_and_the_last_answer_cut() -> None:
