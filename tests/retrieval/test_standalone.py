@@ -9,8 +9,10 @@ from typing import Any
 import httpx
 import pytest
 
-from proxy.retrieval.follow_up import rewrite_gate
+from proxy.config import RewriteSettings
+from proxy.retrieval.follow_up import rewrite_gate, standalone_outcome
 from proxy.retrieval.history import Turn
+from proxy.retrieval.rewriter import Rewrite
 from proxy.retrieval.standalone import Leaning, StandaloneQuestion, leans_on_history, own_words
 from proxy.retrieval.standalone_answer import (
     KEY_WORDS,
@@ -74,6 +76,45 @@ def test_follow_ups_that_lean_on_their_conversation_are_rewritten(question: str)
 def test_self_contained_follow_ups_are_not(question: str) -> None:
     found = leans_on_history(question, EARLIER)
     assert not found.needed and found.why == "self-contained"
+
+
+def test_the_gate_says_why_it_asks_or_not() -> None:
+    # Three words of its own are enough to be searched alone; "?" has none at all.
+    assert leans_on_history("How is the kernel module signed?", EARLIER) == Leaning(
+        False, "self-contained"
+    )
+    assert leans_on_history("?", EARLIER) == Leaning(False, "no words")
+    assert leans_on_history("And Rhino?", []) == Leaning(False, "no earlier question")
+
+
+def test_the_record_says_what_became_of_the_call_and_what_it_cost() -> None:
+    settings = RewriteSettings(weight=1.23456)
+    asked = {"why": "points back ('that')", "model": "m", "server": "upstream"}
+    call = Rewrite("How do I stop curl?", 0.12345, "chat")
+    found = standalone_outcome(call, ("How do I stop curl?", 1), "And that?", settings, **asked)
+    assert found.record() == {
+        "outcome": "rewritten",
+        "why": "points back ('that')",
+        "model": "m",
+        "server": "upstream",
+        "endpoint": "chat",
+        "seconds": 0.123,
+        "text": "How do I stop curl?",
+        "weight": 1.2346,
+        "neutralised": 1,
+    }
+    back = standalone_outcome(
+        Rewrite("and that?", 0.5, "native"), (" And  that? ", 0), "And that?", settings, **asked
+    )
+    assert (back.outcome, back.why, back.seconds) == (
+        "unchanged",
+        "the model gave the question back",
+        0.5,
+    )
+    empty = standalone_outcome(
+        Rewrite(None, 0.5, "completions"), None, "And that?", settings, **asked
+    )
+    assert (empty.outcome, empty.why, empty.search) == ("failed", "no question", None)
 
 
 def test_no_earlier_question_no_rewrite() -> None:
