@@ -233,10 +233,10 @@ def run_group(
 
 
 def retest_survivors(name: str, only: list[str]) -> int:
-    """Forget the open survivors' verdicts in a workspace (those matching `only`, if given),
-    so that the next run tries them against tests added since (a killed mutant stays killed:
-    tests are only ever added; one listed as equivalent stays a survivor: no test can kill it,
-    and each costs a whole run of its tests)."""
+    """Forget the open survivors' verdicts, and those of mutants no test ran, in a workspace
+    (those matching `only`, if given), so that the next run tries them against tests added
+    since (a killed mutant stays killed: tests are only ever added; one listed as equivalent
+    stays a survivor: no test can kill it, and each costs a whole run of its tests)."""
     forgotten = 0
     equivalent = equivalent_mutants()
     for meta in (WORKSPACES / name / "mutants").rglob("*.meta"):
@@ -245,7 +245,8 @@ def retest_survivors(name: str, only: list[str]) -> int:
             wanted = key not in equivalent and (
                 not only or any(fnmatch.fnmatch(key, pattern) for pattern in only)
             )
-            if exit_code == 0 and wanted:  # the tests passed: survived
+            # The tests passed (survived), or none ran it (5, 33: "no tests"; one added since may).
+            if exit_code in (0, 5, 33) and wanted:
                 data["exit_code_by_key"][key] = None
                 forgotten += 1
         meta.write_text(json.dumps(data))
