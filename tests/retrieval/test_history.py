@@ -355,3 +355,48 @@ def test_a_word_in_a_quarter_of_the_passages_is_still_rare_enough() -> None:
     assert salient_words(["bearer", "scopes", "header"], **pick) == ["header", "scopes"]
     # Without near words, rarity alone orders them, whichever was carried first.
     assert salient_words(["scopes", "header"], **pick | {"count": 1}) == ["header"]
+
+
+def test_a_definite_phrase_further_on_still_points_back() -> None:
+    answer = "Apps get an access token whose scopes name what they may read."
+    assert pointed_at("Why does the server reject the tokens?", [answer])  # not "the server"
+
+
+def test_text_parts_of_either_api_are_the_conversations_words() -> None:
+    responses = {"role": "user", "content": [{"type": "input_text", "text": "Is it safe?"}]}
+    assert message_text(responses) == "Is it safe?"
+    parts = [{"type": "text", "text": "First part."}, {"type": "text", "text": "Second part."}]
+    assert message_text({"role": "user", "content": parts}) == "First part.\nSecond part."
+
+
+def test_the_record_keeps_four_decimals_of_a_weight() -> None:
+    assert SearchText("q", 1 / 3, "conversation").record()["weight"] == 0.3333
+
+
+OSTRICHES = [
+    Turn("user", "How do penguins swim?"),
+    Turn("assistant", "Fast."),
+    Turn("user", "Where do ostriches run wild?"),
+    Turn("assistant", "On the savanna."),
+    Turn("user", "What do kettles boil?"),
+    Turn("assistant", "Water for tea."),
+]
+
+
+def test_words_are_carried_from_the_last_answer_and_the_latest_question_only() -> None:
+    rule = HistoryRule(turns=0, reply=0.0, terms=1.0, lean=False, near=True)
+    [_, terms] = search_texts("And the ostriches?", OSTRICHES, rule)
+    # The ostriches were asked about two questions back: nothing of it is carried or near.
+    assert terms.carried == ("Water", "for", "tea", "What", "do", "kettles", "boil")
+    assert terms.near == 0
+
+
+def test_without_near_the_carried_words_keep_the_order_they_were_said_in() -> None:
+    earlier = [
+        Turn("user", "Who speaks first?"),
+        Turn("assistant", "Gloucester, then his brother Clarence."),
+    ]
+    rule = HistoryRule(turns=0, reply=0.0, terms=1.0, lean=False, near=False)
+    [_, terms] = search_texts("What happens to the brother?", earlier, rule)
+    assert terms.carried[:4] == ("Gloucester", "then", "his", "Clarence")
+    assert terms.near == 0 and "near" not in terms.record()

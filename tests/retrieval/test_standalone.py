@@ -9,9 +9,9 @@ from typing import Any
 import httpx
 import pytest
 
-from proxy.config import RewriteSettings
-from proxy.retrieval.follow_up import rewrite_gate, standalone_outcome
-from proxy.retrieval.history import Turn
+from proxy.config import HistorySettings, RewriteSettings
+from proxy.retrieval.follow_up import history_rule, rewrite_gate, standalone_outcome
+from proxy.retrieval.history import HistoryRule, Turn
 from proxy.retrieval.rewriter import Rewrite
 from proxy.retrieval.standalone import Leaning, StandaloneQuestion, leans_on_history, own_words
 from proxy.retrieval.standalone_answer import (
@@ -115,6 +115,14 @@ def test_the_record_says_what_became_of_the_call_and_what_it_cost() -> None:
         Rewrite(None, 0.5, "completions"), None, "And that?", settings, **asked
     )
     assert (empty.outcome, empty.why, empty.search) == ("failed", "no question", None)
+
+
+def test_the_history_settings_are_the_rule_searched_by() -> None:
+    settings = HistorySettings(
+        turns=3, weight=0.7, decay=0.4, reply=2.0, terms=0.5, term_count=7, lean=False,
+        near=False, reply_pointing=False,
+    )  # fmt: skip
+    assert history_rule(settings) == HistoryRule(3, 0.7, 0.4, 2.0, 0.5, 7, False, False, False)
 
 
 def test_no_earlier_question_no_rewrite() -> None:
