@@ -133,9 +133,11 @@ def test_keys_the_store_never_writes_are_left_alone() -> None:
         Listed("files/file-xyz.json", OLD),
         Listed(f"owners/{OWNER}/readme", OLD),
         Listed(f"owners/{OWNER}/{A}.big", OLD),
+        Listed("owners/notes.txt", OLD),
+        Listed(f"owners/{OWNER}/{A}.10/copy", OLD),
         Listed("blobs/backup.tar", OLD),
     ]
-    assert decide(records=others[:2], markers=others[2:4], blobs=others[4:]) == Orphans()
+    assert decide(records=others[:2], markers=others[2:6], blobs=others[6:]) == Orphans()
 
 
 def test_at_most_limit_orphans_records_first() -> None:

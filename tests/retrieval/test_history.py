@@ -400,3 +400,9 @@ def test_without_near_the_carried_words_keep_the_order_they_were_said_in() -> No
     [_, terms] = search_texts("What happens to the brother?", earlier, rule)
     assert terms.carried[:4] == ("Gloucester", "then", "his", "Clarence")
     assert terms.near == 0 and "near" not in terms.record()
+
+
+def test_words_are_carried_from_the_answers_first_160_words() -> None:
+    filler = " ".join(f"w{n}" for n in range(MAX_WORDS + 20))  # past MAX_WORDS, within 160
+    assert "Clarence" in carried_words("Who?", f"{filler} Clarence", [])
+    assert "Clarence" not in carried_words("Who?", f"{filler} {filler} Clarence", [])

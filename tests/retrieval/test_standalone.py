@@ -117,6 +117,22 @@ def test_the_record_says_what_became_of_the_call_and_what_it_cost() -> None:
     assert (empty.outcome, empty.why, empty.search) == ("failed", "no question", None)
 
 
+def test_a_follow_up_is_a_question_after_an_earlier_question_answered_or_not() -> None:
+    asked = [Turn("user", "Does Grasshopper run on macOS?")]  # two questions in a row
+    assert rewrite_gate("And Rhino?", asked, enabled=True) == Leaning(
+        True, "continues the last question ('And')"
+    )
+    assert rewrite_gate("And Rhino?", [Turn("assistant", "Hello!")], enabled=True) is None
+
+
+def test_a_follow_up_of_more_than_80_words_is_searched_as_written() -> None:
+    eighty = " ".join(["word"] * 79) + " it?"
+    assert isinstance(rewrite_gate(eighty, EARLIER, enabled=True), Leaning)
+    assert rewrite_gate(eighty + " now", EARLIER, enabled=True) == StandaloneQuestion(
+        "not needed", "over 80 words: searched as written"
+    )
+
+
 def test_the_history_settings_are_the_rule_searched_by() -> None:
     settings = HistorySettings(
         turns=3, weight=0.7, decay=0.4, reply=2.0, terms=0.5, term_count=7, lean=False,
@@ -230,6 +246,7 @@ def test_the_question_is_taken_from_the_answer(raw: str, kept: str) -> None:
         ("I'm sorry, but I can't help with that.", REFUSED),
         ("I cannot rewrite this question.", REFUSED),
         ("<think>the user means curl, so", "the answer stopped inside its reasoning"),
+        ("Standalone question:", NOT_A_QUESTION),  # its label alone
     ],
 )
 def test_no_question_no_rewrite(raw: str, error: str) -> None:
