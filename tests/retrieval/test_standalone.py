@@ -227,6 +227,7 @@ def test_the_messages_are_the_instruction_the_examples_and_the_conversation() ->
         ("Wie setze ich es zurück? Mit apt-mark unhold.", "Wie setze ich es zurück?"),
         ("Is https://x/?a=1 reachable?", "Is https://x/?a=1 reachable?"),
         ("XML or JSON: which parses faster? JSON does.", "XML or JSON: which parses faster?"),
+        ('"Show the cookie jar format"', "Show the cookie jar format"),  # no mark: quotes go
         # Quoted or bold, then answered: the question ends at its mark all the same.
         ('"Why does curl fail?" It lacks -L.', "Why does curl fail?"),
         ("**Why does curl fail?** It lacks -L.", "Why does curl fail?"),
@@ -247,6 +248,7 @@ def test_the_question_is_taken_from_the_answer(raw: str, kept: str) -> None:
         ("I cannot rewrite this question.", REFUSED),
         ("<think>the user means curl, so", "the answer stopped inside its reasoning"),
         ("Standalone question:", NOT_A_QUESTION),  # its label alone
+        ("\"I'm sorry, but I can't help with that.\"", REFUSED),  # quoted, still a refusal
     ],
 )
 def test_no_question_no_rewrite(raw: str, error: str) -> None:
