@@ -141,6 +141,34 @@ GROUPS = {
             "tests/http/test_load.py::test_upstream_dies_mid_stream",
         ),
     ),
+    "conversations": Group(
+        (
+            "proxy/retrieval/history.py",
+            "proxy/retrieval/follow_up.py",
+            "proxy/retrieval/standalone.py",
+            "proxy/retrieval/standalone_answer.py",
+        ),
+        (
+            "tests/retrieval/test_history.py",
+            "tests/retrieval/test_history_search.py",
+            "tests/retrieval/test_conversations.py",
+            "tests/retrieval/test_standalone.py",
+            "tests/retrieval/test_question_order.py",
+        ),
+    ),
+    "orphans": Group(("proxy/files/orphans.py",), ("tests/files/test_orphans.py",)),
+    "ranking": Group(
+        ("proxy/retrieval/document_ranking.py", "proxy/retrieval/fusion.py"),
+        (
+            "tests/retrieval/test_document_ranking.py",
+            "tests/retrieval/test_fusion.py",
+            "tests/retrieval/test_retriever.py",
+            "tests/retrieval/test_history_search.py",
+            # Not test_overview.py: it reads bench/eval/tuning.json, which workspaces lack.
+            "tests/retrieval/test_windows.py",
+            "tests/retrieval/test_lexical.py",
+        ),
+    ),
 }
 
 # mutmut's names: proxy.guard.texts.x_function__mutmut_3, proxy.files.store.xǁClassǁmethod__mutmut_1
@@ -206,10 +234,10 @@ def run_group(
 
 
 def retest_survivors(name: str, only: list[str]) -> int:
-    """Forget the open survivors' verdicts in a workspace (those matching `only`, if given),
-    so that the next run tries them against tests added since (a killed mutant stays killed:
-    tests are only ever added; one listed as equivalent stays a survivor: no test can kill it,
-    and each costs a whole run of its tests)."""
+    """Forget the open survivors' verdicts, and those of mutants no test ran, in a workspace
+    (those matching `only`, if given), so that the next run tries them against tests added
+    since (a killed mutant stays killed: tests are only ever added; one listed as equivalent
+    stays a survivor: no test can kill it, and each costs a whole run of its tests)."""
     forgotten = 0
     equivalent = equivalent_mutants()
     for meta in (WORKSPACES / name / "mutants").rglob("*.meta"):
@@ -218,7 +246,8 @@ def retest_survivors(name: str, only: list[str]) -> int:
             wanted = key not in equivalent and (
                 not only or any(fnmatch.fnmatch(key, pattern) for pattern in only)
             )
-            if exit_code == 0 and wanted:  # the tests passed: survived
+            # The tests passed (survived), or none ran it (5, 33: "no tests"; one added since may).
+            if exit_code in (0, 5, 33) and wanted:
                 data["exit_code_by_key"][key] = None
                 forgotten += 1
         meta.write_text(json.dumps(data))

@@ -34,8 +34,9 @@ _REFUSAL = re.compile(
 )
 
 
-_QUESTION_END = re.compile(r"[?？](?=\s|$)")
-"""A question mark ending a sentence (not one inside a URL or code, "a?b=1")."""
+_QUESTION_END = re.compile(r"[?？][\"'`«»“”„*]*(?=\s|$)")
+"""A question mark ending a sentence (not one inside a URL or code, "a?b=1"), with the quotes
+or bold that close it ("**Why does it fail?** It lacks -L.")."""
 
 
 @dataclass(frozen=True)

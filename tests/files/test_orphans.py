@@ -133,9 +133,11 @@ def test_keys_the_store_never_writes_are_left_alone() -> None:
         Listed("files/file-xyz.json", OLD),
         Listed(f"owners/{OWNER}/readme", OLD),
         Listed(f"owners/{OWNER}/{A}.big", OLD),
+        Listed("owners/notes.txt", OLD),
+        Listed(f"owners/{OWNER}/{A}.10/copy", OLD),
         Listed("blobs/backup.tar", OLD),
     ]
-    assert decide(records=others[:2], markers=others[2:4], blobs=others[4:]) == Orphans()
+    assert decide(records=others[:2], markers=others[2:6], blobs=others[6:]) == Orphans()
 
 
 def test_at_most_limit_orphans_records_first() -> None:
@@ -146,3 +148,30 @@ def test_at_most_limit_orphans_records_first() -> None:
         limit=3,
     )
     assert (found.records, len(found.markers), found.blobs) == ((A, B), 1, ())
+
+
+def test_an_object_exactly_as_old_as_the_grace_is_an_orphan() -> None:
+    # "Nothing younger than grace_s": at grace_s it is no longer in flight.
+    exact = NOW - GRACE
+    found = decide(records=[record(A, exact)], markers=[marker(B, exact)], blobs=[blob(C, exact)])
+    assert (found.records, found.markers, found.blobs) == ((A,), (f"owners/{OWNER}/{B}.10",), (C,))
+
+
+def test_every_kind_a_cut_listing_leaves_undecided_is_named() -> None:
+    found = one_of_each(frozenset({"owners", "files", "refs"}))
+    assert (found.skipped, len(found)) == (("records", "markers", "refs", "blobs"), 0)
+
+
+def test_the_bound_is_shared_by_every_kind_in_order() -> None:
+    listing = {
+        "records": [record(A)],
+        "markers": [marker(B)],
+        "refs_": [refs("s", D, C), refs("t", D, D)],
+        "blobs": [blob(A), blob(B)],
+    }
+    assert len(decide(**listing)) == 6
+    assert decide(**listing, limit=3) == Orphans(
+        (A,), (f"owners/{OWNER}/{B}.10",), (("s", (C,)),), ()
+    )
+    found = decide(**listing, limit=5)
+    assert (len(found.refs), found.blobs, len(found)) == (2, (A,), 5)

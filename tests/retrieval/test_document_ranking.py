@@ -3,7 +3,14 @@
 from __future__ import annotations
 
 from proxy.retrieval.chunking import Chunk
-from proxy.retrieval.document_ranking import no_cosines, rank_passages, with_neighbours
+from proxy.retrieval.document_ranking import (
+    carried_texts,
+    no_cosines,
+    overview_first,
+    rank_passages,
+    with_neighbours,
+)
+from proxy.retrieval.history import SearchText
 from proxy.retrieval.lexical import LexicalIndex
 from proxy.retrieval.passages import DocumentPassages
 from proxy.retrieval.scored import Scored
@@ -16,12 +23,12 @@ TEXTS = [
 ]
 
 
-def passages() -> DocumentPassages:
+def passages(texts: list[str] = TEXTS) -> DocumentPassages:
     chunks, start = [], 0
-    for i, text in enumerate(TEXTS):
+    for i, text in enumerate(texts):
         chunks.append(Chunk("sha", "birds.txt", i, text, 1, 1, start=start, end=start + len(text)))
         start += len(text) + 2
-    return DocumentPassages("sha", "birds.txt", chunks, LexicalIndex.build(TEXTS))
+    return DocumentPassages("sha", "birds.txt", chunks, LexicalIndex.build(texts))
 
 
 def order(found: list[Scored]) -> list[int]:
@@ -50,9 +57,25 @@ def test_cosines_join_the_words_and_keep_each_passage_best_score() -> None:
     assert best[2] == 0.9 and best[0] == 0.7
     heavier_first = [([1.0], 2.0), ([2.0], 1.0)]
     only_dense = rank_passages(
-        passages(), [("fly", 1.0)], lambda v: cosines[int(v[0]) - 1], heavier_first, ranking="dense"
+        passages(), [("tea", 1.0)], lambda v: cosines[int(v[0]) - 1], heavier_first, ranking="dense"
     )
     assert order(only_dense) == [2, 0]  # dense alone: only the ranked-by-meaning passages
+
+
+def test_a_passage_found_by_its_words_alone_has_no_affinity_to_pass_a_threshold() -> None:
+    cosines = {2: 0.9, 0: 0.1}
+    found = rank_passages(passages(), [("tea", 1.0)], lambda v: cosines, [([1.0], 1.0)])
+    assert {item.chunk.index: item.dense for item in found} == {2: 0.9, 0: 0.1, 1: 0.0}
+    by_words = rank_passages(passages(), [("tea", 1.0)], no_cosines, [])
+    assert [(item.chunk.index, item.dense) for item in by_words] == [(1, 0.0)]
+
+
+def test_a_passage_keeps_its_best_bm25_score_over_the_texts() -> None:
+    doc = passages()
+    best = doc.lexical.ranked("kettle tea water", 50)[1][1]
+    assert best > doc.lexical.ranked("water", 50)[1][1]
+    found = rank_passages(doc, [("kettle tea water", 1.0), ("water", 1.0)], no_cosines, [])
+    assert {item.chunk.index: item.lexical for item in found}[1] == best
 
 
 def test_words_only_texts_rank_but_lend_no_scores() -> None:
@@ -61,6 +84,9 @@ def test_words_only_texts_rank_but_lend_no_scores() -> None:
     assert order(found)[0] == 3
     scores = {item.chunk.index: item.lexical for item in found}
     assert scores[3] is None and scores[1] is not None
+    # Words found inside others count there too ("cycle" in "bicycle").
+    pieces = rank_passages(passages(), [("tea", 1.0)], no_cosines, [], [("cycle", 2.0)])
+    assert order(pieces) == [3, 1]
 
 
 def test_neighbours_join_and_are_not_repeated() -> None:
@@ -70,3 +96,35 @@ def test_neighbours_join_and_are_not_repeated() -> None:
     assert [item.chunk.index for item in joined][:1] == [ranked[0].chunk.index]
     shown = [item.chunk.text for item in joined]
     assert sum("Ostriches" in text for text in shown) == 1
+
+
+def test_neighbours_a_better_passage_showed_are_skipped_the_others_kept() -> None:
+    ranked = [Scored(chunk=passages().chunks[i], dense=0.5) for i in (2, 1, 3, 0)]
+    joined = with_neighbours(passages(), ranked, 1)
+    assert [item.chunk.index for item in joined] == [2, 0]
+    assert joined[0].chunk.text == "\n".join(TEXTS[1:4])
+    wide = with_neighbours(passages(), ranked[1:2], 2)  # passage 1, two either side
+    assert wide[0].chunk.text == "\n".join(TEXTS)
+
+
+def test_the_overview_passages_go_first_with_the_scores_they_were_ranked_with() -> None:
+    doc = passages([*TEXTS, "Conclusions\nFlightless birds run or swim instead."])
+    found = [Scored(chunk=doc.chunks[1], dense=0.6), Scored(chunk=doc.chunks[4], dense=0.8)]
+    assert overview_first(doc, found) == [
+        Scored(chunk=doc.chunks[0], dense=0.0, overview=True),  # the opening, unranked
+        Scored(chunk=doc.chunks[4], dense=0.8, overview=True),  # the conclusions
+        Scored(chunk=doc.chunks[1], dense=0.6),
+    ]
+
+
+def test_carried_words_are_the_documents_rarest_in_its_language() -> None:
+    doc = passages([*TEXTS, "Old batteries die quickly in the cold."])
+    also = [
+        SearchText("How do I stop a transfer?\nAnd that?", 1.0, "conversation"),
+        SearchText("And that?", 0.5, "terms", ("every", "die", "kettle", "chain"), pick=2),
+    ]
+    chosen: dict[str, list[str]] = {}
+    found = carried_texts(also, doc, chosen, "birds.txt")
+    # "every" is an English function word; "die" is German's, but this document is English.
+    assert found == [(also[1], "And that? die kettle")]
+    assert chosen == {"birds.txt": ["die", "kettle"]}

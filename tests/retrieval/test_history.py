@@ -323,3 +323,86 @@ def test_the_last_answer_is_searched_only_for_a_question_pointing_back_when_aske
     assert not pointing("Wie groß muss die EFI-Partition mindestens sein?")
     # A definite phrase counts when its noun was said in the last turn.
     assert pointing("Is the Schnellstart on by default?", ["Den Schnellstart abschalten."])
+
+
+def test_a_question_of_eight_words_is_short() -> None:
+    assert leaning("What is it for in a browser, exactly?") == 1.5  # eight words, "it"
+    assert leaning("What is it for in a web browser, exactly?") == 1.0  # nine
+
+
+def test_a_word_the_answer_opens_with_has_neighbours() -> None:
+    reply = "Clarence, his brother, dies in the Tower."
+    assert near_words("What happens to Clarence?", [reply]) == ["his", "brother"]
+
+
+def test_only_the_answers_first_words_are_looked_at_for_what_it_named() -> None:
+    filler = " ".join(f"w{n}" for n in range(MAX_WORDS + 20))  # past MAX_WORDS, within 160
+    said = f"{filler} then the access token"
+    assert pointed_at("How do the tokens expire?", [said])
+    assert near_words("And the bearer ones?", [f"{filler} bearer tokens"]) == [
+        "w99",
+        "tokens",
+        "w98",
+    ]
+    further = f"{filler} {filler} then the access token"  # past the first 160 words
+    assert not pointed_at("How do the tokens expire?", [further])
+    assert near_words("And the bearer ones?", [f"{filler} {filler} bearer tokens"]) == []
+
+
+def test_a_word_in_a_quarter_of_the_passages_is_still_rare_enough() -> None:
+    frequency = {"scopes": 25, "bearer": 26, "header": 10}
+    pick = {"frequency": lambda word: frequency[word], "passages": 100, "count": 3}
+    assert salient_words(["bearer", "scopes", "header"], **pick) == ["header", "scopes"]
+    # Without near words, rarity alone orders them, whichever was carried first.
+    assert salient_words(["scopes", "header"], **pick | {"count": 1}) == ["header"]
+
+
+def test_a_definite_phrase_further_on_still_points_back() -> None:
+    answer = "Apps get an access token whose scopes name what they may read."
+    assert pointed_at("Why does the server reject the tokens?", [answer])  # not "the server"
+
+
+def test_text_parts_of_either_api_are_the_conversations_words() -> None:
+    responses = {"role": "user", "content": [{"type": "input_text", "text": "Is it safe?"}]}
+    assert message_text(responses) == "Is it safe?"
+    parts = [{"type": "text", "text": "First part."}, {"type": "text", "text": "Second part."}]
+    assert message_text({"role": "user", "content": parts}) == "First part.\nSecond part."
+
+
+def test_the_record_keeps_four_decimals_of_a_weight() -> None:
+    assert SearchText("q", 1 / 3, "conversation").record()["weight"] == 0.3333
+
+
+OSTRICHES = [
+    Turn("user", "How do penguins swim?"),
+    Turn("assistant", "Fast."),
+    Turn("user", "Where do ostriches run wild?"),
+    Turn("assistant", "On the savanna."),
+    Turn("user", "What do kettles boil?"),
+    Turn("assistant", "Water for tea."),
+]
+
+
+def test_words_are_carried_from_the_last_answer_and_the_latest_question_only() -> None:
+    rule = HistoryRule(turns=0, reply=0.0, terms=1.0, lean=False, near=True)
+    [_, terms] = search_texts("And the ostriches?", OSTRICHES, rule)
+    # The ostriches were asked about two questions back: nothing of it is carried or near.
+    assert terms.carried == ("Water", "for", "tea", "What", "do", "kettles", "boil")
+    assert terms.near == 0
+
+
+def test_without_near_the_carried_words_keep_the_order_they_were_said_in() -> None:
+    earlier = [
+        Turn("user", "Who speaks first?"),
+        Turn("assistant", "Gloucester, then his brother Clarence."),
+    ]
+    rule = HistoryRule(turns=0, reply=0.0, terms=1.0, lean=False, near=False)
+    [_, terms] = search_texts("What happens to the brother?", earlier, rule)
+    assert terms.carried[:4] == ("Gloucester", "then", "his", "Clarence")
+    assert terms.near == 0 and "near" not in terms.record()
+
+
+def test_words_are_carried_from_the_answers_first_160_words() -> None:
+    filler = " ".join(f"w{n}" for n in range(MAX_WORDS + 20))  # past MAX_WORDS, within 160
+    assert "Clarence" in carried_words("Who?", f"{filler} Clarence", [])
+    assert "Clarence" not in carried_words("Who?", f"{filler} {filler} Clarence", [])

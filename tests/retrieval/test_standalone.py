@@ -9,8 +9,10 @@ from typing import Any
 import httpx
 import pytest
 
-from proxy.retrieval.follow_up import rewrite_gate
-from proxy.retrieval.history import Turn
+from proxy.config import HistorySettings, RewriteSettings
+from proxy.retrieval.follow_up import history_rule, rewrite_gate, standalone_outcome
+from proxy.retrieval.history import HistoryRule, Turn
+from proxy.retrieval.rewriter import Rewrite
 from proxy.retrieval.standalone import Leaning, StandaloneQuestion, leans_on_history, own_words
 from proxy.retrieval.standalone_answer import (
     KEY_WORDS,
@@ -19,6 +21,7 @@ from proxy.retrieval.standalone_answer import (
     NOT_A_QUESTION,
     NOT_FROM_THE_CONVERSATION,
     REFUSED,
+    Cleaned,
     clean_key_words,
     clean_rewrite,
     with_key_words,
@@ -75,6 +78,69 @@ def test_self_contained_follow_ups_are_not(question: str) -> None:
     assert not found.needed and found.why == "self-contained"
 
 
+def test_the_gate_says_why_it_asks_or_not() -> None:
+    # Three words of its own are enough to be searched alone; "?" has none at all.
+    assert leans_on_history("How is the kernel module signed?", EARLIER) == Leaning(
+        False, "self-contained"
+    )
+    assert leans_on_history("?", EARLIER) == Leaning(False, "no words")
+    assert leans_on_history("And Rhino?", []) == Leaning(False, "no earlier question")
+
+
+def test_the_record_says_what_became_of_the_call_and_what_it_cost() -> None:
+    settings = RewriteSettings(weight=1.23456)
+    asked = {"why": "points back ('that')", "model": "m", "server": "upstream"}
+    call = Rewrite("How do I stop curl?", 0.12345, "chat")
+    found = standalone_outcome(call, ("How do I stop curl?", 1), "And that?", settings, **asked)
+    assert found.record() == {
+        "outcome": "rewritten",
+        "why": "points back ('that')",
+        "model": "m",
+        "server": "upstream",
+        "endpoint": "chat",
+        "seconds": 0.123,
+        "text": "How do I stop curl?",
+        "weight": 1.2346,
+        "neutralised": 1,
+    }
+    back = standalone_outcome(
+        Rewrite("and that?", 0.5, "native"), (" And  that? ", 0), "And that?", settings, **asked
+    )
+    assert (back.outcome, back.why, back.seconds) == (
+        "unchanged",
+        "the model gave the question back",
+        0.5,
+    )
+    empty = standalone_outcome(
+        Rewrite(None, 0.5, "completions"), None, "And that?", settings, **asked
+    )
+    assert (empty.outcome, empty.why, empty.search) == ("failed", "no question", None)
+
+
+def test_a_follow_up_is_a_question_after_an_earlier_question_answered_or_not() -> None:
+    asked = [Turn("user", "Does Grasshopper run on macOS?")]  # two questions in a row
+    assert rewrite_gate("And Rhino?", asked, enabled=True) == Leaning(
+        True, "continues the last question ('And')"
+    )
+    assert rewrite_gate("And Rhino?", [Turn("assistant", "Hello!")], enabled=True) is None
+
+
+def test_a_follow_up_of_more_than_80_words_is_searched_as_written() -> None:
+    eighty = " ".join(["word"] * 79) + " it?"
+    assert isinstance(rewrite_gate(eighty, EARLIER, enabled=True), Leaning)
+    assert rewrite_gate(eighty + " now", EARLIER, enabled=True) == StandaloneQuestion(
+        "not needed", "over 80 words: searched as written"
+    )
+
+
+def test_the_history_settings_are_the_rule_searched_by() -> None:
+    settings = HistorySettings(
+        turns=3, weight=0.7, decay=0.4, reply=2.0, terms=0.5, term_count=7, lean=False,
+        near=False, reply_pointing=False,
+    )  # fmt: skip
+    assert history_rule(settings) == HistoryRule(3, 0.7, 0.4, 2.0, 0.5, 7, False, False, False)
+
+
 def test_no_earlier_question_no_rewrite() -> None:
     assert not leans_on_history("And Rhino?", []).needed
     # An earlier answer alone (a system greeting, say) is no conversation to lean on.
@@ -110,6 +176,9 @@ def test_own_words_leave_out_asking_and_pointing_words() -> None:
         "mushroom",
     ]
     assert own_words("Сколько стоит ОЗУ 2 ГБ?") == ["стоит", "озу", "гб"]
+    # Two Latin letters say too little ("JS"): two words of its own, too few to stand alone.
+    assert own_words("Does JS run on iOS?") == ["run", "ios"]
+    assert leans_on_history("Does JS run on iOS?", EARLIER) == Leaning(True, "2 words of its own")
 
 
 def test_the_model_sees_the_latest_questions_and_the_last_answer_cut() -> None:
@@ -157,6 +226,12 @@ def test_the_messages_are_the_instruction_the_examples_and_the_conversation() ->
         ("Why does curl fail? It lacks -L.", "Why does curl fail?"),
         ("Wie setze ich es zurück? Mit apt-mark unhold.", "Wie setze ich es zurück?"),
         ("Is https://x/?a=1 reachable?", "Is https://x/?a=1 reachable?"),
+        ("XML or JSON: which parses faster? JSON does.", "XML or JSON: which parses faster?"),
+        ('"Show the cookie jar format"', "Show the cookie jar format"),  # no mark: quotes go
+        # Quoted or bold, then answered: the question ends at its mark all the same.
+        ('"Why does curl fail?" It lacks -L.', "Why does curl fail?"),
+        ("**Why does curl fail?** It lacks -L.", "Why does curl fail?"),
+        ("«Warum scheitert curl?» Es fehlt -L.", "Warum scheitert curl?"),
     ],
 )
 def test_the_question_is_taken_from_the_answer(raw: str, kept: str) -> None:
@@ -172,6 +247,8 @@ def test_the_question_is_taken_from_the_answer(raw: str, kept: str) -> None:
         ("I'm sorry, but I can't help with that.", REFUSED),
         ("I cannot rewrite this question.", REFUSED),
         ("<think>the user means curl, so", "the answer stopped inside its reasoning"),
+        ("Standalone question:", NOT_A_QUESTION),  # its label alone
+        ("\"I'm sorry, but I can't help with that.\"", REFUSED),  # quoted, still a refusal
     ],
 )
 def test_no_question_no_rewrite(raw: str, error: str) -> None:
@@ -184,6 +261,15 @@ def test_a_long_answer_is_cut() -> None:
     assert kept is not None and len(kept.split()) == MAX_WORDS
     kept = clean_rewrite("x" * 5000).text
     assert kept is not None and len(kept) <= MAX_CHARS
+
+
+def test_a_long_question_is_cut_after_its_last_whole_word_that_fits() -> None:
+    words = [f"word{n:05d}" for n in range(50)]  # nine letters and a space: 40 fill MAX_CHARS
+    assert clean_rewrite(" ".join(words)).text == " ".join(words[:40])
+    longer = [f"{word}x" for word in words]  # 36 whole words, and part of the 37th
+    assert clean_rewrite(" ".join(longer)).text == " ".join(longer[:36])
+    exactly = " ".join(words[:40]) + "?"  # MAX_CHARS characters: kept whole
+    assert len(exactly) == MAX_CHARS and clean_rewrite(exactly).text == exactly
 
 
 # -- or the conversation's key words, put before the question (retrieval.rewrite.ask: words) ----
@@ -212,6 +298,8 @@ def test_the_key_words_prompt_shows_examples_copied_from_their_conversations() -
             "Zahlung auf Rechnung, Hofladen",
         ),
         ("<think>the other one is</think>\nmulti interface", "multi interface"),
+        ('"multi interface, easy handle".', "multi interface, easy handle"),
+        ("Key words: Xcode, Mac OS X.", "Xcode, Mac OS X"),
     ],
 )
 def test_the_key_words_are_taken_from_the_answer(raw: str, kept: str) -> None:
@@ -223,6 +311,14 @@ def test_no_key_words_none_kept() -> None:
     assert clean_key_words("   ").error == NOT_A_QUESTION
     kept = clean_key_words(", ".join(["word"] * 100)).text
     assert kept is not None and len(kept.split()) == KEY_WORDS
+    assert clean_key_words('"..."') == Cleaned(None, NOT_A_QUESTION)
+
+
+def test_long_key_words_are_cut_after_the_last_whole_word_that_fits() -> None:
+    words = [f"{n:02d}" + "k" * 37 for n in range(16)]  # 39 letters and a space: 10 fit
+    assert clean_key_words(" ".join(words)).text == " ".join(words[:10])
+    exactly = " ".join(words[:10]) + "x"  # MAX_CHARS characters: kept whole
+    assert len(exactly) == MAX_CHARS and clean_key_words(exactly).text == exactly
 
 
 def test_key_words_go_before_the_question_when_the_conversation_said_them() -> None:
@@ -242,6 +338,19 @@ def test_key_words_go_before_the_question_when_the_conversation_said_them() -> N
     russian = [Turn("user", "Как сделать загрузочную флешку с установщиком?")]
     found = with_key_words("А писать на всю флешку?", "загрузочная флешка, писать", russian)
     assert found.text == "загрузочная флешка: А писать на всю флешку?"
+
+
+def test_a_key_word_opening_an_answer_was_said() -> None:
+    earlier = [
+        Turn("user", "Which tool follows redirects?"),
+        Turn("assistant", "curl does, with -L."),
+    ]
+    assert with_key_words("And wget?", "curl", earlier).text == "curl: And wget?"
+
+
+def test_a_follow_up_naming_exactly_the_key_words_gets_nothing_before_it() -> None:
+    earlier = [Turn("user", "Does Rhino run on macOS?"), Turn("assistant", "Yes, Rhino 8 does.")]
+    assert with_key_words("Rhino?", "Rhino", earlier) == Cleaned(None, "the question names them")
 
 
 # -- a follow-up rewritten as a standalone question, through the real SDK -------------------------
