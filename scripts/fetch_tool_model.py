@@ -47,7 +47,9 @@ def sha256_of(path: Path) -> str:
 
 def is_complete(model: Path) -> bool:
     """The GGUF is there, whole: the recorded size first (cheap), then the hash."""
-    return model.is_file() and model.stat().st_size == MODEL_SIZE and sha256_of(model) == MODEL_SHA256
+    return (
+        model.is_file() and model.stat().st_size == MODEL_SIZE and sha256_of(model) == MODEL_SHA256
+    )
 
 
 def wheel_of(part: int, wheels: Path) -> Path:
