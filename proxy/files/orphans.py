@@ -1,5 +1,4 @@
-"""Which objects of the S3 file store failed uploads and deletes left behind: a pure decision
-over listings of the bucket and the clock (`proxy/files/s3_sweep.py` lists and deletes)."""
+"""Which objects of the S3 file store failed uploads and deletes left: decided from listings."""
 
 from __future__ import annotations
 

@@ -1,5 +1,4 @@
-"""The S3 file store's sweep: what failed uploads and deletes left in the bucket, found from
-listings (`proxy/files/orphans.py`), checked again and removed, while replicas work on."""
+"""The S3 file store's sweep: orphans listed, checked again and removed while replicas work."""
 
 from __future__ import annotations
 
