@@ -103,18 +103,24 @@ def make_files(settings: Settings, objects: S3Store | None = None) -> FileStore:
 def start_file_sweep(
     settings: Settings, files: FileStore, objects: S3Store | None
 ) -> asyncio.Task[None] | None:
-    """`files.backend: s3`: orphans swept now and every `files.sweep_every_min` (0: never)."""
+    """`files.backend: s3`: orphans swept now and every `files.sweep_every_min` (0: never), by
+    one process of all the replicas per interval."""
     every_min = settings.files.sweep_every_min
     if objects is None or every_min <= 0:
         return None
+    from proxy.files.lease import ObjectLeases
     from proxy.files.s3 import S3FileStore
     from proxy.files.s3_sweep import OrphanSweep, sweep_forever
 
     assert isinstance(files, S3FileStore)
     sweep = OrphanSweep(files, settings.files.orphan_age_min * 60)
+    # One process of all the replicas sweeps per interval: the lease lasts the interval.
+    leases = ObjectLeases(objects, replica_name(), lease_s=every_min * 60)
     # A context of its own: the sweep outlives whatever started the process (its logs too).
     return asyncio.create_task(
-        sweep_forever(sweep, every_min * 60), name="file-store-sweep", context=contextvars.Context()
+        sweep_forever(sweep, every_min * 60, leases),
+        name="file-store-sweep",
+        context=contextvars.Context(),
     )
 
 

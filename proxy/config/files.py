@@ -48,8 +48,8 @@ class FileStoreSettings(Section):
         ge=0,
         description=(
             "s3: what failed uploads and deletes left in the bucket (orphans) is looked for and"
-            " removed at start and then every this many minutes; 0 = never. See"
-            " docs/replicas.md."
+            " removed at start and then every this many minutes, by one process of all the"
+            " replicas per interval; 0 = never. See docs/replicas.md."
         ),
     )
     orphan_age_min: float = Field(

@@ -15,6 +15,7 @@ import obstore
 import structlog
 
 from proxy.files.blob_refs import BlobReferences
+from proxy.files.lease import ObjectLeases
 from proxy.files.objects import MISSING
 from proxy.files.orphans import BucketListing, Listed, ListedRefs, Orphans, find_orphans
 from proxy.files.protocol import FileNotFound
@@ -219,13 +220,31 @@ class OrphanSweep:
         return ("blobs",)
 
 
-async def sweep_forever(sweep: OrphanSweep, every_s: float) -> None:
-    """A sweep now (a replica starting) and every `every_s`, in a thread; a failed one (the
-    store down) is logged and tried at the next turn."""
+SWEEP_LEASE = "file-sweep"
+"""The lease (`leases/file-sweep`) a sweeping process claims for a whole interval and leaves to
+run out: one process of all the replicas sweeps per interval."""
+
+
+async def sweep_turn(sweep: OrphanSweep, leases: ObjectLeases | None) -> bool:
+    """One turn: the sweep runs unless another process of any replica swept within the interval
+    (it holds the lease); True when this one swept. Without `leases`, it always runs."""
+    if leases is not None and await leases.claim(SWEEP_LEASE) is None:
+        return False
+    await asyncio.to_thread(sweep.run)
+    return True
+
+
+async def sweep_forever(
+    sweep: OrphanSweep, every_s: float, leases: ObjectLeases | None = None
+) -> None:
+    """A turn now (a replica starting) and every `every_s`, the sweep in a thread; a failed one
+    (the store down) is logged and tried at the next turn. With `leases` (held for `every_s`),
+    one process of all the replicas sweeps per interval."""
     try:
         while True:
             try:
-                await asyncio.to_thread(sweep.run)
+                if not await sweep_turn(sweep, leases):
+                    log.debug("file store sweep: another process swept within the interval")
             except Exception as error:
                 log.warning("file store sweep failed", error=repr(error)[:300])
             await asyncio.sleep(every_s)

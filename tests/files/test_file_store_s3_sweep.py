@@ -18,10 +18,11 @@ import structlog
 
 from proxy.config import FileStoreSettings, load_settings
 from proxy.files.blob_refs import BlobReferences
+from proxy.files.lease import ObjectLeases
 from proxy.files.objects import make_object_store
 from proxy.files.protocol import StoredFile
 from proxy.files.s3 import S3FileStore, owner_key
-from proxy.files.s3_sweep import OrphanSweep, sweep_forever
+from proxy.files.s3_sweep import OrphanSweep, sweep_forever, sweep_turn
 from proxy.wiring import start_file_sweep
 
 GRACE = 3600.0
@@ -268,6 +269,32 @@ async def test_the_sweep_runs_at_start_and_every_interval_and_outlives_a_failure
     assert sweep.stopping.is_set()  # a run under way in its thread stops early
 
 
+async def test_one_process_of_all_the_replicas_sweeps_per_interval(
+    s3_files: FileStoreSettings,
+) -> None:
+    """The first to claim the lease sweeps; another process's turn within the interval sweeps
+    nothing; once the lease has run out (it is left to, not released), the next turn sweeps."""
+    first, second = replica(s3_files), replica(s3_files)
+    orphans = Orphaned(first, 4)
+    old = newest(first) + GRACE + 1
+    now = [old]
+    clock = lambda: now[0]  # noqa: E731
+    leases = [ObjectLeases(r.store, name, lease_s=10 * GRACE, clock=clock) for r, name in
+              ((first, "replica-a"), (second, "replica-b"))]  # fmt: skip
+    sweeps = [OrphanSweep(r, GRACE, clock=clock) for r in (first, second)]
+    assert await sweep_turn(sweeps[1], leases[1]) is True  # a replica starting
+    assert not orphans.keys() & keys(first)
+    later = Orphaned(first, 5)  # more left behind since
+    now[0] += GRACE + 1  # old enough, but within the interval
+    assert await sweep_turn(sweeps[0], leases[0]) is False
+    assert await sweep_turn(sweeps[1], leases[1]) is False  # not even by the same process
+    assert later.keys() <= keys(first)
+    now[0] += 10 * GRACE  # the lease has run out
+    assert await sweep_turn(sweeps[0], leases[0]) is True
+    assert not later.keys() & keys(first)
+    assert await sweep_turn(sweeps[0], None) is True  # without leases: always
+
+
 def test_sweeping_is_off_at_zero_and_for_local_files(s3_files: FileStoreSettings) -> None:
     store = replica(s3_files)
     files = {**s3_files.model_dump(), "sweep_every_min": 0}
@@ -288,6 +315,7 @@ def test_a_replica_starting_sweeps_the_orphans_it_finds(
     while orphans.keys() & keys(store) and time.monotonic() < deadline:
         time.sleep(0.05)
     assert not orphans.keys() & keys(store)
+    assert "leases/file-sweep" in keys(store)  # held for the interval: other replicas wait
 
 
 def test_sweeping_beside_replicas_churning_the_same_bytes_loses_nothing(
