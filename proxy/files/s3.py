@@ -66,6 +66,16 @@ def owner_key(owner: str) -> str:
     return owner.encode().hex()
 
 
+def record_key(file_id: str) -> str:
+    """Where an upload's record lives."""
+    return f"files/{file_id}.json"
+
+
+def marker_key(stored: StoredFile) -> str:
+    """Where an upload's owner marker lives (its size in the name: one LIST gives usage)."""
+    return f"owners/{owner_key(stored.owner)}/{stored.id}.{stored.bytes}"
+
+
 def calling(what: str, call: Callable[[], T]) -> T:
     """`call()`, its failure (the store unreachable, refusing) raised as the store being down,
     named by `what`; a missing object or a lost race is raised as it is, for the caller."""
@@ -98,7 +108,7 @@ class S3FileStore:
         if not FILE_ID.match(file_id):
             raise FileNotFound(file_id)
         try:
-            data = calling("read a file record", lambda: self._get(f"files/{file_id}.json"))
+            data = calling("read a file record", lambda: self._get(record_key(file_id)))
         except MISSING:
             raise FileNotFound(file_id) from None
         entry = json.loads(data)
@@ -187,13 +197,13 @@ class S3FileStore:
             raise QuotaExceeded(quota)
         blob = self._reference(stored.sha256, stored.id, upload.file_id)
         record = json.dumps({**asdict(stored), "blob": blob}).encode()
-        marker = f"owners/{owner_key(stored.owner)}/{stored.id}.{stored.bytes}"
+        marker = marker_key(stored)
         try:
-            calling("save a file record", lambda: self._put(f"files/{stored.id}.json", record))
+            calling("save a file record", lambda: self._put(record_key(stored.id), record))
             calling("save a file record", lambda: self._put(marker, b""))
         except BaseException:
             # Undone as a delete would: the blob goes only if this upload was its last user.
-            self._delete_quietly(f"files/{stored.id}.json")
+            self._delete_quietly(record_key(stored.id))
             self._delete_quietly(marker)
             with contextlib.suppress(Exception):
                 self.release(stored.sha256, stored.id)
@@ -251,8 +261,8 @@ class S3FileStore:
     def delete(self, file_id: str, owner: Owner) -> StoredFile:
         stored, _ = self._visible(file_id, owner)
         # The record first: from here on the file is gone for every replica.
-        calling("delete a file", lambda: obstore.delete(self.store, f"files/{file_id}.json"))
-        marker = f"owners/{owner_key(stored.owner)}/{file_id}.{stored.bytes}"
+        calling("delete a file", lambda: obstore.delete(self.store, record_key(file_id)))
+        marker = marker_key(stored)
         calling("delete a file", lambda: obstore.delete(self.store, marker))
         self.release(stored.sha256, file_id)
         return stored

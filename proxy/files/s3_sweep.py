@@ -17,9 +17,16 @@ import structlog
 from proxy.files.blob_refs import BlobReferences
 from proxy.files.lease import ObjectLeases
 from proxy.files.objects import MISSING
-from proxy.files.orphans import BucketListing, Listed, ListedRefs, Orphans, find_orphans
+from proxy.files.orphans import (
+    BucketListing,
+    Listed,
+    ListedRefs,
+    Orphans,
+    find_orphans,
+    marker_id,
+)
 from proxy.files.protocol import FileNotFound
-from proxy.files.s3 import S3FileStore, calling, owner_key
+from proxy.files.s3 import S3FileStore, calling, marker_key, record_key
 
 log = structlog.get_logger(__name__)
 
@@ -174,9 +181,9 @@ class OrphanSweep:
             return ("gone",)  # deleted meanwhile (its id can be asked for, and deleted)
         except (ValueError, KeyError, TypeError):
             return ()  # not the store's writing: left alone
-        if self._exists(f"owners/{owner_key(stored.owner)}/{file_id}.{stored.bytes}"):
+        if self._exists(marker_key(stored)):
             return ()  # its upload finished after all
-        self._delete(f"files/{file_id}.json")
+        self._delete(record_key(file_id))
         # As a delete does: the blob goes with it if this was its last user.
         if self.files.release(stored.sha256, file_id):
             return ("records", "blobs")
@@ -185,8 +192,8 @@ class OrphanSweep:
     def _remove_marker(self, key: str) -> tuple[str, ...]:
         """A marker without its record: a delete that failed after the record (the file still
         counted in its owner's usage)."""
-        file_id = key.rsplit("/", 1)[1].partition(".")[0]
-        if self._exists(f"files/{file_id}.json"):
+        file_id = marker_id(key)
+        if file_id is None or self._exists(record_key(file_id)):
             return ()
         self._delete(key)
         return ("markers",)
@@ -195,7 +202,7 @@ class OrphanSweep:
         """Ids of files that no longer exist, out of a refs object, by the same compare-and-swap
         as a delete; the swap that leaves nobody retires it and deletes the blob. A file that
         joined since stays in it, and keeps the blob."""
-        still_dead = tuple(f for f in dead if not self._exists(f"files/{f}.json"))
+        still_dead = tuple(f for f in dead if not self._exists(record_key(f)))
         if not still_dead:
             return ()
         if self.files.release(sha256, *still_dead):
