@@ -424,11 +424,12 @@ def hooked_workers(monkeypatch: pytest.MonkeyPatch) -> None:
     """Parse workers where a page saying SURVEY-SLOW takes half a second to survey."""
     from functools import partial
 
-    from proxy import wiring
     from proxy.documents.parser import DocumentParser
+    from proxy.wiring import build
     from tests.documents.test_workers import HOOK_WORKER
 
-    monkeypatch.setattr(wiring, "DocumentParser", partial(DocumentParser, worker_argv=HOOK_WORKER))
+    # Where make_parser looks the class up.
+    monkeypatch.setattr(build, "DocumentParser", partial(DocumentParser, worker_argv=HOOK_WORKER))
 
 
 @pytest.mark.usefixtures("hooked_workers")

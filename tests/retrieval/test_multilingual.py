@@ -237,12 +237,15 @@ def settings_of(**embeddings: Any) -> Any:
     return load_settings(None, environ={}, overrides={"embeddings": embeddings})
 
 
-def test_by_default_minilm_reads_english_and_e5_the_rest(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_by_default_minilm_reads_english_and_e5_the_rest(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
     from proxy import wiring
     from proxy.retrieval.embeddings import MINILM_LANGUAGES
 
     made: dict[str, Any] = {}
-    monkeypatch.setattr(wiring, "data_dir", lambda settings: Path("/nonexistent"))
+    # The default data_dir (./data) is made here, not in the working tree.
+    monkeypatch.chdir(tmp_path)
 
     class Stop(Exception):
         pass
@@ -263,6 +266,7 @@ def test_by_default_minilm_reads_english_and_e5_the_rest(monkeypatch: pytest.Mon
     assert isinstance(made["multilingual"], MultilingualEmbedder)
     # A Russian question about a whole document is told by e5, at its own calibrated value.
     assert made["multilingual_overview_affinity"] == E5_OVERVIEW_AFFINITY
+    assert made["passages_dir"] == Path("data", "passages") and (tmp_path / "data").is_dir()
 
     with pytest.raises(Stop):
         wiring.make_retriever(settings_of(multilingual=False))
