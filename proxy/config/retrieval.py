@@ -78,7 +78,7 @@ class HistorySettings(Section):
         True,
         description=(
             "`reply` only for a question pointing back (a pronoun, a demonstrative, a definite"
-            " phrase naming what the last turn named), in English, German or Russian."
+            " phrase naming what the last turn named), in the lexical index's languages."
         ),
     )
 

@@ -9,6 +9,7 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from proxy.retrieval.lexical import function_word
+from proxy.retrieval.referring import DEFINITE, HINTS, REFERRING, SHIFT
 
 MARKER = re.compile(r"^\[attached: .*\]$", re.S)
 """The text a file part of an earlier message becomes (proxy.pipeline.file_refs)."""
@@ -191,25 +192,6 @@ SHORT = 8
 """A question of this many words or fewer says little on its own."""
 
 
-SHIFT = re.compile(
-    r"^\W*(separate|different|unrelated|another (question|thing|topic|problem)"
-    r"|new (question|topic)|switching|changing|something else|by the way|btw|andere|anderes"
-    r"|etwas anderes|neue frage|übrigens|autre|nouvelle question|другой|другая|другое|кстати)"
-    r"\b[^:?.!]{0,40}[:\-—–]",
-    re.IGNORECASE,
-)
-"""A question opening by saying it changes the subject ("Separate problem: ...", "Different
-question: ...", "Something else: ...", "Andere Frage: ...")."""
-
-
-DEFINITE = frozenset(
-    """the der die das den dem des этот эта это эти этого этой этим этих этом эту тот та то те
-    того той тем тех том ту""".split()  # noqa: SIM905
-)
-"""Definite articles and demonstratives (English, German, Russian): "the tokens", "die
-Funktion", "этот флаг" point back when their noun was said in the last turn."""
-
-
 def pointed_at(question: str, said: Sequence[str]) -> bool:
     """Whether the question names with a definite article or demonstrative (`DEFINITE`) a
     thing the last turn (`said`: the last answer) named: "How do the tokens limit ...?" after
@@ -229,19 +211,12 @@ def pointed_at(question: str, said: Sequence[str]) -> bool:
     return False
 
 
-POINTERS = frozenset(
-    """es das dies diese dieser dieses diesem diesen davon dafür damit dabei daran darauf dazu
-    dort это этот эта эти этого этой этим этих он она оно они его её ее их ему ей им тот та те
-    там тоже так""".split()  # noqa: SIM905
-)
-"""Words by which a German or Russian question points back (`CUES` are English)."""
-
-
 def pointing(question: str, said: Sequence[str] = ()) -> bool:
     """Whether the question points back at what was said: a pronoun or demonstrative
-    (`CUES`, `POINTERS`) or a definite phrase naming what the last turn `said` (`pointed_at`)."""
+    (`REFERRING`, `HINTS`, in the index's languages) or a definite phrase naming what the last turn
+    `said` (`pointed_at`)."""
     found = [word.casefold() for word in WORD.findall(question)]
-    if any(word in CUES or word in POINTERS for word in found):
+    if any(word in REFERRING or word in HINTS for word in found):
         return True
     return bool(said) and pointed_at(question, said)
 

@@ -34,6 +34,8 @@ _STOPWORDS: dict[str, tuple[str, ...]] = {
     "norwegian": bm25s.stopwords.STOPWORDS_NORWEGIAN,
     "turkish": bm25s.stopwords.STOPWORDS_TURKISH,
 }
+LANGUAGES = tuple(_STOPWORDS)
+"""The languages the index tells apart and stems (Snowball's names)."""
 _SAMPLE_WORDS = 20_000
 
 # A word broken at the end of a line ("imple-\nmentation") is one word.

@@ -13,34 +13,11 @@ from typing import Any
 import bm25s.stopwords
 
 from proxy.retrieval.history import SearchText, Turn
+from proxy.retrieval.referring import CONTINUING, REFERRING
 from proxy.retrieval.translation import Endpoint
 
 _WORD = re.compile(r"\w+")
 
-# Words that point back into the conversation: pronouns, demonstratives, "the other one", "the
-# last one", "so one" (German "so eine"), "davon". A question holding one leans on what came
-# before; measured on the tuning half's follow-ups (docs/retrieval.md, Conversations).
-_REFERRING_WORDS = """
-    it its itself they them their theirs themselves he him his himself she her hers herself
-    this that these those one ones other others another former latter same such
-    second third last previous above earlier
-    es er sie ihn ihm ihr ihre ihren ihrem ihrer sein seine seinen seinem seiner dies diese
-    dieser dieses diesem diesen jene jener jenes davon dafür damit daraus darauf dabei dazu
-    daran darüber darin dadurch dort so andere anderen anderer anderes anderem letzte letzten
-    zweite zweiten selbe derselbe dieselbe dasselbe
-    он она оно они его её ее их ему ей им него неё нее них нему ней ним это этот эта эти
-    этого этой этом этим этих тот та те того той тем тех там туда такой такая такое такие
-    другой другая другое другие другого второй вторая второе последний последняя последнее
-    тоже также
-"""
-_REFERRING = frozenset(_REFERRING_WORDS.split())
-# A question that opens like the rest of a sentence ("And Rhino?", "What about PAC?", "А если
-# памяти меньше?") continues the one before it.
-_CONTINUING = re.compile(
-    r"^\s*(?:and|but|so|also|or|then|what about|how about|und|aber|also|oder|dann|"
-    r"was ist mit|wie ist es mit|и|а|но|или|ну|так|тогда)\b",
-    re.IGNORECASE,
-)
 # Asking words, auxiliaries and other words that say nothing of a question's subject, beside
 # each language's stopwords (bm25s's lists are short: English's has 33 words).
 _ASKING_WORDS = """
@@ -88,7 +65,7 @@ def own_words(question: str) -> list[str]:
     words pointing back, no numbers alone, at least three letters (two for a Cyrillic word)."""
     found = []
     for word in _WORD.findall(unicodedata.normalize("NFKC", question).casefold()):
-        if word in _REFERRING or word in _ASKING or word in _STOPWORDS or word.isdigit():
+        if word in REFERRING or word in _ASKING or word in _STOPWORDS or word.isdigit():
             continue
         if len(word) >= 3 or (len(word) == 2 and not word.isascii()):
             found.append(word)
@@ -104,10 +81,10 @@ def leans_on_history(question: str, earlier: Sequence[Turn]) -> Leaning:
     words = _WORD.findall(unicodedata.normalize("NFKC", question).casefold())
     if not words:
         return Leaning(False, "no words")
-    pointing = [word for word in words if word in _REFERRING]
+    pointing = [word for word in words if word in REFERRING]
     if pointing:
         return Leaning(True, f"points back ({pointing[0]!r})")
-    opening = _CONTINUING.match(question)
+    opening = CONTINUING.match(question)
     if opening:
         return Leaning(True, f"continues the last question ({opening.group().strip()!r})")
     own = own_words(question)

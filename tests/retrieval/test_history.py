@@ -319,7 +319,7 @@ def test_the_last_answer_is_searched_only_for_a_question_pointing_back_when_aske
     ungated = HistoryRule(reply=0.5, reply_pointing=False)
     assert "reply" in [t.source for t in search_texts("Wie groß muss sie sein?", turns, ungated)]
     assert pointing("Почему это так опасно?")  # Russian: "это"
-    assert pointing("Who looks after it these days?")  # English: CUES
+    assert pointing("Who looks after it these days?")  # English: "it"
     assert not pointing("Wie groß muss die EFI-Partition mindestens sein?")
     # A definite phrase counts when its noun was said in the last turn.
     assert pointing("Is the Schnellstart on by default?", ["Den Schnellstart abschalten."])

@@ -1,0 +1,177 @@
+"""Follow-ups point back, continue, or change the subject in each of the index's languages."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+
+from proxy.retrieval.history import HistoryRule, Turn, leaning, pointed_at, pointing, search_texts
+from proxy.retrieval.lexical import LANGUAGES
+from proxy.retrieval.referring import (
+    CONTINUING,
+    DEFINITE,
+    HINTS,
+    POINTING_WORDS,
+    REFERRING,
+    SHIFT,
+)
+from proxy.retrieval.standalone import leans_on_history
+
+EARLIER = [Turn("user", "How is the tool set up?"), Turn("assistant", "One file holds it all.")]
+
+# One follow-up per language, pointing back by a pronoun or demonstrative only ("it", "that
+# one"): each says something of its own, so only the pointing word makes it lean.
+POINTING_BACK = {
+    "english": "Does this module support compression natively?",
+    "german": "Unterstützt dieses Modul Komprimierung direkt?",
+    "russian": "Поддерживает ли этот модуль сжатие напрямую?",
+    "french": "Est-ce que cette option supporte la compression directement ?",
+    "spanish": "¿Admite esta opción compresión directamente?",
+    "italian": "Questa opzione supporta direttamente la compressione?",
+    "portuguese": "Essa opção suporta compressão diretamente?",
+    "dutch": "Ondersteunt deze optie compressie rechtstreeks?",
+    "swedish": "Stöder denna inställning komprimering direkt?",
+    "danish": "Understøtter denne indstilling komprimering direkte?",
+    "norwegian": "Støtter denne innstillingen komprimering direkte?",
+    "turkish": "Bunu sıkıştırma için doğrudan kullanabilir miyim?",
+}
+# The same questions naming their subject: nothing in them points back.
+OF_THEIR_OWN = {
+    "english": "Does the zlib module support compression natively?",
+    "german": "Unterstützt zlib Komprimierung direkt?",  # "das" is a hint
+    "russian": "Поддерживает ли модуль zlib сжатие напрямую?",
+    "french": "Est-ce que le module zlib supporte la compression directement ?",
+    "spanish": "¿Admite el módulo zlib compresión directamente?",
+    "italian": "Il modulo zlib supporta direttamente la compressione?",
+    "portuguese": "O módulo zlib suporta compressão diretamente?",
+    "dutch": "Ondersteunt de zlib-module compressie rechtstreeks?",
+    "swedish": "Stöder zlib-modulen komprimering direkt?",
+    "danish": "Understøtter zlib-modulet komprimering direkte?",
+    "norwegian": "Støtter zlib-modulen komprimering direkte?",
+    "turkish": "Zlib modülü sıkıştırmayı doğrudan destekliyor mu?",
+}
+
+
+def test_every_language_of_the_index_has_its_pointing_words() -> None:
+    assert set(POINTING_WORDS) == set(LANGUAGES)
+    assert set(POINTING_BACK) == set(POINTING_WORDS) == set(OF_THEIR_OWN)
+
+
+@pytest.mark.parametrize("language", sorted(POINTING_BACK))
+def test_a_follow_up_pointing_back_leans_on_its_conversation(language: str) -> None:
+    question = POINTING_BACK[language]
+    assert pointing(question), question
+    assert leans_on_history(question, EARLIER).needed, question
+    texts = search_texts(question, EARLIER, HistoryRule(reply_pointing=True))
+    assert "reply" in [text.source for text in texts]  # the last answer is searched
+
+
+@pytest.mark.parametrize("language", sorted(OF_THEIR_OWN))
+def test_the_same_question_naming_its_subject_does_not(language: str) -> None:
+    question = OF_THEIR_OWN[language]
+    assert not pointing(question), question
+    assert not leans_on_history(question, EARLIER).needed, question
+    texts = search_texts(question, EARLIER, HistoryRule(reply_pointing=True))
+    assert "reply" not in [text.source for text in texts]
+
+
+@pytest.mark.parametrize(
+    "question",
+    [
+        "Why did the worker process die under load?",  # Dutch "die" is left out
+        "Was zijn die Vorteile von zlib gegenüber gzip?",  # neither "die" nor "zijn"
+        "Wie groß muss die EFI-Partition mindestens sein?",  # German "sein": to be
+        "Qu'est-ce que le module zlib compresse par défaut ?",  # "ce" of "est-ce que"
+        "Can I sue the vendor over a broken zlib release?",  # Italian "sue" is left out
+        "Il modulo zlib supporta la compressione?",  # French "il" is left out
+        "Que dit la documentation de zlib sur la compression ?",  # Dutch "dit" is left out
+    ],
+)
+def test_words_of_another_meaning_elsewhere_do_not_point_back(question: str) -> None:
+    assert not (set(re.findall(r"\w+", question.casefold())) & REFERRING)
+    assert not leans_on_history(question, EARLIER).needed
+
+
+def test_hints_point_back_for_the_search_but_do_not_ask_the_model() -> None:
+    question = "Is there a ready-made tool for caching method calls?"
+    assert pointing(question)  # "there": the last answer is searched, which costs nothing
+    assert not leans_on_history(question, EARLIER).needed  # a rewrite call is not made
+    assert not HINTS & REFERRING
+
+
+@pytest.mark.parametrize(
+    "question",
+    [
+        "And Rhino?",
+        "Und für Aufrufe?",
+        "А если памяти меньше?",
+        "Et pour les appels ?",
+        "Mais sans le réseau ?",
+        "¿Y con la otra interfaz?",
+        "Pero sin red?",
+        "Ma senza rete?",
+        "Mas sem rede?",
+        "Maar zonder netwerk?",
+        "Och utan nätverk?",
+        "Og uden netværk?",
+        "Peki ağ olmadan?",
+    ],
+)
+def test_a_question_opening_like_the_rest_of_a_sentence_continues(question: str) -> None:
+    assert CONTINUING.match(question)
+    assert leans_on_history(question, EARLIER).needed
+
+
+@pytest.mark.parametrize(
+    "question", ["Of all the options, which compresses best?", "En quelle année zlib est-il né ?"]
+)
+def test_words_opening_questions_of_their_own_elsewhere_do_not_continue(question: str) -> None:
+    assert not CONTINUING.match(question)
+
+
+@pytest.mark.parametrize(
+    "question",
+    [
+        "Different question: what is the Mozilla Festival?",
+        "Andere Frage: was ist ein metrischer Raum?",
+        "Кстати: что такое загрузочная флешка?",
+        "Autre question : qu'est-ce qu'un espace métrique ?",
+        "Otra pregunta: ¿qué es un espacio métrico?",
+        "Altra domanda: cos'è uno spazio metrico?",
+        "Outra pergunta: o que é um espaço métrico?",
+        "Andere vraag: wat is een metrische ruimte?",
+        "En annan fråga: vad är ett metriskt rum?",
+        "Et andet spørgsmål: hvad er et metrisk rum?",
+        "Et annet spørsmål: hva er et metrisk rom?",
+        "Başka bir soru: metrik uzay nedir?",
+    ],
+)
+def test_a_question_saying_it_changes_the_subject_is_searched_alone(question: str) -> None:
+    assert SHIFT.search(question)
+    assert leaning(question) == 0.0
+
+
+@pytest.mark.parametrize(
+    ("question", "said"),
+    [
+        ("How do the tokens limit an app?", "Bearer tokens carry scopes."),
+        ("Wie lange gilt die Sitzung?", "Die Sitzung endet nach einer Stunde."),
+        ("Comment les jetons limitent-ils une application ?", "Des jetons portent des portées."),
+        ("¿Cuánto dura la sesión?", "Cada sesión termina tras una hora."),
+        ("Quanto dura la sessione?", "Ogni sessione finisce dopo un'ora."),
+        ("Quanto tempo dura os tokens?", "Os tokens expiram."),
+        ("Hoe lang geldt het token?", "Elk token verloopt na een uur."),
+    ],
+)
+def test_a_definite_phrase_naming_what_the_answer_named_points_back(
+    question: str, said: str
+) -> None:
+    assert pointed_at(question, [said])
+    assert not pointed_at(question, ["Nothing of the kind was said here."])
+
+
+def test_definite_articles_that_are_english_words_are_left_out() -> None:
+    assert not {"a", "i", "as"} & DEFINITE
+    # "a" before a noun the answer named is no pointer in English.
+    assert not pointed_at("How do I make a tuple quickly?", ["A tuple is made with commas."])
