@@ -93,6 +93,12 @@ def test_words_of_another_meaning_elsewhere_do_not_point_back(question: str) -> 
     assert not leans_on_history(question, EARLIER).needed
 
 
+def test_the_readmes_french_follow_up_points_back() -> None:
+    question = "Pourquoi est-ce dangereux, cela ?"
+    assert pointing(question)
+    assert leans_on_history(question, EARLIER).needed
+
+
 def test_hints_point_back_for_the_search_but_do_not_ask_the_model() -> None:
     question = "Is there a ready-made tool for caching method calls?"
     assert pointing(question)  # "there": the last answer is searched, which costs nothing
