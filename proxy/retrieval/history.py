@@ -222,9 +222,11 @@ def pointing(question: str, said: Sequence[str] = ()) -> bool:
 
 
 def leaning(question: str) -> float:
-    """How much a question leans on its history, 0 to 1.5: 1 as a rule, more for a short one
-    or one pointing back (`CUES`), less for a long one that points at nothing, and nothing for
-    one that says it changes the subject (`SHIFT`: it is searched alone)."""
+    """How much a question leans on its history, 0 to 1.5: 1 as a rule, 1.5 for a short one
+    pointing back in English (`CUES`; measured: counting other languages' pointers there lost
+    a Russian follow-up), less for a long one that points at nothing in any language
+    (`REFERRING`), and nothing for one that says it changes the subject (`SHIFT`: it is
+    searched alone)."""
     if SHIFT.search(question):
         return 0.0
     found = [word.casefold() for word in WORD.findall(question)]
@@ -232,7 +234,7 @@ def leaning(question: str) -> float:
     short = len(found) <= SHORT
     if short and cues:
         return 1.5
-    if short or cues:
+    if short or cues or any(word in REFERRING for word in found):
         return 1.0
     return 0.5
 

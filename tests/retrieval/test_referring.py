@@ -181,3 +181,18 @@ def test_definite_articles_that_are_english_words_are_left_out() -> None:
     assert not {"a", "i", "as"} & DEFINITE
     # "a" before a noun the answer named is no pointer in English.
     assert not pointed_at("How do I make a tuple quickly?", ["A tuple is made with commas."])
+
+
+@pytest.mark.parametrize(
+    "question",
+    [
+        "Kann ein einzelner Kollege trotzdem bei seinem eigenen Format bleiben?",
+        "А писать образ на всю флешку целиком или только на её первый раздел?",
+        "Est-ce que cette option reste active après le redémarrage du serveur ?",
+        "How does the previous setting behave after the server restarts tonight?",
+    ],
+)
+def test_a_long_question_pointing_back_in_any_language_leans_as_a_rule(question: str) -> None:
+    assert leaning(question) == 1.0
+    own = "Kann ein einzelner Kollege trotzdem beim Format A4 im Büro bleiben?"
+    assert leaning(own) == 0.5  # long, pointing at nothing
