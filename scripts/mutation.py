@@ -154,6 +154,7 @@ GROUPS = {
             "tests/retrieval/test_conversations.py",
             "tests/retrieval/test_standalone.py",
             "tests/retrieval/test_question_order.py",
+            "tests/retrieval/test_referring.py",
         ),
     ),
     "orphans": Group(("proxy/files/orphans.py",), ("tests/files/test_orphans.py",)),
