@@ -152,3 +152,25 @@ def test_carried_words_no_file_holds_are_neither_searched_nor_reported(
     record = httpx.get(base + "/v1/enrich/decisions?limit=1", timeout=30).json()["data"][0]
     searched = record["decision"]["retrieval"]["searched"]
     assert [text["from"] for text in searched] == ["question", "conversation", "reply"]
+
+
+def test_a_follow_up_pointing_back_in_french_is_searched_with_the_last_answer(
+    make_proxy: Callable[..., str], upstream: FakeUpstream
+) -> None:
+    base = make_proxy(retrieval={"chunk_tokens": 60, "chunk_overlap": 0})
+    pointing_back = "Pourquoi cela arrête-t-il le transfert ?"  # "pourquoi", "cela"
+    raw = client(base).chat.completions.with_raw_response.create(
+        model="m",
+        messages=conversation(pointing_back),  # type: ignore[arg-type]
+    )
+    raw.parse()
+    searched = raw.headers["X-Enrich-Searched"]
+    assert "; reply 4" in searched  # short, but the x1.5 is for English words: measured
+    own = "Quel format de fichier utilise la liste des cookies du navigateur ?"
+    raw = client(base).chat.completions.with_raw_response.create(
+        model="m",
+        messages=conversation(own),  # type: ignore[arg-type]
+    )
+    raw.parse()
+    assert "reply" not in raw.headers["X-Enrich-Searched"]
+    assert "conversation 0.5" in raw.headers["X-Enrich-Searched"]  # long, pointing at nothing
