@@ -149,6 +149,11 @@ def _stopwords(language: str) -> frozenset[str]:
     return frozenset(_STOPWORDS.get(language, ()))
 
 
+def stopwords(language: str) -> frozenset[str]:
+    """The language's stopwords (bm25s's lists; none for a language the index does not know)."""
+    return _stopwords(language)
+
+
 SUBWORD = 4
 """Characters in a subword term: long enough to mean something, short enough that a word's
 inflections, derivations and compounds share some with it ("стол" in "настольными")."""

@@ -10,9 +10,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-import bm25s.stopwords
-
 from proxy.retrieval.history import SearchText, Turn
+from proxy.retrieval.lexical import LANGUAGES, stopwords
 from proxy.retrieval.referring import CONTINUING, REFERRING
 from proxy.retrieval.translation import Endpoint
 
@@ -36,17 +35,7 @@ _ASKING_WORDS = """
     есть был была было были будет всё все всего-таки всё-таки всетаки
 """
 _ASKING = frozenset(_ASKING_WORDS.split())
-_STOPWORDS = frozenset(
-    word
-    for words in (
-        bm25s.stopwords.STOPWORDS_EN,
-        bm25s.stopwords.STOPWORDS_GERMAN,
-        bm25s.stopwords.STOPWORDS_RUSSIAN,
-        bm25s.stopwords.STOPWORDS_FRENCH,
-        bm25s.stopwords.STOPWORDS_SPANISH,
-    )
-    for word in words
-)
+_STOPWORDS = frozenset(word for language in LANGUAGES for word in stopwords(language))
 MIN_OWN_WORDS = 3
 """A follow-up with fewer words of its own (not asking words, not pointing back) than this is
 too short to be searched alone ("And Rhino?", "What happens to the brother?")."""

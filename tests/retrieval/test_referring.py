@@ -16,7 +16,7 @@ from proxy.retrieval.referring import (
     REFERRING,
     SHIFT,
 )
-from proxy.retrieval.standalone import leans_on_history
+from proxy.retrieval.standalone import leans_on_history, own_words
 
 EARLIER = [Turn("user", "How is the tool set up?"), Turn("assistant", "One file holds it all.")]
 
@@ -196,3 +196,11 @@ def test_a_long_question_pointing_back_in_any_language_leans_as_a_rule(question:
     assert leaning(question) == 1.0
     own = "Kann ein einzelner Kollege trotzdem beim Format A4 im Büro bleiben?"
     assert leaning(own) == 0.5  # long, pointing at nothing
+
+
+def test_stopwords_of_every_language_are_no_words_of_a_questions_own() -> None:
+    # Italian drops the subject ("How does [it] work with the server?"): two words of its own,
+    # "come" and "con" are Italian stopwords.
+    question = "Come funziona con il server?"
+    assert own_words(question) == ["funziona", "server"]
+    assert leans_on_history(question, EARLIER).needed
