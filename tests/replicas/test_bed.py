@@ -18,6 +18,7 @@ import httpx
 import openai
 import pytest
 
+from proxy.retrieval.new_document import MOST_CANDIDATES
 from tests.replicas.conftest import KEYS, Bed, Replica
 
 pytestmark = [pytest.mark.e2e, pytest.mark.slow]
@@ -138,8 +139,10 @@ def test_the_same_new_large_document_on_three_replicas_at_once(bed: Bed) -> None
     twice = sum(n - 1 for n in passages.values())
     print(f"\npassages: {len(passages)}, embedded more than once: {twice}")
     # With background indexing under a lease, each replica embeds at once only the passages
-    # its first question needs (retrieval.new_document_candidates, 16); the rest, once.
-    assert twice <= (len(bed.replicas) - 1) * 16, (
+    # its first question needs: at least retrieval.new_document_candidates (16), more when the
+    # embedder was measured fast (up to MOST_CANDIDATES: an idle machine ranked 19); the rest,
+    # once.
+    assert twice <= (len(bed.replicas) - 1) * MOST_CANDIDATES, (
         f"{twice} passage embeddings were repeated by other replicas: the indexing lease "
         "(proxy/retrieval/lease.py) should leave the rest of the document to one of them"
     )
