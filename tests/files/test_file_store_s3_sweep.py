@@ -48,6 +48,12 @@ def newest(store: S3FileStore) -> float:
     return max(m["last_modified"].timestamp() for batch in obstore.list(store.store) for m in batch)
 
 
+def past_grace(store: S3FileStore) -> OrphanSweep:
+    """A sweep whose clock, each time it is read, stands past the grace of everything in the
+    store then."""
+    return OrphanSweep(store, GRACE, clock=lambda: newest(store) + GRACE + 1)
+
+
 def put(store: S3FileStore, key: str, data: bytes = b"") -> None:
     obstore.put(store.store, key, data)
 
@@ -118,7 +124,7 @@ def test_every_kind_of_orphan_goes_and_a_live_file_stays(s3_files: FileStoreSett
     assert store.usage("team-a") == len(LIVE) + 7  # the orphaned marker counts against the quota
     before = keys(store)
     with structlog.testing.capture_logs() as logged:
-        done = OrphanSweep(store, GRACE, clock=lambda: newest(store) + GRACE + 1).run()
+        done = past_grace(store).run()
 
     assert done == {"records": 1, "markers": 1, "references": 1, "blobs": 4}
     [line] = [e for e in logged if e["event"] == "file store swept"]
@@ -128,7 +134,7 @@ def test_every_kind_of_orphan_goes_and_a_live_file_stays(s3_files: FileStoreSett
         assert refs_of(store, sha).retired  # released as a delete would, kept as a delete keeps
     live_file_is_whole(store, live)
     # Nothing left: a second sweep finds nothing.
-    assert OrphanSweep(store, GRACE, clock=lambda: newest(store) + GRACE + 1).run() == {}
+    assert past_grace(store).run() == {}
 
 
 def test_young_orphans_stay_until_they_are_old(s3_files: FileStoreSettings) -> None:
@@ -150,7 +156,7 @@ def test_a_record_that_gained_its_marker_since_the_listing_is_kept(
 ) -> None:
     store = replica(s3_files)
     orphans = Orphaned(store, 3)
-    sweep = OrphanSweep(store, GRACE, clock=lambda: newest(store) + GRACE + 1)
+    sweep = past_grace(store)
     found = sweep.survey()
     assert found.records == (orphans.record_id,)
     put(store, f"owners/{owner_key('team-b')}/{orphans.record_id}.5")  # its upload finished
@@ -165,7 +171,7 @@ def test_a_marker_whose_record_appeared_since_the_listing_is_kept(
 ) -> None:
     store = replica(s3_files)
     orphans = Orphaned(store, 4)
-    sweep = OrphanSweep(store, GRACE, clock=lambda: newest(store) + GRACE + 1)
+    sweep = past_grace(store)
     found = sweep.survey()
     assert found.markers == (orphans.marker,)
     write_record(store, orphans.deleted_id, 7, orphans.deleted_sha, "team-a")
@@ -184,7 +190,7 @@ def test_a_blob_whose_refs_gained_a_live_file_since_the_listing_stays(
     dead = "file-" + "d" * 24
     put(store, f"blobs/{dead}", data)
     put(store, f"refs/{sha}.json", BlobReferences(dead, (dead,)).encode())
-    sweep = OrphanSweep(store, GRACE, clock=lambda: newest(store) + GRACE + 1)
+    sweep = past_grace(store)
     found = sweep.survey()
     assert found.refs == ((sha, (dead,)),)
     joined = upload(store, "team-a", data)  # joins the blob by compare-and-swap on its refs
@@ -200,7 +206,7 @@ def test_a_copy_whose_upload_committed_since_the_listing_stays(
 ) -> None:
     store = replica(s3_files)
     orphans = Orphaned(store, 5)
-    sweep = OrphanSweep(store, GRACE, clock=lambda: newest(store) + GRACE + 1)
+    sweep = past_grace(store)
     found = sweep.survey()
     assert orphans.crashed_id in found.blobs
     sha = hashlib.sha256(b"half").hexdigest()
@@ -235,7 +241,7 @@ def test_a_sweep_told_to_stop_lists_no_further_and_removes_nothing(
 ) -> None:
     store = replica(s3_files)
     orphans = Orphaned(store, 8)
-    sweep = OrphanSweep(store, GRACE, clock=lambda: newest(store) + GRACE + 1)
+    sweep = past_grace(store)
     found = sweep.survey()
     sweep.stopping.set()  # the process is shutting down
     assert sweep.survey().skipped == ("records", "markers", "refs", "blobs")
