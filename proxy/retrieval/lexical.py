@@ -135,7 +135,7 @@ def function_word(word: str, language: str | None = None) -> bool:
 
 @functools.cache
 def _detection_words(language: str) -> frozenset[str]:
-    words = _stopwords(language)
+    words = stopwords(language)
     return words | frozenset(_FUNCTION_WORDS.get(language, "").split())
 
 
@@ -145,13 +145,9 @@ def _stemmer(language: str) -> Any:
 
 
 @functools.cache
-def _stopwords(language: str) -> frozenset[str]:
-    return frozenset(_STOPWORDS.get(language, ()))
-
-
 def stopwords(language: str) -> frozenset[str]:
     """The language's stopwords (bm25s's lists; none for a language the index does not know)."""
-    return _stopwords(language)
+    return frozenset(_STOPWORDS.get(language, ()))
 
 
 SUBWORD = 4
@@ -162,7 +158,7 @@ inflections, derivations and compounds share some with it ("стол" in "нас
 def subword_terms(text: str, language: str) -> list[str]:
     """Index terms below the word: each word's overlapping runs of `SUBWORD` characters, its
     edges marked, stopwords left out; a short word is one term."""
-    stop = _stopwords(language)
+    stop = stopwords(language)
     found: list[str] = []
     for word in words(text):
         if word not in stop:
@@ -181,7 +177,7 @@ def _pieces(word: str) -> tuple[str, ...]:
 
 def terms(text: str, language: str) -> list[str]:
     """Index terms: words without the language's stopwords, stemmed by its Snowball stemmer."""
-    stop = _stopwords(language)
+    stop = stopwords(language)
     kept = [word for word in words(text) if word not in stop]
     stemmed: list[str] = _stemmer(language).stemWords(kept)
     return stemmed
