@@ -16,6 +16,7 @@ sys.path.insert(0, str(ROOT / "bench"))
 import conversation_eval as ce  # noqa: E402
 from documents import Document, load_documents  # noqa: E402
 
+SELF_STANDING = {"topic-shift", "self-contained"}  # follow-ups that must not lose to history
 SECRET_Q = "And which ingredient does the other chapter name?"
 SECRET_A = "The secret ingredient is saffron from the high valley."
 PARTS = {"doc": {"type": "file", "file": {"filename": "d.md", "file_data": "data:,x"}}}
@@ -161,7 +162,7 @@ def test_the_tuning_conversations_are_what_the_evaluation_promises() -> None:
 
 def test_one_round_of_the_tuning_conversations_runs_alone() -> None:
     everything, _ = ce.load_conversations(["tuning"])
-    assert {c.round for c in everything} == {1, 2, 3}  # every conversation says its round
+    assert {c.round for c in everything} == {1, 2, 3, 4}  # every conversation says its round
     third, _ = ce.load_conversations(["tuning"], [3])
     assert third and {c.round for c in third} == {3}
     assert [c.id for c in third] == [c.id for c in everything if c.round == 3]
@@ -185,6 +186,30 @@ def test_the_third_round_is_the_harder_slice_it_promises() -> None:
     assert sum(overlap) / len(overlap) <= 0.12
     leans = {turn.leans for turn in follow_ups}
     assert {"pronoun", "ellipsis", "previous-answer", "topic-shift", "self-contained"} <= leans
+
+
+def test_the_fourth_round_measures_french_and_spanish_on_documents_of_its_own() -> None:
+    """At least 14 conversations and 20 follow-ups, in French and Spanish, over documents no
+    earlier round or the single-question evaluation uses, in two formats or more; each language
+    has follow-ups that must not lose to their history."""
+    everything, documents = ce.load_conversations(["tuning"])
+    fourth = [c for c in everything if c.round == 4]
+    follow_ups = [(c.lang, turn) for c in fourth for turn in c.turns[1:]]
+    assert len(fourth) >= 14 and len(follow_ups) >= 20
+    for lang in ("fr", "es"):
+        assert sum(c.lang == lang for c in fourth) >= 6, lang
+        steady = [t for lang_, t in follow_ups if lang_ == lang and t.leans in SELF_STANDING]
+        assert len(steady) >= 2, lang
+    used = {doc for c in fourth for doc in c.docs}
+    assert all(documents[doc].lang in {"fr", "es", "it", "pt"} for doc in used)
+    assert len({documents[doc].format for doc in used}) >= 2
+    earlier = {doc for c in everything if c.round < 4 for doc in c.docs}
+    single = load_documents(ROOT / "bench" / "eval", ["tuning"])
+    seen = {documents[doc].sha256 for doc in earlier} | {
+        d.sha256 for d in single if d.id not in used
+    }
+    assert not {documents[doc].sha256 for doc in used} & seen
+    assert not used & (earlier | {d.id for d in single if d.id not in used})
 
 
 def handbook(path: Path) -> ce.Conversation:
