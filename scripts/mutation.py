@@ -157,6 +157,22 @@ GROUPS = {
             "tests/retrieval/test_referring.py",
         ),
     ),
+    "toolloop": Group(
+        (
+            "proxy/toolloop/loop.py",
+            "proxy/toolloop/turn.py",
+            "proxy/toolloop/function.py",
+            "proxy/toolloop/written.py",
+            "proxy/pipeline/search_space.py",
+            "proxy/pipeline/file_search.py",
+            "proxy/http/search_loop.py",
+        ),
+        (
+            "tests/toolloop",
+            "tests/stores/test_file_search.py",
+            "tests/http/test_ui_searches.py",
+        ),
+    ),
     "orphans": Group(("proxy/files/orphans.py",), ("tests/files/test_orphans.py",)),
     "ranking": Group(
         ("proxy/retrieval/document_ranking.py", "proxy/retrieval/fusion.py"),
@@ -192,11 +208,14 @@ def workspace(name: str, group: Group) -> Path:
             dirs_exist_ok=True,
             ignore=shutil.ignore_patterns("__pycache__"),
         )
+    # The README's tours are checked against what the code prints (tests/toolloop/test_tour.py).
+    shutil.copy2(ROOT / "README.md", where / "README.md")
     section = "\n".join(
         [
             "",
             "[tool.mutmut]",
             'source_paths = ["proxy"]',
+            'also_copy = ["README.md"]',
             f"only_mutate = {list(group.modules)!r}",
             f"pytest_add_cli_args_test_selection = {present(group.tests)!r}",
             'pytest_add_cli_args = ["-p", "no:cacheprovider"]',
