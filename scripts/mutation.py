@@ -208,7 +208,8 @@ def workspace(name: str, group: Group) -> Path:
             dirs_exist_ok=True,
             ignore=shutil.ignore_patterns("__pycache__"),
         )
-    # The README's tours are checked against what the code prints (tests/toolloop/test_tour.py).
+    # The README's tours are checked against what the code prints (tests/toolloop/test_tour.py):
+    # here for mutmut's `also_copy`, which copies it on into the mutants' folder.
     shutil.copy2(ROOT / "README.md", where / "README.md")
     section = "\n".join(
         [
