@@ -9,7 +9,7 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from proxy.retrieval.lexical import function_word
-from proxy.retrieval.referring import DEFINITE, HINTS, REFERRING, SHIFT
+from proxy.retrieval.referring import ASKING, CLITIC, DEFINITE, HINTS, REFERRING, SHIFT
 
 MARKER = re.compile(r"^\[attached: .*\]$", re.S)
 """The text a file part of an earlier message becomes (proxy.pipeline.file_refs)."""
@@ -193,14 +193,15 @@ SHORT = 8
 
 
 def pointed_at(question: str, said: Sequence[str]) -> bool:
-    """Whether the question names with a definite article or demonstrative (`DEFINITE`) a
-    thing the last turn (`said`: the last answer) named: "How do the tokens limit ...?" after
-    an answer about tokens. The noun is one of the next two words that is not a function
+    """Whether the question names with a definite article or demonstrative (`DEFINITE`), or
+    asks which of them (`ASKING`), a thing the last turn (`said`: the last answer) named: "How
+    do the tokens limit ...?" after an answer about tokens, "Which keys exactly?" after one
+    naming keys. The noun is one of the next two words that is not a function
     word, matched as `near_words` matches ("token", "tokens")."""
     found = WORD.findall(question)
     named = {_key(word) for text in said for word in WORD.findall(first_words(text, MAX_CARRIED))}
     for at, word in enumerate(found):
-        if word.casefold() not in DEFINITE:
+        if word.casefold() not in DEFINITE and word.casefold() not in ASKING:
             continue
         for noun in found[at + 1 : at + 3]:
             if function_word(noun) or noun.isdigit():
@@ -213,10 +214,11 @@ def pointed_at(question: str, said: Sequence[str]) -> bool:
 
 def pointing(question: str, said: Sequence[str] = ()) -> bool:
     """Whether the question points back at what was said: a pronoun or demonstrative
-    (`REFERRING`, `HINTS`, in the index's languages) or a definite phrase naming what the last turn
-    `said` (`pointed_at`)."""
+    (`REFERRING`, `HINTS`, in the index's languages), an object pronoun before its verb
+    (`CLITIC`: "je la change") or a definite phrase naming what the last turn `said`
+    (`pointed_at`)."""
     found = [word.casefold() for word in WORD.findall(question)]
-    if any(word in REFERRING or word in HINTS for word in found):
+    if any(word in REFERRING or word in HINTS for word in found) or CLITIC.search(question):
         return True
     return bool(said) and pointed_at(question, said)
 

@@ -71,6 +71,31 @@ too ("a", "i", "as") are left out; the Scandinavian languages mark a definite no
 ending, Turkish has no articles."""
 DEFINITE = frozenset(word for words in DEFINITE_WORDS.values() for word in words.split())
 
+ASKING_WORDS: dict[str, str] = {
+    "english": "which",
+    "german": "welche welcher welches welchen welchem",
+    "russian": """какой какая какое какие какого каким каких какую который которая которое
+        которые""",
+    "french": "quel quelle quels quelles",
+    "spanish": "cuál cuáles",
+    "italian": "quale quali",
+    "portuguese": "qual quais",
+    "dutch": "welk welke",
+}
+"""Interrogative determiners: "Which keys exactly?", "Quelles touches ?" ask to pick among
+things the last answer named, when their noun is one of them (`pointed_at`)."""
+ASKING = frozenset(word for words in ASKING_WORDS.values() for word in words.split())
+
+CLITIC = re.compile(
+    r"\b(?:je|tu|il|elle|on|nous|vous|ils|elles|ne)\s+(?:le|la|les|l)\b"
+    r"|(?:^|[¿\s])(?:cómo|dónde|cuándo|no)\s+(?:lo|la|los|las)\s+\w"
+    r"|\b(?:come|dove|quando|non)\s+(?:lo|la|li|le)\s+\w",
+    re.IGNORECASE,
+)
+"""An object pronoun before its verb: French "je la change", "on les installe", "je l'ai";
+Spanish "¿cómo lo cambio?"; Italian "come la cambio?". After a subject pronoun or an
+interrogative the article reading is rare: these point back at what was said."""
+
 CONTINUING = re.compile(
     r"^\s*(?:and|but|so|also|or|then|what about|how about"
     r"|und|aber|also|oder|dann|was ist mit|wie ist es mit"

@@ -204,3 +204,49 @@ def test_stopwords_of_every_language_are_no_words_of_a_questions_own() -> None:
     question = "Come funziona con il server?"
     assert own_words(question) == ["funziona", "server"]
     assert leans_on_history(question, EARLIER).needed
+
+
+@pytest.mark.parametrize(
+    ("question", "said"),
+    [
+        ("Which keys exactly?", "Press Alt-SysRq, then one of the keys."),
+        ("Quelles touches exactement ?", "Avec Alt-SysRq suivie d'une des touches."),
+        ("Welche Optionen genau?", "Dafür gibt es zwei Optionen."),
+        ("Какие флаги нужны?", "Для этого есть флаги сборки."),
+        ("¿Cuáles paquetes exactamente?", "Instale los paquetes recomendados."),
+    ],
+)
+def test_asking_which_of_the_things_the_answer_named_points_back(question: str, said: str) -> None:
+    assert pointing(question, [said])
+    assert not pointing(question, ["Nothing of the kind was said here."])
+
+
+def test_which_of_things_the_answer_did_not_name_is_a_question_of_its_own() -> None:
+    assert not pointed_at("Which editor should I use?", ["Press Alt-SysRq, then a key."])
+
+
+@pytest.mark.parametrize(
+    "question",
+    [
+        "Comment je la change après coup ?",
+        "Et si on les supprime ?",
+        "Je ne la trouve pas, où est-elle rangée ?",
+        "¿Cómo lo cambio después?",
+        "Come la cambio dopo?",
+    ],
+)
+def test_an_object_pronoun_before_its_verb_points_back(question: str) -> None:
+    assert pointing(question), question
+
+
+@pytest.mark.parametrize(
+    "question",
+    [
+        "Comment changer la langue du système ?",
+        "Combien de temps prend la mise à jour ?",
+        "¿Cómo funciona la red?",
+        "Come funziona la rete?",
+    ],
+)
+def test_an_article_before_its_noun_is_no_pronoun(question: str) -> None:
+    assert not pointing(question), question
