@@ -95,6 +95,7 @@ class ToolModel:
     models: tuple[str, ...] = ()  # the model each turn says answered (else the request's)
     bare: bool = False  # chunks and answers without id, created and model (a server may omit them)
     call_ids: bool = True  # False: tool calls without an id
+    whole: bool = False  # one JSON answer even when asked to stream (a server that ignores it)
     turns: int = 0
     answered: list[dict[str, Any]] = field(default_factory=list)  # id, created, model, usage
     cancelled: threading.Event = field(default_factory=threading.Event)
@@ -249,7 +250,7 @@ class ToolModel:
             error = {"code": 500, "message": "slot unavailable", "type": "server_error"}
             return web.json_response({"error": error}, status=500)
         reply = self.script(body)
-        if not body.get("stream"):
+        if not body.get("stream") or self.whole:
             return web.json_response(self.completion(body, reply))
         response = web.StreamResponse(headers={"Content-Type": "text/event-stream"})
         await response.prepare(request)
