@@ -36,6 +36,7 @@ class Say:
 
     text: str
     reasoning: str = ""
+    finish: str = "stop"  # "length": cut off at the token limit
 
 
 @dataclass(frozen=True)
@@ -161,7 +162,7 @@ class ToolModel:
                 out.append({**base, "choices": [self._choice({"reasoning_content": piece}, None)]})
         for piece in _pieces(reply.text) if reply.text else []:
             out.append({**base, "choices": [self._choice({"content": piece}, None)]})
-        finish = "stop"
+        finish = reply.finish if isinstance(reply, Say) else "stop"
         last_delta: dict[str, Any] = {}
         if isinstance(reply, Calls):
             finish = "tool_calls"
@@ -199,7 +200,7 @@ class ToolModel:
 
     def completion(self, body: dict[str, Any], reply: Reply) -> dict[str, Any]:
         message: dict[str, Any] = {"role": "assistant", "content": reply.text}
-        finish = "stop"
+        finish = reply.finish if isinstance(reply, Say) else "stop"
         if isinstance(reply, Say) and reply.reasoning:
             message["reasoning_content"] = reply.reasoning
         if isinstance(reply, Calls):

@@ -237,3 +237,39 @@ def test_thinking_is_kept_apart_in_a_whole_answer(base: str, upstream: FakeUpstr
     message = post(base, "/v1/chat/completions", chat(store_id)).json()["choices"][0]["message"]
     assert message["reasoning_content"] == "The passage says sardines."
     assert message["content"].startswith("Sardines.")
+
+
+def cut_off_after_a_search(body: dict[str, Any]) -> Reply:
+    if not tool_results(body):
+        return Calls.of(search(KEEPER))
+    return Say("Sardines, and", finish="length")
+
+
+def test_an_answer_cut_off_says_so_in_every_shape(base: str, upstream: FakeUpstream) -> None:
+    model(upstream, cut_off_after_a_search)
+    _, store_id, _ = ready(base)
+    whole = post(base, "/v1/chat/completions", chat(store_id)).json()
+    assert whole["choices"][0]["finish_reason"] == "length"
+    chunks, _ = sse(post(base, "/v1/chat/completions", chat(store_id, stream=True)))
+    assert [c["choices"][0]["finish_reason"] for c in chunks][-1] == "length"
+
+    response = post(base, "/v1/responses", responses(store_id)).json()
+    assert response["status"] == "incomplete"
+    assert response["incomplete_details"] == {"reason": "max_output_tokens"}
+    events, _ = sse(post(base, "/v1/responses", responses(store_id, stream=True)))
+    done = events[-1]["response"]
+    assert done["status"] == "incomplete"
+    assert done["incomplete_details"] == {"reason": "max_output_tokens"}
+
+
+def test_a_call_written_as_text_but_cut_off_is_shown_as_text(
+    base: str, upstream: FakeUpstream
+) -> None:
+    # Whole as far as it goes, but the token limit ended it: what came next is unknown.
+    cut = '{"name": "file_search", "arguments": {"queries": ["lighthouse"]}}'
+    model(upstream, lambda body: Say(cut, finish="length"))
+    _, store_id, _ = ready(base)
+    chunks, _ = sse(post(base, "/v1/chat/completions", chat(store_id, stream=True)))
+    text = "".join(c["choices"][0]["delta"].get("content") or "" for c in chunks)
+    assert text == cut and chunks[-1]["choices"][0]["finish_reason"] == "length"
+    assert len(chat_turns(upstream)) == 1
