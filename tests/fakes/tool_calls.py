@@ -97,6 +97,7 @@ class ToolModel:
     bare: bool = False  # chunks and answers without id, created and model (a server may omit them)
     call_ids: bool = True  # False: tool calls without an id
     whole: bool = False  # one JSON answer even when asked to stream (a server that ignores it)
+    raw: Callable[[int], web.Response | None] | None = None  # turn n answered as given, if not None
     turns: int = 0
     answered: list[dict[str, Any]] = field(default_factory=list)  # id, created, model, usage
     cancelled: threading.Event = field(default_factory=threading.Event)
@@ -247,6 +248,9 @@ class ToolModel:
         refusal = self.refused(body)
         if refusal is not None:
             return refusal
+        given = self.raw(turn) if self.raw is not None else None
+        if given is not None:
+            return given
         if turn == self.fail_in_turn:
             error = {"code": 500, "message": "slot unavailable", "type": "server_error"}
             return web.json_response({"error": error}, status=500)

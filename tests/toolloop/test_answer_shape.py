@@ -190,6 +190,13 @@ def test_a_response_is_named_by_the_first_turn_with_every_turns_usage(
     )
 
     events, _ = sse(post(base, "/v1/responses", responses(store_id, stream=True)))
+    # The first turn said nothing before it searched: the response still starts first.
+    assert [e["type"] for e in events[:3]] == [
+        "response.created",
+        "response.in_progress",
+        "response.output_item.added",
+    ]
+    assert [e["sequence_number"] for e in events] == list(range(len(events)))
     done = events[-1]["response"]
     assert events[-1]["type"] == "response.completed" and done["model"] == "served-first"
     total = added(tool_model.answered[2:])
