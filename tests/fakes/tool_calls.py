@@ -57,10 +57,11 @@ class Calls:
 
     calls: tuple[Call, ...]
     text: str = ""
+    finish: str = "tool_calls"  # "length": cut off at the token limit
 
     @classmethod
-    def of(cls, *calls: Call, text: str = "") -> Calls:
-        return cls(tuple(calls), text)
+    def of(cls, *calls: Call, text: str = "", finish: str = "tool_calls") -> Calls:
+        return cls(tuple(calls), text, finish)
 
 
 Reply = Say | Calls
@@ -163,10 +164,9 @@ class ToolModel:
                 out.append({**base, "choices": [self._choice({"reasoning_content": piece}, None)]})
         for piece in _pieces(reply.text) if reply.text else []:
             out.append({**base, "choices": [self._choice({"content": piece}, None)]})
-        finish = reply.finish if isinstance(reply, Say) else "stop"
+        finish = reply.finish
         last_delta: dict[str, Any] = {}
         if isinstance(reply, Calls):
-            finish = "tool_calls"
             for index, call in enumerate(reply.calls):
                 pieces = _pieces(call.arguments, 5)
                 if self.dialect == "llamacpp":
@@ -201,11 +201,10 @@ class ToolModel:
 
     def completion(self, body: dict[str, Any], reply: Reply) -> dict[str, Any]:
         message: dict[str, Any] = {"role": "assistant", "content": reply.text}
-        finish = reply.finish if isinstance(reply, Say) else "stop"
+        finish = reply.finish
         if isinstance(reply, Say) and reply.reasoning:
             message["reasoning_content"] = reply.reasoning
         if isinstance(reply, Calls):
-            finish = "tool_calls"
             if self.dialect == "vllm":
                 message = {"role": "assistant", "reasoning_content": None, "content": None}
             message["tool_calls"] = [

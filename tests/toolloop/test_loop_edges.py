@@ -145,3 +145,4 @@ def test_a_call_written_as_text_keeps_its_words_and_may_lack_arguments(
     assert first["id"] == "call_1_0" and second["id"] == "call_2_0"
     told = tool_results(chat_turns(upstream)[-1])[1]
     assert told == f"error: no query was given; call file_search with {EXAMPLE}"
+    assert last_decision(base)["decision"]["searches"]["written_calls"] == 2
