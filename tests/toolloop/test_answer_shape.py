@@ -12,8 +12,10 @@ import pytest
 
 from tests.fakes.tool_calls import CREATED, Call, Calls, Reply, Say, search, tool_results
 from tests.fakes.upstream import FakeUpstream
+from tests.pipeline.test_enrich import text_part
 from tests.stores.support import FAST
 from tests.toolloop.support import CATS, Proxy, chat_turns, model, ready, search_then_answer
+from tests.toolloop.test_scope import FILLER, HARBOUR, attached
 
 KEEPER = "lighthouse keeper fed the cats"
 SERVED = ("served-first", "served-second")
@@ -141,7 +143,7 @@ def two_calls_of_the_client(body: dict[str, Any]) -> Reply:
 
 
 def test_the_clients_calls_without_ids_are_numbered(base: str, upstream: FakeUpstream) -> None:
-    model(upstream, two_calls_of_the_client, call_ids=False)
+    model(upstream, two_calls_of_the_client, call_ids=False, bare=True)
     _, store_id, _ = ready(base)
     whole = post(base, "/v1/chat/completions", chat(store_id, tools=[WEATHER])).json()
     message = whole["choices"][0]["message"]
@@ -157,6 +159,7 @@ def test_the_clients_calls_without_ids_are_numbered(base: str, upstream: FakeUps
         (1, "call_1", "get_weather"),
     ]
     assert chunks[-1]["choices"][0] == {"index": 0, "delta": {}, "finish_reason": "tool_calls"}
+    assert {c["model"] for c in chunks} == {"m"}
 
     # The search turn's calls had no ids either: the conversation numbers them by turn.
     second = chat_turns(upstream)[1]["messages"]
@@ -228,6 +231,7 @@ def test_a_responses_client_call_without_an_id_is_numbered(
         ("function_call", "call_1"),
     ]
     events, _ = sse(post(base, "/v1/responses", {**body, "stream": True}))
+    assert [e["sequence_number"] for e in events] == list(range(len(events)))
     output = events[-1]["response"]["output"]
     assert [o.get("call_id") for o in output] == [None, "call_0", "call_1"]
     assert [o.get("arguments") for o in output[1:]] == ['{"city": "Brest"}', "{}"]
@@ -280,3 +284,55 @@ def test_a_call_written_as_text_but_cut_off_is_shown_as_text(
     text = "".join(c["choices"][0]["delta"].get("content") or "" for c in chunks)
     assert text == cut and chunks[-1]["choices"][0]["finish_reason"] == "length"
     assert len(chat_turns(upstream)) == 1
+
+
+def test_a_stream_started_by_the_statuses_carries_the_loops_answer(
+    make_proxy: Proxy, upstream: FakeUpstream
+) -> None:
+    # No status delay: the document's statuses start the stream while the proxy prepares; the
+    # loop's answer then goes on in that same stream.
+    model(upstream, search_then_answer("harbour master opens the lock gates", answer="At six."))
+    base = make_proxy(server={"status_delay_s": 0.0})
+    body = attached("When do the gates open?", strategy="retrieval")
+    body = {**body, **body.pop("extra_body"), "stream": True}
+    streamed = post(base, "/v1/chat/completions", body)
+    chunks, comments = sse(streamed)
+    assert comments and streamed.text.startswith(": ")
+    text = "".join(c["choices"][0]["delta"].get("content") or "" for c in chunks if c["choices"])
+    assert text.startswith("At six.")
+    assert streamed.text.endswith("data: [DONE]\n\n")
+
+    part = text_part("harbour.txt", HARBOUR + "\n\n" + FILLER)["file"]
+    asked = {
+        "model": "m",
+        "input": [
+            {
+                "role": "user",
+                "content": [
+                    {"type": "input_text", "text": "When do the gates open?"},
+                    {"type": "input_file", **part},
+                ],
+            }
+        ],
+        "enrich": body["enrich"],
+        "stream": True,
+    }
+    streamed = post(base, "/v1/responses", asked)
+    events, comments = sse(streamed)
+    assert comments and streamed.text.startswith(": ")
+    assert events[0]["type"] == "response.created" and events[-1]["type"] == "response.completed"
+    assert [o["type"] for o in events[-1]["response"]["output"]] == ["file_search_call", "message"]
+
+
+def test_a_response_that_begins_with_the_clients_call_starts_first(
+    base: str, upstream: FakeUpstream
+) -> None:
+    model(upstream, lambda body: Calls.of(Call("get_weather", "{}")))
+    _, store_id, _ = ready(base)
+    function = {"type": "function", "name": "get_weather", "parameters": {"type": "object"}}
+    body = responses(store_id, stream=True)
+    body["tools"].append(function)
+    events, _ = sse(post(base, "/v1/responses", body))
+    assert [e["type"] for e in events[:2]] == ["response.created", "response.in_progress"]
+    assert [e["sequence_number"] for e in events] == list(range(len(events)))
+    assert [o["type"] for o in events[-1]["response"]["output"]] == ["function_call"]
