@@ -136,3 +136,34 @@ def test_the_record_names_the_clients_functions_called_and_the_searches_left(
         "the model called get_time, get_weather of the client's functions: the answer goes back "
         "with the call (1 search call(s) of that turn not run)"
     )
+
+
+def test_the_record_keeps_each_call_of_a_turn_with_what_was_wrong(
+    base: str, upstream: FakeUpstream
+) -> None:
+    def script(body: dict[str, Any]) -> Reply:
+        if tool_results(body):
+            return Say("Sardines.")
+        made_up, broken = Call("search_web", "{}"), Call("file_search", "[1]")
+        return Calls.of(made_up, broken, *[search(f"{KEEPER} {n}") for n in range(7)])
+
+    model(upstream, script)
+    _, store_id, _ = ready(base)
+    asked(base, store_id)
+    calls = last_decision(base)["decision"]["searches"]["calls"]
+    assert [(c["round"], c["queries"], c["error"]) for c in calls] == [
+        (1, [], "unknown function 'search_web'"),
+        (
+            1,
+            [],
+            'the arguments must be a JSON object such as {"queries": '
+            '["a short search query", "another wording of it"]}',
+        ),
+        *[(1, [f"{KEEPER} {n}"], "") for n in range(6)],
+        (
+            1,
+            [],
+            "not run: at most 8 calls are run from one turn; give several queries in one "
+            "file_search call instead",
+        ),
+    ]
