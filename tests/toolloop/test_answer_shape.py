@@ -336,3 +336,15 @@ def test_a_response_that_begins_with_the_clients_call_starts_first(
     assert [e["type"] for e in events[:2]] == ["response.created", "response.in_progress"]
     assert [e["sequence_number"] for e in events] == list(range(len(events)))
     assert [o["type"] for o in events[-1]["response"]["output"]] == ["function_call"]
+
+
+def test_without_a_model_named_anywhere_the_answer_says_unknown(
+    base: str, upstream: FakeUpstream
+) -> None:
+    model(upstream, search_then_answer(KEEPER), bare=True)
+    _, store_id, _ = ready(base)
+    body = chat(store_id)
+    del body["model"]
+    assert post(base, "/v1/chat/completions", body).json()["model"] == "unknown"
+    chunks, _ = sse(post(base, "/v1/chat/completions", {**body, "stream": True}))
+    assert {c["model"] for c in chunks} == {"unknown"}
