@@ -348,3 +348,37 @@ def test_without_a_model_named_anywhere_the_answer_says_unknown(
     assert post(base, "/v1/chat/completions", body).json()["model"] == "unknown"
     chunks, _ = sse(post(base, "/v1/chat/completions", {**body, "stream": True}))
     assert {c["model"] for c in chunks} == {"unknown"}
+
+
+def test_the_headers_of_the_loops_answers(base: str, upstream: FakeUpstream) -> None:
+    model(upstream, search_then_answer(KEEPER))
+    _, store_id, _ = ready(base)
+    common = {
+        "x-request-id",
+        "x-enrich-search",
+        "x-enrich-citations",
+        "x-enrich-searches",
+        "x-enrich-search-queries",
+        "x-enrich-sources",
+        "x-enrich-strategy",
+        "x-enrich-guard-changes",
+        "date",
+        "server",
+    }
+    answers = [
+        post(base, "/v1/chat/completions", chat(store_id)),
+        post(base, "/v1/responses", responses(store_id)),
+    ]
+    for answer in answers:
+        assert answer.headers["content-type"] == "application/json"
+        assert set(answer.headers) == common | {"content-type", "content-length"}, answer.headers
+    streams = [
+        post(base, "/v1/chat/completions", chat(store_id, stream=True)),
+        post(base, "/v1/responses", responses(store_id, stream=True)),
+    ]
+    for stream in streams:
+        assert stream.headers["content-type"] == "text/event-stream"
+        # Sent before the model searched: what the searches gave comes in the stream.
+        names = {"x-request-id", "x-enrich-search", "x-enrich-strategy", "date", "server"}
+        names |= {"content-type", "cache-control", "transfer-encoding"}
+        assert set(stream.headers) == names, stream.headers
