@@ -23,7 +23,6 @@ import json
 import secrets
 import string
 import threading
-import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -37,6 +36,7 @@ class Say:
 
     text: str
     reasoning: str = ""
+    finish: str = "stop"  # "length": cut off at the token limit
 
 
 @dataclass(frozen=True)
@@ -57,10 +57,11 @@ class Calls:
 
     calls: tuple[Call, ...]
     text: str = ""
+    finish: str = "tool_calls"  # "length": cut off at the token limit
 
     @classmethod
-    def of(cls, *calls: Call, text: str = "") -> Calls:
-        return cls(tuple(calls), text)
+    def of(cls, *calls: Call, text: str = "", finish: str = "tool_calls") -> Calls:
+        return cls(tuple(calls), text, finish)
 
 
 Reply = Say | Calls
@@ -76,6 +77,10 @@ def tool_results(body: dict[str, Any]) -> list[str]:
     ]
 
 
+CREATED = 1_767_225_600
+"""2026-01-01: the first turn says it was created a second after, the second two seconds, …"""
+
+
 def _pieces(text: str, size: int = 7) -> list[str]:
     return [text[i : i + size] for i in range(0, len(text), size)] or [""]
 
@@ -89,24 +94,41 @@ class ToolModel:
     die_in_turn: int | None = None  # that turn's stream breaks off after its first chunks
     hang_in_turn: int | None = None  # that turn's stream stalls until the proxy hangs up
     fail_in_turn: int | None = None  # that turn is answered with llama.cpp's error (500)
+    models: tuple[str, ...] = ()  # the model each turn says answered (else the request's)
+    bare: bool = False  # chunks and answers without id, created and model (a server may omit them)
+    call_ids: bool = True  # False: tool calls without an id
+    whole: bool = False  # one JSON answer even when asked to stream (a server that ignores it)
+    raw: Callable[[int], web.Response | None] | None = None  # turn n answered as given, if not None
     turns: int = 0
+    answered: list[dict[str, Any]] = field(default_factory=list)  # id, created, model, usage
     cancelled: threading.Event = field(default_factory=threading.Event)
 
     def _llama_id(self) -> str:
         return "".join(secrets.choice(string.ascii_letters + string.digits) for _ in range(32))
 
     def _call_id(self) -> str:
+        if not self.call_ids:
+            return ""
         if self.dialect == "vllm":
             return f"chatcmpl-tool-{secrets.token_hex(16)}"
         return self._llama_id()
 
-    def _base(self, body: dict[str, Any], completion_id: str) -> dict[str, Any]:
-        base: dict[str, Any] = {
+    def _meta(self, body: dict[str, Any], completion_id: str) -> dict[str, Any]:
+        """The turn's id, created and model, as answered (and kept in `answered`): each turn
+        its own time, a fixed one, so that which turn named the answer shows."""
+        turn = len(self.answered) + 1
+        models = self.models
+        meta = {
             "id": completion_id,
-            "object": "chat.completion.chunk",
-            "created": int(time.time()),
-            "model": body.get("model", "fake-model"),
+            "created": CREATED + turn,
+            "model": models[turn - 1] if turn <= len(models) else body.get("model", "fake-model"),
         }
+        self.answered.append(meta)
+        return {} if self.bare else meta
+
+    def _base(self, body: dict[str, Any], completion_id: str) -> dict[str, Any]:
+        meta = self._meta(body, completion_id)
+        base: dict[str, Any] = {**meta, "object": "chat.completion.chunk"}
         if self.dialect == "llamacpp":
             base["system_fingerprint"] = "b0-unknown"
         return base
@@ -142,10 +164,9 @@ class ToolModel:
                 out.append({**base, "choices": [self._choice({"reasoning_content": piece}, None)]})
         for piece in _pieces(reply.text) if reply.text else []:
             out.append({**base, "choices": [self._choice({"content": piece}, None)]})
-        finish = "stop"
+        finish = reply.finish
         last_delta: dict[str, Any] = {}
         if isinstance(reply, Calls):
-            finish = "tool_calls"
             for index, call in enumerate(reply.calls):
                 pieces = _pieces(call.arguments, 5)
                 if self.dialect == "llamacpp":
@@ -155,6 +176,8 @@ class ToolModel:
                 head = {"index": index, "id": self._call_id(), "type": "function"}
                 if self.dialect == "vllm":  # vLLM's field order: id, type, index
                     head = {"id": head["id"], "type": "function", "index": index}
+                if not head["id"]:
+                    del head["id"]
                 out.append(
                     {
                         **base,
@@ -172,33 +195,33 @@ class ToolModel:
                     out.append({**base, "choices": [self._choice(delta, None)]})
         out.append({**base, "choices": [self._choice(last_delta, finish)]})
         if (body.get("stream_options") or {}).get("include_usage"):
-            out.append({**base, "choices": [], "usage": self._usage(body, reply)})
+            usage = self.answered[-1]["usage"] = self._usage(body, reply)
+            out.append({**base, "choices": [], "usage": usage})
         return out
 
     def completion(self, body: dict[str, Any], reply: Reply) -> dict[str, Any]:
         message: dict[str, Any] = {"role": "assistant", "content": reply.text}
-        finish = "stop"
+        finish = reply.finish
         if isinstance(reply, Say) and reply.reasoning:
             message["reasoning_content"] = reply.reasoning
         if isinstance(reply, Calls):
-            finish = "tool_calls"
             if self.dialect == "vllm":
                 message = {"role": "assistant", "reasoning_content": None, "content": None}
             message["tool_calls"] = [
                 {
                     "type": "function",
                     "function": {"name": call.name, "arguments": call.arguments},
-                    "id": self._call_id(),
+                    **({"id": self._call_id()} if self.call_ids else {}),
                 }
                 for call in reply.calls
             ]
+        meta = self._meta(body, f"chatcmpl-{secrets.token_hex(8)}")
+        usage = self.answered[-1]["usage"] = self._usage(body, reply)
         return {
-            "id": f"chatcmpl-{secrets.token_hex(8)}",
+            **meta,
             "object": "chat.completion",
-            "created": int(time.time()),
-            "model": body.get("model", "fake-model"),
             "choices": [{"index": 0, "message": message, "finish_reason": finish}],
-            "usage": self._usage(body, reply),
+            "usage": usage,
         }
 
     def refused(self, body: dict[str, Any]) -> web.Response | None:
@@ -224,11 +247,14 @@ class ToolModel:
         refusal = self.refused(body)
         if refusal is not None:
             return refusal
+        given = self.raw(turn) if self.raw is not None else None
+        if given is not None:
+            return given
         if turn == self.fail_in_turn:
             error = {"code": 500, "message": "slot unavailable", "type": "server_error"}
             return web.json_response({"error": error}, status=500)
         reply = self.script(body)
-        if not body.get("stream"):
+        if not body.get("stream") or self.whole:
             return web.json_response(self.completion(body, reply))
         response = web.StreamResponse(headers={"Content-Type": "text/event-stream"})
         await response.prepare(request)

@@ -137,6 +137,7 @@ def test_queries_past_the_limit_are_not_run_and_the_model_is_told(
     assert len(call["queries"]) == min(queries, 3)
     told = chat_turns(upstream)[1]["messages"][-1]["content"]
     assert ("Only the first 3 queries were run: 4 more were given." in told) == (queries == 7)
+    assert told.startswith('Results for "harbour lock gates 0"')  # the note comes after them
     assert (
         chat_turns(upstream)[0]["tools"][0]["function"]["parameters"]["properties"]["queries"][
             "maxItems"

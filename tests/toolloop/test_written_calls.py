@@ -35,6 +35,8 @@ def test_the_shapes_models_write_calls_in_are_taken() -> None:
     two = '{"name": "file_search", "arguments": {"queries": ["a"]}}\n' + tagged
     assert arguments(two) == [{"queries": ["a"]}, {"queries": ["a"]}]
     assert [call.index for call in written_calls(two)] == [0, 1]
+    spaced = '{ {"name": "file_search", "parameters": {"queries": ["c"]}} }'
+    assert arguments(spaced) == [{"queries": ["c"]}]
 
 
 @pytest.mark.parametrize(

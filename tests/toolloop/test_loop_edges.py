@@ -1,0 +1,148 @@
+"""The loop at its edges as the client and the model see them: the first turn as the preview
+shows it, a turn the upstream refuses, an upstream that answers a streamed turn whole, what the
+model is told of a function it made up, and calls it wrote as text."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import httpx
+import pytest
+
+from tests.fakes.tool_calls import Call, Calls, Reply, Say, search, tool_results
+from tests.fakes.upstream import FakeUpstream
+from tests.stores.support import FAST
+from tests.toolloop.support import (
+    CATS,
+    Proxy,
+    chat_turns,
+    last_decision,
+    model,
+    ready,
+    search_then_answer,
+)
+
+KEEPER = "lighthouse keeper fed the cats"
+WEATHER = {
+    "type": "function",
+    "function": {"name": "get_weather", "parameters": {"type": "object", "properties": {}}},
+}
+EXAMPLE = '{"queries": ["a short search query", "another wording of it"]}'
+
+
+@pytest.fixture
+def base(make_proxy: Proxy) -> str:
+    return make_proxy(vector_stores=FAST)
+
+
+def chat(store_id: str, **fields: Any) -> dict[str, Any]:
+    return {
+        "model": "m",
+        "messages": [{"role": "user", "content": CATS}],
+        "enrich": {"search": "tool", "affinity_threshold": 0.6, "vector_store_ids": [store_id]},
+        **fields,
+    }
+
+
+def test_the_preview_shows_the_clients_fields_tools_and_choice(
+    make_proxy: Proxy, upstream: FakeUpstream
+) -> None:
+    model(upstream, search_then_answer(KEEPER))
+    base = make_proxy(vector_stores=FAST, tool_search={"queries_per_call": 3})
+    _, store_id, _ = ready(base)
+    asked = chat(store_id, temperature=0.3, tools=[WEATHER], tool_choice="required")
+    preview = httpx.post(base + "/v1/enrich/preview", json=asked, timeout=60).json()
+    body = preview["upstream"]["body"]
+    assert body["temperature"] == 0.3 and body["model"] == "m"
+    assert body["stream"] is True and body["stream_options"] == {"include_usage": True}
+    assert body["tool_choice"] == "required"
+    search_tool, weather = body["tools"]
+    assert weather == WEATHER
+    assert search_tool["function"]["parameters"]["properties"]["queries"]["maxItems"] == 3
+    assert "Give 1 to 3 short search queries" in search_tool["function"]["description"]
+
+
+def test_a_refused_turn_says_which_and_what_to_do(base: str, upstream: FakeUpstream) -> None:
+    model(upstream, search_then_answer(KEEPER), fail_in_turn=2)
+    _, store_id, _ = ready(base)
+    response = httpx.post(base + "/v1/chat/completions", json=chat(store_id), timeout=60)
+    assert response.status_code == 500
+    assert response.json()["error"] == {
+        "message": "the upstream answered 500 to turn 2 of the search loop: slot unavailable; "
+        "its log says why: ask again, or search once instead (enrich.search: once, "
+        "X-Enrich-Search: once)",
+        "type": "upstream_error",
+        "param": None,
+        "code": "upstream_error",
+    }
+
+
+@pytest.mark.parametrize("dialect", ["llamacpp", "vllm"])
+def test_an_upstream_that_answers_a_turn_whole_is_read_whole(
+    base: str, upstream: FakeUpstream, dialect: str
+) -> None:
+    def script(body: dict[str, Any]) -> Reply:
+        if not tool_results(body):
+            return Calls.of(search(KEEPER), search("sardines harbour"))
+        return Say("Sardines.", reasoning="It says sardines.")
+
+    tool_model = model(upstream, script, dialect, whole=True)
+    _, store_id, _ = ready(base)
+    answer = httpx.post(base + "/v1/chat/completions", json=chat(store_id), timeout=60).json()
+    message = answer["choices"][0]["message"]
+    assert message["content"].startswith("Sardines.")
+    assert message["reasoning_content"] == "It says sardines."
+    assert answer["id"] == tool_model.answered[0]["id"]
+    assert answer["choices"][0]["finish_reason"] == "stop"
+    assert answer["usage"]["completion_tokens"] == sum(
+        turn["usage"]["completion_tokens"] for turn in tool_model.answered
+    )
+    calls = last_decision(base)["decision"]["searches"]["calls"]
+    assert [call["queries"] for call in calls] == [[KEEPER], ["sardines harbour"]]
+    assert answer["citations"] == ["lighthouse.txt#line=1"]
+
+
+def test_a_made_up_function_is_named_back_cut_short(base: str, upstream: FakeUpstream) -> None:
+    name = "look_up_" + "x" * 300
+
+    def script(body: dict[str, Any]) -> Reply:
+        if not tool_results(body):
+            return Calls.of(Call(name, "{}"))
+        return Say("Sardines.")
+
+    model(upstream, script)
+    _, store_id, _ = ready(base)
+    httpx.post(base + "/v1/chat/completions", json=chat(store_id), timeout=60)
+    [told] = tool_results(chat_turns(upstream)[-1])
+    assert told == (
+        f"error: there is no function named {json.dumps(name)[:200]}; call file_search to "
+        "search the user's files"
+    )
+
+
+def test_a_call_written_as_text_keeps_its_words_and_may_lack_arguments(
+    base: str, upstream: FakeUpstream
+) -> None:
+    french = "le gardien du phare nourrit les chats à Brest"
+
+    def script(body: dict[str, Any]) -> Reply:
+        done = tool_results(body)
+        if not done:
+            arguments = {"queries": [french]}
+            return Say(json.dumps({"name": "file_search", "arguments": arguments}))
+        if len(done) == 1:
+            return Say('{"name": "file_search"}')
+        return Say("Sardines.")
+
+    model(upstream, script)
+    _, store_id, _ = ready(base)
+    httpx.post(base + "/v1/chat/completions", json=chat(store_id), timeout=60)
+    messages = chat_turns(upstream)[-1]["messages"]
+    first, second = [m["tool_calls"][0] for m in messages if m.get("tool_calls")]
+    # The model's words as it wrote them, not escaped: what it reads back is what it wrote.
+    assert first["function"]["arguments"] == '{"queries": ["' + french + '"]}'
+    assert first["id"] == "call_1_0" and second["id"] == "call_2_0"
+    told = tool_results(chat_turns(upstream)[-1])[1]
+    assert told == f"error: no query was given; call file_search with {EXAMPLE}"
+    assert last_decision(base)["decision"]["searches"]["written_calls"] == 2

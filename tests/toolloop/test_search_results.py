@@ -1,0 +1,89 @@
+"""What one search of the loop gives back, as the client sees it: each result's file, name,
+score, text and attributes; the citations of an attached file under its own id; and what the
+record says the searches covered and spent."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import httpx
+
+from tests.callers import sdk
+from tests.fakes.upstream import FakeUpstream
+from tests.stores.support import FAST, TOPICS, upload
+from tests.toolloop.support import (
+    CATS,
+    Proxy,
+    last_decision,
+    model,
+    ready,
+    search_then_answer,
+)
+from tests.toolloop.test_scope import FILLER, HARBOUR
+
+KEEPER = "lighthouse keeper fed the cats"
+
+
+def test_a_responses_search_gives_each_result_whole(
+    make_proxy: Proxy, upstream: FakeUpstream
+) -> None:
+    model(upstream, search_then_answer(KEEPER))
+    base = make_proxy(vector_stores=FAST)
+    _, store_id, ids = ready(base)
+    tool = {
+        "type": "file_search",
+        "vector_store_ids": [store_id],
+        "ranking_options": {"score_threshold": 0.6},
+    }
+    body = {"model": "m", "input": CATS, "tools": [tool], "include": ["file_search_call.results"]}
+    response = httpx.post(base + "/v1/responses", json=body, timeout=60).json()
+    [result] = response["output"][0]["results"]
+    score = result.pop("score")
+    assert 0.6 <= score <= 1 and score == round(score, 4)
+    assert result == {
+        "file_id": ids["lighthouse.txt"],
+        "filename": "lighthouse.txt",
+        "text": TOPICS["lighthouse.txt"],
+        "attributes": {"topic": "lighthouse"},
+    }
+    record = last_decision(base)["decision"]["searches"]
+    assert record["scope"] == ["vector store topics"]
+    assert record["budget_unit"] == "tokens"
+    assert 0 < record["budget_used"] < record["budget_limit"]
+    [call] = record["calls"]
+    assert (call["found"], call["given"], call["left_out"]) == (1, 1, 0)
+
+    # The tool's own threshold, above any score, holds back every passage.
+    tool["ranking_options"] = {"score_threshold": 0.9999}
+    response = httpx.post(base + "/v1/responses", json=body, timeout=60).json()
+    assert response["output"][0]["results"] == []
+
+
+def attached_file(file_id: str, query: str) -> dict[str, Any]:
+    return {
+        "model": "m",
+        "messages": [
+            {
+                "role": "user",
+                "content": [
+                    {"type": "text", "text": query},
+                    {"type": "file", "file": {"file_id": file_id}},
+                ],
+            }
+        ],
+        "enrich": {"search": "tool", "affinity_threshold": 0.01, "strategy": "retrieval"},
+    }
+
+
+def test_an_uploaded_file_searched_is_cited_under_its_id(
+    make_proxy: Proxy, upstream: FakeUpstream
+) -> None:
+    model(upstream, search_then_answer("harbour master opens the lock gates", answer="At six."))
+    base = make_proxy()
+    file_id = upload(sdk(base), "harbour.txt", HARBOUR + "\n\n" + FILLER)
+    body = attached_file(file_id, "When do the gates open?")
+    answer = httpx.post(base + "/v1/chat/completions", json=body, timeout=60).json()
+    assert answer["search_results"][0]["file_id"] == file_id
+    assert answer["citations"] == ["harbour.txt#line=1"]
+    record = last_decision(base)["decision"]["searches"]
+    assert record["scope"] == ["harbour.txt"]

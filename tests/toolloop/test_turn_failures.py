@@ -1,0 +1,141 @@
+"""What the client is told when a turn of the loop goes wrong in a way the fake model does not
+make by itself: a refusal that is not JSON, an answer that is no chat completion, an error event
+in the middle of a stream; and what a stream may carry that is not a chunk."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from typing import Any
+
+import httpx
+import pytest
+from aiohttp import web
+
+from tests.fakes.upstream import FakeUpstream
+from tests.stores.support import FAST
+from tests.toolloop.support import CATS, Proxy, model, ready, search_then_answer
+
+KEEPER = "lighthouse keeper fed the cats"
+HELP = "; its log says why: ask again, or search once instead (enrich.search: once, "
+HELP += "X-Enrich-Search: once)"
+
+
+@pytest.fixture
+def base(make_proxy: Proxy) -> str:
+    return make_proxy(vector_stores=FAST)
+
+
+def chat(store_id: str, **fields: Any) -> dict[str, Any]:
+    return {
+        "model": "m",
+        "messages": [{"role": "user", "content": CATS}],
+        "enrich": {"search": "tool", "affinity_threshold": 0.6, "vector_store_ids": [store_id]},
+        **fields,
+    }
+
+
+def in_turn(number: int, response: Callable[[], web.Response]) -> Callable[[int], Any]:
+    return lambda turn: response() if turn == number else None
+
+
+def events(*chunks: Any) -> web.Response:
+    body = b"".join(
+        piece if isinstance(piece, bytes) else b"data: " + json.dumps(piece).encode() + b"\n\n"
+        for piece in chunks
+    )
+    return web.Response(body=body, content_type="text/event-stream")
+
+
+def asked(base: str, store_id: str, **fields: Any) -> httpx.Response:
+    return httpx.post(base + "/v1/chat/completions", json=chat(store_id, **fields), timeout=60)
+
+
+def test_a_refusal_that_is_not_json_is_told_as_its_text_cut_short(
+    base: str, upstream: FakeUpstream
+) -> None:
+    text = b"Bad request: \xff " + b"x" * 3000  # not UTF-8, and long
+
+    def refusal() -> web.Response:
+        return web.Response(body=text, status=400, content_type="text/plain")
+
+    model(upstream, search_then_answer(KEEPER), raw=in_turn(1, refusal))
+    _, store_id, _ = ready(base)
+    response = asked(base, store_id)
+    said = text.decode("utf-8", "replace")[:2000]
+    assert response.status_code == 400
+    assert response.json()["error"]["message"] == (
+        f"the upstream answered 400 to turn 1 of the search loop: {said}{HELP}"
+    )
+
+
+@pytest.mark.parametrize(
+    ("body", "why"),
+    [
+        ("[1, 2]", "not a JSON object"),
+        ("sardines", "Expecting value: line 1 column 1 (char 0)"),
+    ],
+)
+def test_an_answer_that_is_no_chat_completion_is_a_bad_upstream(
+    base: str, upstream: FakeUpstream, body: str, why: str
+) -> None:
+    def answer() -> web.Response:
+        return web.Response(text=body, content_type="application/json")
+
+    model(upstream, search_then_answer(KEEPER), raw=in_turn(1, answer))
+    _, store_id, _ = ready(base)
+    response = asked(base, store_id)
+    assert response.status_code == 502
+    error = response.json()["error"]
+    assert error["message"] == f"the upstream's answer is not a chat completion: {why}"
+    assert error["code"] == "bad_upstream"
+
+
+@pytest.mark.parametrize(
+    ("error", "message"),
+    [
+        ({"message": "CUDA out of memory", "type": "server_error"}, "CUDA out of memory"),
+        ({}, "the upstream failed mid-stream"),
+    ],
+)
+def test_an_error_event_mid_stream_ends_the_answer_with_it(
+    base: str, upstream: FakeUpstream, error: dict[str, Any], message: str
+) -> None:
+    said = {"choices": [{"index": 0, "delta": {"content": "Sardines"}}]}
+    model(
+        upstream, search_then_answer(KEEPER), raw=in_turn(2, lambda: events(said, {"error": error}))
+    )
+    _, store_id, _ = ready(base)
+    response = asked(base, store_id, stream=True)
+    data = [
+        json.loads(line[6:]) for line in response.text.splitlines() if line.startswith("data: {")
+    ]
+    assert data[0]["choices"][0]["delta"]["content"] == "Sardines"
+    assert data[-1]["error"]["message"] == message and data[-1]["error"]["code"] == "upstream_error"
+
+    # Before anything was said, it is the answer's error.
+    model(upstream, search_then_answer(KEEPER), raw=in_turn(1, lambda: events({"error": error})))
+    whole = asked(base, store_id)
+    assert whole.status_code == 502
+    assert whole.json()["error"]["message"] == message
+    assert whole.json()["error"]["code"] == "upstream_error"
+
+
+def test_what_is_not_a_chunk_is_passed_over(base: str, upstream: FakeUpstream) -> None:
+    def answer() -> web.Response:
+        return events(
+            b": keep-alive\n\n",
+            42,
+            {"id": "chatcmpl-x", "timings": {"predicted_n": 3}},  # llama.cpp's, no choices
+            {"choices": [{"index": 0, "delta": {"content": "Sardines."}}]},
+            {"choices": [{"index": 0, "delta": {}, "finish_reason": "stop"}]},
+            b"data: [DONE]\n\n",
+        )
+
+    model(upstream, search_then_answer(KEEPER), raw=in_turn(1, answer))
+    _, store_id, _ = ready(base)
+    response = asked(base, store_id)
+    assert response.status_code == 200, response.text
+    answer_ = response.json()
+    assert answer_["choices"][0]["message"]["content"] == "Sardines."
+    assert answer_["id"] == "chatcmpl-x"
