@@ -120,8 +120,10 @@ def test_without_the_upstreams_names_the_answer_has_the_proxys(
     assert answer["model"] == "m" and answer["object"] == "chat.completion"
     assert isinstance(answer["created"], int) and answer["created"] > CREATED
 
-    streamed = post(base, "/v1/chat/completions", chat(store_id, stream=True))
+    enrich = {**chat(store_id)["enrich"], "citations": "both"}  # the Sources block too
+    streamed = post(base, "/v1/chat/completions", chat(store_id, stream=True, enrich=enrich))
     chunks, _ = sse(streamed)
+    assert "Sources:" in "".join(c["choices"][0]["delta"].get("content") or "" for c in chunks)
     ids = {(c["id"], c["model"], c["object"]) for c in chunks}
     assert ids == {(f"chatcmpl-{streamed.headers['X-Request-ID']}", "m", "chat.completion.chunk")}
     assert all(isinstance(c["created"], int) and c["created"] > CREATED for c in chunks)
@@ -183,7 +185,7 @@ def test_a_response_is_named_by_the_first_turn_with_every_turns_usage(
     tool_model = model(upstream, search_then_answer(KEEPER), models=SERVED * 2)
     _, store_id, _ = ready(base)
     response = post(base, "/v1/responses", responses(store_id)).json()
-    assert response["model"] == "served-first"
+    assert response["model"] == "served-first" and isinstance(response["created_at"], int)
     total = added(tool_model.answered)
     usage = response["usage"]
     assert (usage["input_tokens"], usage["output_tokens"], usage["total_tokens"]) == (
@@ -302,7 +304,8 @@ def test_a_stream_started_by_the_statuses_carries_the_loops_answer(
     assert text.startswith("At six.")
     assert streamed.text.endswith("data: [DONE]\n\n")
 
-    part = text_part("harbour.txt", HARBOUR + "\n\n" + FILLER)["file"]
+    # Another document: one parsed already would take no time to prepare.
+    part = text_part("harbour.txt", HARBOUR + "\n\n" + FILLER + "\n\nAsked again.")["file"]
     asked = {
         "model": "m",
         "input": [

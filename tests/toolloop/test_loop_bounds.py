@@ -122,12 +122,15 @@ def test_the_record_names_the_clients_functions_called_and_the_searches_left(
     def script(body: dict[str, Any]) -> Reply:
         if not tool_results(body):
             return Calls.of(search(KEEPER))
-        return Calls.of(Call("get_weather", "{}"), search("x"), Call("get_time", "{}"))
+        calls = (Call("get_weather", "{}"), search("x"), Call("get_time", "{}"))
+        return Calls.of(*calls, text="Let me ask.")
 
     tool_model = model(upstream, script)
     _, store_id, _ = ready(base)
     answer = asked(base, store_id, tools=tools)
-    calls = answer["choices"][0]["message"]["tool_calls"]
+    message = answer["choices"][0]["message"]
+    assert message["content"] == "Let me ask."
+    calls = message["tool_calls"]
     assert [call["function"]["name"] for call in calls] == ["get_weather", "get_time"]
     assert answer["usage"]["completion_tokens"] == sum(
         turn["usage"]["completion_tokens"] for turn in tool_model.answered
