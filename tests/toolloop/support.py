@@ -83,3 +83,13 @@ def file_search_tool(store_id: str, **options: Any) -> list[Any]:
 
 SHARP = {"score_threshold": 0.6}  # the fake embedder's unrelated texts score below it
 Proxy = Callable[..., str]
+
+
+def searching_chat(store_id: str, **fields: Any) -> dict[str, Any]:
+    """A chat request about the cats that asks for the search loop over one store."""
+    return {
+        "model": "m",
+        "messages": [{"role": "user", "content": CATS}],
+        "enrich": {"search": "tool", "affinity_threshold": 0.6, "vector_store_ids": [store_id]},
+        **fields,
+    }

@@ -14,7 +14,15 @@ from tests.fakes.tool_calls import CREATED, Call, Calls, Reply, Say, search, too
 from tests.fakes.upstream import FakeUpstream
 from tests.pipeline.test_enrich import text_part
 from tests.stores.support import FAST
-from tests.toolloop.support import CATS, Proxy, chat_turns, model, ready, search_then_answer
+from tests.toolloop.support import (
+    CATS,
+    Proxy,
+    chat_turns,
+    model,
+    ready,
+    search_then_answer,
+    searching_chat,
+)
 from tests.toolloop.test_scope import FILLER, HARBOUR, attached
 
 KEEPER = "lighthouse keeper fed the cats"
@@ -28,15 +36,6 @@ WEATHER = {
 @pytest.fixture
 def base(make_proxy: Proxy) -> str:
     return make_proxy(vector_stores=FAST)
-
-
-def chat(store_id: str, **fields: Any) -> dict[str, Any]:
-    return {
-        "model": "m",
-        "messages": [{"role": "user", "content": CATS}],
-        "enrich": {"search": "tool", "affinity_threshold": 0.6, "vector_store_ids": [store_id]},
-        **fields,
-    }
 
 
 def post(base: str, route: str, body: dict[str, Any]) -> httpx.Response:
@@ -65,7 +64,7 @@ def added(turns: list[dict[str, Any]]) -> dict[str, int]:
 def test_a_whole_chat_answer_is_named_by_the_first_turn(base: str, upstream: FakeUpstream) -> None:
     tool_model = model(upstream, search_then_answer(KEEPER), models=SERVED)
     _, store_id, _ = ready(base)
-    answer = post(base, "/v1/chat/completions", chat(store_id)).json()
+    answer = post(base, "/v1/chat/completions", searching_chat(store_id)).json()
     first = tool_model.answered[0]
     assert (answer["id"], answer["object"], answer["created"], answer["model"]) == (
         first["id"],
@@ -85,7 +84,7 @@ def test_every_chunk_of_a_streamed_answer_is_named_by_the_first_turn(
 ) -> None:
     tool_model = model(upstream, search_then_answer(KEEPER), dialect, models=SERVED)
     _, store_id, _ = ready(base)
-    body = chat(store_id, stream=True, stream_options={"include_usage": True})
+    body = searching_chat(store_id, stream=True, stream_options={"include_usage": True})
     chunks, _ = sse(post(base, "/v1/chat/completions", body))
     first = tool_model.answered[0]
     names = {(c["id"], c["object"], c["created"], c["model"]) for c in chunks}
@@ -101,7 +100,9 @@ def test_a_stream_says_what_is_searched_and_what_was_found(
 ) -> None:
     model(upstream, search_then_answer(KEEPER, "sardines harbour"))
     _, store_id, _ = ready(base)
-    chunks, comments = sse(post(base, "/v1/chat/completions", chat(store_id, stream=True)))
+    chunks, comments = sse(
+        post(base, "/v1/chat/completions", searching_chat(store_id, stream=True))
+    )
     searching = f'Searching the files for "{KEEPER}"; "sardines harbour"...'
     assert searching in comments
     assert comments[comments.index(searching) + 1] == "Found 1 passages"
@@ -114,14 +115,16 @@ def test_without_the_upstreams_names_the_answer_has_the_proxys(
 ) -> None:
     model(upstream, search_then_answer(KEEPER), bare=True)
     _, store_id, _ = ready(base)
-    whole = post(base, "/v1/chat/completions", chat(store_id))
+    whole = post(base, "/v1/chat/completions", searching_chat(store_id))
     answer = whole.json()
     assert answer["id"] == f"chatcmpl-{whole.headers['X-Request-ID']}"
     assert answer["model"] == "m" and answer["object"] == "chat.completion"
     assert isinstance(answer["created"], int) and answer["created"] > CREATED
 
-    enrich = {**chat(store_id)["enrich"], "citations": "both"}  # the Sources block too
-    streamed = post(base, "/v1/chat/completions", chat(store_id, stream=True, enrich=enrich))
+    enrich = {**searching_chat(store_id)["enrich"], "citations": "both"}  # the Sources block too
+    streamed = post(
+        base, "/v1/chat/completions", searching_chat(store_id, stream=True, enrich=enrich)
+    )
     chunks, _ = sse(streamed)
     assert "Sources:" in "".join(c["choices"][0]["delta"].get("content") or "" for c in chunks)
     ids = {(c["id"], c["model"], c["object"]) for c in chunks}
@@ -134,7 +137,7 @@ def test_the_last_turn_names_the_model_when_the_first_did_not(
 ) -> None:
     tool_model = model(upstream, search_then_answer(KEEPER), models=("", "served-second"))
     _, store_id, _ = ready(base)
-    answer = post(base, "/v1/chat/completions", chat(store_id)).json()
+    answer = post(base, "/v1/chat/completions", searching_chat(store_id)).json()
     assert answer["model"] == "served-second" and answer["id"] == tool_model.answered[0]["id"]
 
 
@@ -147,13 +150,13 @@ def two_calls_of_the_client(body: dict[str, Any]) -> Reply:
 def test_the_clients_calls_without_ids_are_numbered(base: str, upstream: FakeUpstream) -> None:
     model(upstream, two_calls_of_the_client, call_ids=False, bare=True)
     _, store_id, _ = ready(base)
-    whole = post(base, "/v1/chat/completions", chat(store_id, tools=[WEATHER])).json()
+    whole = post(base, "/v1/chat/completions", searching_chat(store_id, tools=[WEATHER])).json()
     message = whole["choices"][0]["message"]
     assert [c["id"] for c in message["tool_calls"]] == ["call_0", "call_1"]
     assert [c["type"] for c in message["tool_calls"]] == ["function", "function"]
     assert message["content"] is None and whole["choices"][0]["finish_reason"] == "tool_calls"
 
-    body = chat(store_id, tools=[WEATHER], stream=True)
+    body = searching_chat(store_id, tools=[WEATHER], stream=True)
     chunks, _ = sse(post(base, "/v1/chat/completions", body))
     [calls] = [c["choices"][0]["delta"]["tool_calls"] for c in chunks if c["choices"][0]["delta"]]
     assert [(c["index"], c["id"], c["function"]["name"]) for c in calls] == [
@@ -247,7 +250,9 @@ def test_thinking_is_kept_apart_in_a_whole_answer(base: str, upstream: FakeUpstr
 
     model(upstream, script)
     _, store_id, _ = ready(base)
-    message = post(base, "/v1/chat/completions", chat(store_id)).json()["choices"][0]["message"]
+    message = post(base, "/v1/chat/completions", searching_chat(store_id)).json()["choices"][0][
+        "message"
+    ]
     assert message["reasoning_content"] == "The passage says sardines."
     assert message["content"].startswith("Sardines.")
 
@@ -261,9 +266,9 @@ def cut_off_after_a_search(body: dict[str, Any]) -> Reply:
 def test_an_answer_cut_off_says_so_in_every_shape(base: str, upstream: FakeUpstream) -> None:
     model(upstream, cut_off_after_a_search)
     _, store_id, _ = ready(base)
-    whole = post(base, "/v1/chat/completions", chat(store_id)).json()
+    whole = post(base, "/v1/chat/completions", searching_chat(store_id)).json()
     assert whole["choices"][0]["finish_reason"] == "length"
-    chunks, _ = sse(post(base, "/v1/chat/completions", chat(store_id, stream=True)))
+    chunks, _ = sse(post(base, "/v1/chat/completions", searching_chat(store_id, stream=True)))
     assert [c["choices"][0]["finish_reason"] for c in chunks][-1] == "length"
 
     response = post(base, "/v1/responses", responses(store_id)).json()
@@ -282,7 +287,7 @@ def test_a_call_written_as_text_but_cut_off_is_shown_as_text(
     cut = '{"name": "file_search", "arguments": {"queries": ["lighthouse"]}}'
     model(upstream, lambda body: Say(cut, finish="length"))
     _, store_id, _ = ready(base)
-    chunks, _ = sse(post(base, "/v1/chat/completions", chat(store_id, stream=True)))
+    chunks, _ = sse(post(base, "/v1/chat/completions", searching_chat(store_id, stream=True)))
     text = "".join(c["choices"][0]["delta"].get("content") or "" for c in chunks)
     assert text == cut and chunks[-1]["choices"][0]["finish_reason"] == "length"
     assert len(chat_turns(upstream)) == 1
@@ -346,7 +351,7 @@ def test_without_a_model_named_anywhere_the_answer_says_unknown(
 ) -> None:
     model(upstream, search_then_answer(KEEPER), bare=True)
     _, store_id, _ = ready(base)
-    body = chat(store_id)
+    body = searching_chat(store_id)
     del body["model"]
     assert post(base, "/v1/chat/completions", body).json()["model"] == "unknown"
     chunks, _ = sse(post(base, "/v1/chat/completions", {**body, "stream": True}))
@@ -369,14 +374,14 @@ def test_the_headers_of_the_loops_answers(base: str, upstream: FakeUpstream) -> 
         "server",
     }
     answers = [
-        post(base, "/v1/chat/completions", chat(store_id)),
+        post(base, "/v1/chat/completions", searching_chat(store_id)),
         post(base, "/v1/responses", responses(store_id)),
     ]
     for answer in answers:
         assert answer.headers["content-type"] == "application/json"
         assert set(answer.headers) == common | {"content-type", "content-length"}, answer.headers
     streams = [
-        post(base, "/v1/chat/completions", chat(store_id, stream=True)),
+        post(base, "/v1/chat/completions", searching_chat(store_id, stream=True)),
         post(base, "/v1/responses", responses(store_id, stream=True)),
     ]
     for stream in streams:

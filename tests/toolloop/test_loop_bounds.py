@@ -13,7 +13,14 @@ import pytest
 from tests.fakes.tool_calls import Call, Calls, Reply, Say, search, tool_results
 from tests.fakes.upstream import FakeUpstream
 from tests.stores.support import FAST
-from tests.toolloop.support import CATS, Proxy, chat_turns, last_decision, model, ready
+from tests.toolloop.support import (
+    Proxy,
+    chat_turns,
+    last_decision,
+    model,
+    ready,
+    searching_chat,
+)
 
 KEEPER = "lighthouse keeper fed the cats"
 
@@ -23,17 +30,10 @@ def base(make_proxy: Proxy) -> str:
     return make_proxy(vector_stores=FAST)
 
 
-def chat(store_id: str, **fields: Any) -> dict[str, Any]:
-    return {
-        "model": "m",
-        "messages": [{"role": "user", "content": CATS}],
-        "enrich": {"search": "tool", "affinity_threshold": 0.6, "vector_store_ids": [store_id]},
-        **fields,
-    }
-
-
 def asked(base: str, store_id: str, **fields: Any) -> dict[str, Any]:
-    response = httpx.post(base + "/v1/chat/completions", json=chat(store_id, **fields), timeout=60)
+    response = httpx.post(
+        base + "/v1/chat/completions", json=searching_chat(store_id, **fields), timeout=60
+    )
     assert response.status_code == 200, response.text
     answer: dict[str, Any] = response.json()
     return answer

@@ -14,13 +14,13 @@ from tests.fakes.tool_calls import Call, Calls, Reply, Say, search, tool_results
 from tests.fakes.upstream import FakeUpstream
 from tests.stores.support import FAST
 from tests.toolloop.support import (
-    CATS,
     Proxy,
     chat_turns,
     last_decision,
     model,
     ready,
     search_then_answer,
+    searching_chat,
 )
 
 KEEPER = "lighthouse keeper fed the cats"
@@ -36,22 +36,13 @@ def base(make_proxy: Proxy) -> str:
     return make_proxy(vector_stores=FAST)
 
 
-def chat(store_id: str, **fields: Any) -> dict[str, Any]:
-    return {
-        "model": "m",
-        "messages": [{"role": "user", "content": CATS}],
-        "enrich": {"search": "tool", "affinity_threshold": 0.6, "vector_store_ids": [store_id]},
-        **fields,
-    }
-
-
 def test_the_preview_shows_the_clients_fields_tools_and_choice(
     make_proxy: Proxy, upstream: FakeUpstream
 ) -> None:
     model(upstream, search_then_answer(KEEPER))
     base = make_proxy(vector_stores=FAST, tool_search={"queries_per_call": 3})
     _, store_id, _ = ready(base)
-    asked = chat(store_id, temperature=0.3, tools=[WEATHER], tool_choice="required")
+    asked = searching_chat(store_id, temperature=0.3, tools=[WEATHER], tool_choice="required")
     preview = httpx.post(base + "/v1/enrich/preview", json=asked, timeout=60).json()
     body = preview["upstream"]["body"]
     assert body["temperature"] == 0.3 and body["model"] == "m"
@@ -66,7 +57,7 @@ def test_the_preview_shows_the_clients_fields_tools_and_choice(
 def test_a_refused_turn_says_which_and_what_to_do(base: str, upstream: FakeUpstream) -> None:
     model(upstream, search_then_answer(KEEPER), fail_in_turn=2)
     _, store_id, _ = ready(base)
-    response = httpx.post(base + "/v1/chat/completions", json=chat(store_id), timeout=60)
+    response = httpx.post(base + "/v1/chat/completions", json=searching_chat(store_id), timeout=60)
     assert response.status_code == 500
     assert response.json()["error"] == {
         "message": "the upstream answered 500 to turn 2 of the search loop: slot unavailable; "
@@ -89,7 +80,9 @@ def test_an_upstream_that_answers_a_turn_whole_is_read_whole(
 
     tool_model = model(upstream, script, dialect, whole=True)
     _, store_id, _ = ready(base)
-    answer = httpx.post(base + "/v1/chat/completions", json=chat(store_id), timeout=60).json()
+    answer = httpx.post(
+        base + "/v1/chat/completions", json=searching_chat(store_id), timeout=60
+    ).json()
     message = answer["choices"][0]["message"]
     assert message["content"].startswith("Sardines.")
     assert message["reasoning_content"] == "It says sardines."
@@ -113,7 +106,7 @@ def test_a_made_up_function_is_named_back_cut_short(base: str, upstream: FakeUps
 
     model(upstream, script)
     _, store_id, _ = ready(base)
-    httpx.post(base + "/v1/chat/completions", json=chat(store_id), timeout=60)
+    httpx.post(base + "/v1/chat/completions", json=searching_chat(store_id), timeout=60)
     [told] = tool_results(chat_turns(upstream)[-1])
     assert told == (
         f"error: there is no function named {json.dumps(name)[:200]}; call file_search to "
@@ -137,7 +130,7 @@ def test_a_call_written_as_text_keeps_its_words_and_may_lack_arguments(
 
     model(upstream, script)
     _, store_id, _ = ready(base)
-    httpx.post(base + "/v1/chat/completions", json=chat(store_id), timeout=60)
+    httpx.post(base + "/v1/chat/completions", json=searching_chat(store_id), timeout=60)
     messages = chat_turns(upstream)[-1]["messages"]
     first, second = [m["tool_calls"][0] for m in messages if m.get("tool_calls")]
     # The model's words as it wrote them, not escaped: what it reads back is what it wrote.

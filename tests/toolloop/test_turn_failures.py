@@ -14,7 +14,7 @@ from aiohttp import web
 
 from tests.fakes.upstream import FakeUpstream
 from tests.stores.support import FAST
-from tests.toolloop.support import CATS, Proxy, model, ready, search_then_answer
+from tests.toolloop.support import Proxy, model, ready, search_then_answer, searching_chat
 
 KEEPER = "lighthouse keeper fed the cats"
 HELP = "; its log says why: ask again, or search once instead (enrich.search: once, "
@@ -24,15 +24,6 @@ HELP += "X-Enrich-Search: once)"
 @pytest.fixture
 def base(make_proxy: Proxy) -> str:
     return make_proxy(vector_stores=FAST)
-
-
-def chat(store_id: str, **fields: Any) -> dict[str, Any]:
-    return {
-        "model": "m",
-        "messages": [{"role": "user", "content": CATS}],
-        "enrich": {"search": "tool", "affinity_threshold": 0.6, "vector_store_ids": [store_id]},
-        **fields,
-    }
 
 
 def in_turn(number: int, response: Callable[[], web.Response]) -> Callable[[int], Any]:
@@ -48,7 +39,9 @@ def events(*chunks: Any) -> web.Response:
 
 
 def asked(base: str, store_id: str, **fields: Any) -> httpx.Response:
-    return httpx.post(base + "/v1/chat/completions", json=chat(store_id, **fields), timeout=60)
+    return httpx.post(
+        base + "/v1/chat/completions", json=searching_chat(store_id, **fields), timeout=60
+    )
 
 
 def test_a_refusal_that_is_not_json_is_told_as_its_text_cut_short(
