@@ -58,10 +58,13 @@ class Calls:
     calls: tuple[Call, ...]
     text: str = ""
     finish: str = "tool_calls"  # "length": cut off at the token limit
+    reasoning: str = ""
 
     @classmethod
-    def of(cls, *calls: Call, text: str = "", finish: str = "tool_calls") -> Calls:
-        return cls(tuple(calls), text, finish)
+    def of(
+        cls, *calls: Call, text: str = "", finish: str = "tool_calls", reasoning: str = ""
+    ) -> Calls:
+        return cls(tuple(calls), text, finish, reasoning)
 
 
 Reply = Say | Calls
@@ -161,9 +164,8 @@ class ToolModel:
         base = self._base(body, completion_id)
         first = {"role": "assistant", "content": None if self.dialect == "llamacpp" else ""}
         out = [{**base, "choices": [self._choice(first, None)]}]
-        if isinstance(reply, Say):
-            for piece in _pieces(reply.reasoning) if reply.reasoning else []:
-                out.append({**base, "choices": [self._choice({"reasoning_content": piece}, None)]})
+        for piece in _pieces(reply.reasoning) if reply.reasoning else []:
+            out.append({**base, "choices": [self._choice({"reasoning_content": piece}, None)]})
         for piece in _pieces(reply.text) if reply.text else []:
             out.append({**base, "choices": [self._choice({"content": piece}, None)]})
         finish = reply.finish
