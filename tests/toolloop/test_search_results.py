@@ -173,3 +173,42 @@ def test_what_the_guard_changed_is_counted_over_every_search(
     once, twice = counts
     assert sum(once.values()) > 0
     assert twice == {name: 2 * count for name, count in once.items()}
+
+
+def test_a_search_whose_passages_fit_no_room_left_gives_none(
+    make_proxy: Proxy, upstream: FakeUpstream
+) -> None:
+    """A budget of 60 (the fake's tokens are words): the first search's passage and header take
+    53, the second's header 5; the 2 left hold no citation line, so nothing is given."""
+    upstream.n_ctx = 120
+    topics = ["harbour tide boats", "bakery bread dough"]
+
+    def script(body: dict[str, Any]) -> Reply:
+        done = tool_results(body)
+        return Calls.of(search(topics[len(done)])) if len(done) < 2 else Say("Done.")
+
+    model(upstream, script)
+    base = make_proxy()
+    first = "Harbour tide boats " + " ".join(f"w{n}" for n in range(43))
+    second = "Bakery bread dough " + " ".join(f"v{n}" for n in range(40))
+    content = [
+        {"type": "text", "text": "When?"},
+        text_part("a.txt", first),
+        text_part("b.txt", second),
+    ]
+    body = {
+        "model": "m",
+        "messages": [{"role": "user", "content": content}],
+        "enrich": {"search": "tool", "affinity_threshold": 0.01, "strategy": "retrieval"},
+        "stream": True,
+    }
+    streamed = httpx.post(base + "/v1/chat/completions", json=body, timeout=60)
+    assert ": Found 1 passages" in streamed.text and ": Found 0 passages" in streamed.text
+    told = tool_results(chat_turns(upstream)[-1])
+    assert told[1] == (
+        "No room is left for more passages in this conversation: answer from the citations "
+        "given so far."
+    )
+    record = last_decision(base)["decision"]["searches"]
+    assert record["budget_used"] == 53
+    assert [(c["given"], c["left_out"]) for c in record["calls"]] == [(1, 1), (0, 2)]
