@@ -58,10 +58,13 @@ class Calls:
     calls: tuple[Call, ...]
     text: str = ""
     finish: str = "tool_calls"  # "length": cut off at the token limit
+    reasoning: str = ""
 
     @classmethod
-    def of(cls, *calls: Call, text: str = "", finish: str = "tool_calls") -> Calls:
-        return cls(tuple(calls), text, finish)
+    def of(
+        cls, *calls: Call, text: str = "", finish: str = "tool_calls", reasoning: str = ""
+    ) -> Calls:
+        return cls(tuple(calls), text, finish, reasoning)
 
 
 Reply = Say | Calls
@@ -100,7 +103,7 @@ class ToolModel:
     whole: bool = False  # one JSON answer even when asked to stream (a server that ignores it)
     raw: Callable[[int], web.Response | None] | None = None  # turn n answered as given, if not None
     turns: int = 0
-    answered: list[dict[str, Any]] = field(default_factory=list)  # id, created, model, usage
+    answered: list[dict[str, Any]] = field(default_factory=list)  # names, usage, call ids
     cancelled: threading.Event = field(default_factory=threading.Event)
 
     def _llama_id(self) -> str:
@@ -109,9 +112,11 @@ class ToolModel:
     def _call_id(self) -> str:
         if not self.call_ids:
             return ""
-        if self.dialect == "vllm":
-            return f"chatcmpl-tool-{secrets.token_hex(16)}"
-        return self._llama_id()
+        made = (
+            f"chatcmpl-tool-{secrets.token_hex(16)}" if self.dialect == "vllm" else self._llama_id()
+        )
+        self.answered[-1].setdefault("call_ids", []).append(made)
+        return made
 
     def _meta(self, body: dict[str, Any], completion_id: str) -> dict[str, Any]:
         """The turn's id, created and model, as answered (and kept in `answered`): each turn
@@ -159,9 +164,8 @@ class ToolModel:
         base = self._base(body, completion_id)
         first = {"role": "assistant", "content": None if self.dialect == "llamacpp" else ""}
         out = [{**base, "choices": [self._choice(first, None)]}]
-        if isinstance(reply, Say):
-            for piece in _pieces(reply.reasoning) if reply.reasoning else []:
-                out.append({**base, "choices": [self._choice({"reasoning_content": piece}, None)]})
+        for piece in _pieces(reply.reasoning) if reply.reasoning else []:
+            out.append({**base, "choices": [self._choice({"reasoning_content": piece}, None)]})
         for piece in _pieces(reply.text) if reply.text else []:
             out.append({**base, "choices": [self._choice({"content": piece}, None)]})
         finish = reply.finish
@@ -200,6 +204,7 @@ class ToolModel:
         return out
 
     def completion(self, body: dict[str, Any], reply: Reply) -> dict[str, Any]:
+        meta = self._meta(body, f"chatcmpl-{secrets.token_hex(8)}")
         message: dict[str, Any] = {"role": "assistant", "content": reply.text}
         finish = reply.finish
         if isinstance(reply, Say) and reply.reasoning:
@@ -215,7 +220,6 @@ class ToolModel:
                 }
                 for call in reply.calls
             ]
-        meta = self._meta(body, f"chatcmpl-{secrets.token_hex(8)}")
         usage = self.answered[-1]["usage"] = self._usage(body, reply)
         return {
             **meta,

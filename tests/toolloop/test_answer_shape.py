@@ -390,3 +390,20 @@ def test_the_headers_of_the_loops_answers(base: str, upstream: FakeUpstream) -> 
         names = {"x-request-id", "x-enrich-search", "x-enrich-strategy", "date", "server"}
         names |= {"content-type", "cache-control", "transfer-encoding"}
         assert set(stream.headers) == names, stream.headers
+
+
+def test_a_whole_answer_joins_every_turns_thinking_and_ends_with_its_sources(
+    base: str, upstream: FakeUpstream
+) -> None:
+    def script(body: dict[str, Any]) -> Reply:
+        if not tool_results(body):
+            return Calls.of(search(KEEPER), reasoning="I should search.")
+        return Say("Sardines.", reasoning="It says sardines.")
+
+    model(upstream, script)
+    _, store_id, _ = ready(base)
+    enrich = {**searching_chat(store_id)["enrich"], "citations": "both"}
+    answer = post(base, "/v1/chat/completions", searching_chat(store_id, enrich=enrich)).json()
+    message = answer["choices"][0]["message"]
+    assert message["reasoning_content"] == "I should search.\n\nIt says sardines."
+    assert message["content"] == "Sardines.\n\nSources:\n- lighthouse.txt, line 1"

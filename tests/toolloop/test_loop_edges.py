@@ -139,3 +139,24 @@ def test_a_call_written_as_text_keeps_its_words_and_may_lack_arguments(
     told = tool_results(chat_turns(upstream)[-1])[1]
     assert told == f"error: no query was given; call file_search with {EXAMPLE}"
     assert last_decision(base)["decision"]["searches"]["written_calls"] == 2
+
+
+def test_every_turn_carries_the_clients_fields_and_the_models_own_call_ids(
+    base: str, upstream: FakeUpstream
+) -> None:
+    tool_model = model(upstream, search_then_answer(KEEPER))
+    _, store_id, _ = ready(base)
+    asked = searching_chat(
+        store_id, temperature=0.3, max_tokens=50, tools=[WEATHER], tool_choice="required"
+    )
+    httpx.post(base + "/v1/chat/completions", json=asked, timeout=60)
+    first, second = chat_turns(upstream)
+    for turn in (first, second):
+        assert (turn["temperature"], turn["max_tokens"], turn["model"]) == (0.3, 50, "m")
+        assert [tool["function"]["name"] for tool in turn["tools"]] == [
+            "file_search",
+            "get_weather",
+        ]
+    assert (first["tool_choice"], second["tool_choice"]) == ("required", "auto")
+    [call] = next(m for m in second["messages"] if m.get("tool_calls"))["tool_calls"]
+    assert call["id"] == tool_model.answered[0]["call_ids"][0]

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from typing import Any
 
+import httpx
 import pytest
 
 from tests.callers import sdk
@@ -124,6 +125,13 @@ def test_the_passage_budget_holds_across_every_search(
     assert 0 < record["budget_used"] <= 60
     given = sum(len(r.split()) for r in results if r.startswith("Results for"))
     assert given <= 60  # every result the model got, headers included, counted
+    refused = [c for c, r in zip(record["calls"], results, strict=True) if r.startswith("No room")]
+    assert all(c["given"] == 0 and c["left_out"] == c["found"] > 0 for c in refused)
+
+    # Streamed, a search that gave nothing says so.
+    plain = {k: v for k, v in body.items() if k != "extra_body"} | body["extra_body"]
+    streamed = httpx.post(base + "/v1/chat/completions", json={**plain, "stream": True}, timeout=60)
+    assert ": Found 0 passages" in streamed.text
 
 
 @pytest.mark.parametrize("queries", [2, 7])

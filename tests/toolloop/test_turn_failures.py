@@ -14,6 +14,7 @@ from aiohttp import web
 
 from tests.fakes.upstream import FakeUpstream
 from tests.stores.support import FAST
+from tests.test_logs_and_secrets import json_logs, log_events
 from tests.toolloop.support import Proxy, model, ready, search_then_answer, searching_chat
 
 KEEPER = "lighthouse keeper fed the cats"
@@ -132,3 +133,34 @@ def test_what_is_not_a_chunk_is_passed_over(base: str, upstream: FakeUpstream) -
     answer_ = response.json()
     assert answer_["choices"][0]["message"]["content"] == "Sardines."
     assert answer_["id"] == "chatcmpl-x"
+
+
+def test_a_turn_is_not_redirected(base: str, upstream: FakeUpstream) -> None:
+    # The upstream's route moved: the loop does not follow (the body would go where it was not
+    # sent), and says the answer was not a chat completion.
+    def moved() -> web.Response:
+        return web.Response(status=307, headers={"Location": "/v1/moved"})
+
+    model(upstream, search_then_answer(KEEPER), raw=in_turn(1, moved))
+    _, store_id, _ = ready(base)
+    response = asked(base, store_id)
+    assert response.status_code == 502
+    assert response.json()["error"]["code"] == "bad_upstream"
+    assert [r.path for r in upstream.requests][-1] == "/v1/chat/completions"
+
+
+def test_the_access_line_and_metrics_count_the_loop(
+    make_proxy: Proxy, upstream: FakeUpstream, capfd: pytest.CaptureFixture[str]
+) -> None:
+    model(upstream, search_then_answer(KEEPER))
+    with json_logs("info"):
+        base = make_proxy(vector_stores=FAST)
+        _, store_id, _ = ready(base)
+        capfd.readouterr()
+        asked(base, store_id)
+        logs = capfd.readouterr()
+    [line] = [e for e in log_events(logs.out + logs.err) if e.get("path") == "/v1/chat/completions"]
+    # The first turn's time: more than nothing, less than the whole request.
+    assert 0 < line["upstream_ms"] <= line["duration_ms"]
+    metrics = httpx.get(base + "/metrics", timeout=30).text
+    assert 'proxy_enrich_strategy_total{strategy="retrieval"} 1.0' in metrics

@@ -56,7 +56,8 @@ def test_anything_else_stays_text(text: str) -> None:
 
 
 def test_text_is_held_only_while_it_may_still_be_a_call() -> None:
-    for prefix in ["", " ", "{", "{{", '{{"na', QWEN[:30], "<tool", "<tool_call>\n{", "```"]:
+    prefixes = ["", " ", "{", "{{", '{{"na', QWEN[:30], "<tool", "<tool_call>\n{", "```"]
+    for prefix in [*prefixes, " {", "\n{{", "{ {", ' { "name']:
         assert may_be_call(prefix), prefix
     for prefix in ["The", '{"answer"', "[1]", "```python\nprint(1)", "<b>"]:
         assert not may_be_call(prefix), prefix
