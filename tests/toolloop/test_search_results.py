@@ -137,10 +137,13 @@ def test_a_responses_search_holds_to_the_tools_filters(
     base = make_proxy(vector_stores=FAST)
     _, store_id, _ = ready(base)
     bakery = {"type": "eq", "key": "topic", "value": "bakery"}
+    # Any score passes, so only the filter keeps the lighthouse's own file out.
+    anything = {"score_threshold": 0.0}
     tool = {"type": "file_search", "vector_store_ids": [store_id], "filters": bakery}
+    tool["ranking_options"] = anything
     body = {"model": "m", "input": CATS, "tools": [tool], "include": ["file_search_call.results"]}
     response = httpx.post(base + "/v1/responses", json=body, timeout=60).json()
-    assert {r["filename"] for r in response["output"][0]["results"]} <= {"bakery.txt"}
+    assert {r["filename"] for r in response["output"][0]["results"]} == {"bakery.txt"}
 
 
 def test_what_the_guard_changed_is_counted_over_every_search(
