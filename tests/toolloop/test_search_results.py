@@ -4,13 +4,14 @@ record says the searches covered and spent."""
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 import httpx
 
 from tests.callers import sdk
 from tests.fakes.tool_calls import Calls, Reply, Say, search, tool_results
-from tests.fakes.upstream import FakeUpstream
+from tests.fakes.upstream import HERMES_TEMPLATE, FakeUpstream
 from tests.pipeline.test_enrich import text_part
 from tests.stores.support import FAST, TOPICS, upload
 from tests.toolloop.support import (
@@ -42,7 +43,8 @@ def test_a_responses_search_gives_each_result_whole(
     response = httpx.post(base + "/v1/responses", json=body, timeout=60).json()
     [result] = response["output"][0]["results"]
     score = result.pop("score")
-    assert 0.6 <= score <= 1 and score == round(score, 4)
+    # Rounded to four places, not to a whole number (the question is not the passage: below 1).
+    assert 0.6 <= score < 1 and score == round(score, 4)
     assert result == {
         "file_id": ids["lighthouse.txt"],
         "filename": "lighthouse.txt",
@@ -215,3 +217,96 @@ def test_a_search_whose_passages_fit_no_room_left_gives_none(
     record = last_decision(base)["decision"]["searches"]
     assert record["budget_used"] == 53
     assert [(c["given"], c["left_out"]) for c in record["calls"]] == [(1, 1), (0, 2)]
+
+
+def test_an_attached_documents_results_have_no_attributes(
+    make_proxy: Proxy, upstream: FakeUpstream
+) -> None:
+    # Attributes are a store file's; a document attached to the request has none: {}, not null.
+    model(upstream, search_then_answer("harbour master opens the lock gates", answer="At six."))
+    base = make_proxy()
+    part = text_part("harbour.txt", HARBOUR + "\n\n" + FILLER)["file"]
+    body = {
+        "model": "m",
+        "input": [
+            {
+                "role": "user",
+                "content": [
+                    {"type": "input_text", "text": "When do the gates open?"},
+                    {"type": "input_file", **part},
+                ],
+            }
+        ],
+        "enrich": {"search": "tool", "affinity_threshold": 0.01, "strategy": "retrieval"},
+        "include": ["file_search_call.results"],
+    }
+    response = httpx.post(base + "/v1/responses", json=body, timeout=60).json()
+    results = response["output"][0]["results"]
+    assert results and all(r["attributes"] == {} for r in results)
+    assert results[0]["filename"] == "harbour.txt"
+
+
+def test_the_budget_used_adds_up_over_every_search(
+    make_proxy: Proxy, upstream: FakeUpstream
+) -> None:
+    # Each search alone, then both in one conversation: what both used is the sum.
+    topics = ["harbour tide boats", "bakery bread dough"]
+
+    def script(body: dict[str, Any]) -> Reply:
+        wanted = [t for t in topics if t.split()[0] in body["messages"][0]["content"][0]["text"]]
+        done = tool_results(body)
+        return Calls.of(search(wanted[len(done)])) if len(done) < len(wanted) else Say("Done.")
+
+    model(upstream, script)
+    base = make_proxy(vector_stores={"default_max_results": 1})  # one passage per search
+    parts = [
+        text_part("a.txt", "Harbour tide boats " + " ".join(f"w{n}" for n in range(20))),
+        text_part("b.txt", "Bakery bread dough " + " ".join(f"v{n}" for n in range(20))),
+    ]
+    used = []
+    for asked in ("harbour", "bakery", "harbour and bakery"):
+        body = {
+            "model": "m",
+            "messages": [{"role": "user", "content": [{"type": "text", "text": asked}, *parts]}],
+            "enrich": {"search": "tool", "affinity_threshold": 0.01, "strategy": "retrieval"},
+        }
+        httpx.post(base + "/v1/chat/completions", json=body, timeout=60)
+        record = last_decision(base)["decision"]["searches"]
+        assert [call["given"] for call in record["calls"]] == [1] * len(asked.split(" and "))
+        used.append(record["budget_used"])
+    harbour, bakery, both = used
+    assert harbour > 0 and bakery > 0 and both == harbour + bakery
+
+
+def test_a_shortened_passage_is_guarded_where_it_was_cut(
+    make_proxy: Proxy, upstream: FakeUpstream
+) -> None:
+    # Wherever this text is cut, it ends in the start of a token the model declares. Cut to fit
+    # what is left of the budget, the passage the model gets is guarded again, with the model's
+    # tokens: its end no longer starts one.
+    token = "[LIGHTHOUSE_KEEPER_TURN]"
+    text = token[:-1] * 40  # ~320 cl100k tokens, never the whole token
+    model(upstream, search_then_answer("lighthouse keeper turn", answer="Done."))
+    upstream.chat_template = "{# " + token + " #}" + HERMES_TEMPLATE  # the model's own token
+    base = make_proxy(
+        retrieval={"chunk_tokens": 1000, "chunk_overlap": 0},
+        upstream={"tokenizer": "tiktoken"},
+        models={"m": {"context_length": 200}},
+    )
+    body = {
+        "model": "m",
+        "messages": [
+            {
+                "role": "user",
+                "content": [{"type": "text", "text": "Turn?"}, text_part("t.txt", text)],
+            }
+        ],
+        "enrich": {"search": "tool", "affinity_threshold": 0.0, "strategy": "retrieval"},
+    }
+    httpx.post(base + "/v1/chat/completions", json=body, timeout=60)
+    [told] = tool_results(chat_turns(upstream)[1])
+    passage = told.split('Citation 1: "', 1)[1].removesuffix('"')
+    cut = passage.rfind("\u27e6")  # ⟦, the look-alike of `[`
+    assert len(passage) < len(text) // 2  # cut to fit
+    assert cut > 0 and text.startswith(passage[:cut])  # only its end changed
+    assert re.fullmatch(r"\u27e6[A-Z_]*", passage[cut:]), passage[cut:]
