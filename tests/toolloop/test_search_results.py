@@ -310,3 +310,27 @@ def test_a_shortened_passage_is_guarded_where_it_was_cut(
     assert len(passage) < len(text) // 2  # cut to fit
     assert cut > 0 and text.startswith(passage[:cut])  # only its end changed
     assert re.fullmatch(r"\u27e6[A-Z_]*", passage[cut:]), passage[cut:]
+
+
+def test_a_search_takes_every_passage_of_sources_of_unequal_length(
+    make_proxy: Proxy, upstream: FakeUpstream
+) -> None:
+    # Three passages in one file, one in the other, all matching, fewer than the ten per search:
+    # the shorter source runs out first and the longer one's last passages are still taken.
+    model(upstream, search_then_answer("harbour tide boats", answer="Boats."))
+    base = make_proxy(retrieval={"chunk_tokens": 20, "chunk_overlap": 0})
+    long = "\n\n".join(f"Harbour tide boats number {n} " + "moor here " * 6 for n in range(3))
+    content = [
+        {"type": "text", "text": "Which boats?"},
+        text_part("long.txt", long),
+        text_part("short.txt", "Harbour tide boats at the short quay."),
+    ]
+    body = {
+        "model": "m",
+        "messages": [{"role": "user", "content": content}],
+        "enrich": {"search": "tool", "affinity_threshold": 0.01, "strategy": "retrieval"},
+    }
+    response = httpx.post(base + "/v1/chat/completions", json=body, timeout=60)
+    assert response.status_code == 200, response.text
+    [call] = last_decision(base)["decision"]["searches"]["calls"]
+    assert (call["found"], call["given"]) == (4, 4)
