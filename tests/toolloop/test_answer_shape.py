@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 from typing import Any
+from urllib.parse import quote
 
 import httpx
 import pytest
@@ -380,6 +381,10 @@ def test_the_headers_of_the_loops_answers(base: str, upstream: FakeUpstream) -> 
     for answer in answers:
         assert answer.headers["content-type"] == "application/json"
         assert set(answer.headers) == common | {"content-type", "content-length"}, answer.headers
+        # One search, one query, one passage given.
+        found = [answer.headers[f"x-enrich-{name}"] for name in ("citations", "searches")]
+        assert found == ["1", "1"], answer.headers
+        assert answer.headers["x-enrich-search-queries"] == quote(KEEPER), answer.headers
     streams = [
         post(base, "/v1/chat/completions", searching_chat(store_id, stream=True)),
         post(base, "/v1/responses", responses(store_id, stream=True)),

@@ -160,3 +160,28 @@ def test_every_turn_carries_the_clients_fields_and_the_models_own_call_ids(
     assert (first["tool_choice"], second["tool_choice"]) == ("required", "auto")
     [call] = next(m for m in second["messages"] if m.get("tool_calls"))["tool_calls"]
     assert call["id"] == tool_model.answered[0]["call_ids"][0]
+
+
+@pytest.mark.parametrize("stream", [False, True])
+def test_the_answers_finish_reason_when_the_server_gives_none_or_the_wrong_one(
+    base: str, upstream: FakeUpstream, stream: bool
+) -> None:
+    # A client's call ends the answer as a call, whatever the server said (Ollama says "stop");
+    # an answer the server ended without a reason ended as any answer does: "stop".
+    def finished(body: dict[str, Any]) -> str:
+        answer = httpx.post(base + "/v1/chat/completions", json=body, timeout=60)
+        if not stream:
+            [choice] = answer.json()["choices"]
+            return str(choice["finish_reason"])
+        chunks = [json.loads(line[6:]) for line in answer.text.split("\n") if line[6:7] == "{"]
+        return next(
+            c["choices"][0]["finish_reason"]
+            for c in chunks
+            if c["choices"] and c["choices"][0]["finish_reason"]
+        )
+
+    _, store_id, _ = ready(base)
+    model(upstream, lambda body: Calls.of(Call("get_weather", "{}"), finish="stop"))
+    assert finished(searching_chat(store_id, tools=[WEATHER], stream=stream)) == "tool_calls"
+    model(upstream, lambda body: Say("Sardines.", finish=""))
+    assert finished(searching_chat(store_id, stream=stream)) == "stop"
