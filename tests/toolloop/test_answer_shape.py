@@ -412,3 +412,34 @@ def test_a_whole_answer_joins_every_turns_thinking_and_ends_with_its_sources(
     message = answer["choices"][0]["message"]
     assert message["reasoning_content"] == "I should search.\n\nIt says sardines."
     assert message["content"] == "Sardines.\n\nSources:\n- lighthouse.txt, line 1"
+
+
+def test_each_search_of_a_response_is_numbered_in_its_id(base: str, upstream: FakeUpstream) -> None:
+    def script(body: dict[str, Any]) -> Reply:
+        done = tool_results(body)
+        if len(done) < 2:
+            return Calls.of(search(["lighthouse keeper", "bakery bread"][len(done)]))
+        return Say("Sardines.")
+
+    model(upstream, script)
+    _, store_id, _ = ready(base)
+    response = post(base, "/v1/responses", responses(store_id)).json()
+    searches = [o["id"] for o in response["output"] if o["type"] == "file_search_call"]
+    token = response["id"].removeprefix("resp_")
+    assert searches == [f"fs_{token}_1", f"fs_{token}_2"]
+
+
+def test_the_models_own_words_before_its_search_stay_in_the_conversation(
+    base: str, upstream: FakeUpstream
+) -> None:
+    def script(body: dict[str, Any]) -> Reply:
+        if not tool_results(body):
+            return Calls.of(search(KEEPER), text="Let me look that up.")
+        return Say("Sardines.")
+
+    model(upstream, script)
+    _, store_id, _ = ready(base)
+    post(base, "/v1/chat/completions", searching_chat(store_id))
+    [said] = [m for m in chat_turns(upstream)[1]["messages"] if m["role"] == "assistant"]
+    assert said["content"] == "Let me look that up."
+    assert [call["type"] for call in said["tool_calls"]] == ["function"]
