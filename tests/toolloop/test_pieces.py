@@ -199,3 +199,19 @@ def test_rankings_of_several_queries_merge_rank_by_rank() -> None:
     second = [Hit(Chunk(3)), Hit(Chunk(1)), Hit(Chunk(4))]
     merged = _merged([first, second])  # type: ignore[list-item]
     assert [hit.chunk.index for hit in merged] == [1, 3, 2, 4]
+
+
+def test_a_turn_without_usage_counts_about_four_characters_a_token() -> None:
+    # Text, thinking and a call, each in pieces; no usage from the server: every character the
+    # model wrote counts, the whole of each piece kept, rounded down.
+    reply = Calls.of(search("cats"), text="Let me see.", reasoning="Cats eat fish, I think.")
+    turn = Turn()
+    for chunk in ToolModel(lambda body: reply).chunks(BODY, reply):
+        turn.feed(chunk)
+    [call] = turn.ordered_calls()
+    assert (turn.content, turn.reasoning) == ("Let me see.", "Cats eat fish, I think.")
+    written = len("Let me see.") + len("Cats eat fish, I think.") + len(call.name)
+    written += len(call.arguments)
+    assert turn.usage is None and written % 4 and turn.written_tokens() == written // 4
+    # A server's count is taken as given, none included.
+    assert Turn(content="a" * 40, usage={"completion_tokens": 0}).written_tokens() == 0
