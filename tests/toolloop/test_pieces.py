@@ -155,6 +155,9 @@ def test_usage_of_every_turn_is_added_up() -> None:
         "total_tokens": 47,
     }
     assert added_usage(one, None) == one
+    # What is no count of tokens is left out: a server's null, text or flag.
+    odd = {"prompt_tokens": None, "completion_tokens": "5", "total_tokens": True}
+    assert added_usage(one, odd) == one
 
 
 def test_the_text_of_later_turns_starts_after_a_blank_line() -> None:

@@ -164,3 +164,17 @@ def test_the_access_line_and_metrics_count_the_loop(
     assert 0 < line["upstream_ms"] <= line["duration_ms"]
     metrics = httpx.get(base + "/metrics", timeout=30).text
     assert 'proxy_enrich_strategy_total{strategy="retrieval"} 1.0' in metrics
+
+
+def test_every_turn_carries_the_upstream_key_and_the_request_id(
+    make_proxy: Proxy, upstream: FakeUpstream
+) -> None:
+    model(upstream, search_then_answer(KEEPER))
+    base = make_proxy(vector_stores=FAST, upstream={"api_key": "sk-upstream"})
+    _, store_id, _ = ready(base)
+    answer = asked(base, store_id)
+    turns = [r for r in upstream.requests if r.path == "/v1/chat/completions"]
+    assert len(turns) == 2
+    for turn in turns:
+        assert turn.headers["Authorization"] == "Bearer sk-upstream"
+        assert turn.headers["X-Request-ID"] == answer.headers["X-Request-ID"]
