@@ -179,7 +179,6 @@ class SearchLoop:
         self.services = services
         self.send = send
         self.settings = settings or services.settings.tool_search
-        self.search = search
         self.record = search.record
         self.base = {k: v for k, v in exchange.body.items() if k not in PER_TURN}
         self.client_tools = list(exchange.body.get("tools") or [])

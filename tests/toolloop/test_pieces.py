@@ -12,7 +12,7 @@ from proxy.pipeline.search_space import _capped, _merged, results_text
 from proxy.pipeline.stages.search_mode import ONCE_BY_DEFAULT, choose_search_mode
 from proxy.retrieval.budget import Passage
 from proxy.toolloop.function import CallError, object_arguments, read_queries, search_function
-from proxy.toolloop.loop import Text, added_usage, first_choice
+from proxy.toolloop.loop import Text, added_usage, client_names, first_choice
 from proxy.toolloop.turn import Shown, Turn, completion_chunk
 from proxy.upstream.facts import Fact
 from tests.fakes.tool_calls import Calls, Say, ToolModel, search
@@ -218,3 +218,10 @@ def test_a_turn_without_usage_counts_about_four_characters_a_token() -> None:
     assert turn.usage is None and written % 4 and turn.written_tokens() == written // 4
     # A server's count is taken as given, none included.
     assert Turn(content="a" * 40, usage={"completion_tokens": 0}).written_tokens() == 0
+
+
+def test_the_clients_function_names_are_read_from_whatever_tools_it_sent() -> None:
+    tools = ["x", {"type": "function"}, {"function": "get_time"}, {"function": {"name": 3}}]
+    tools.append({"type": "function", "function": {"name": "get_weather"}})
+    assert client_names({"tools": tools}) == {"get_weather"}
+    assert client_names({}) == set()
