@@ -267,8 +267,21 @@ def test_an_upstream_cut_mid_loop_ends_the_stream_with_an_error(
     with pytest.raises(openai.APIError) as caught:
         list(stream)
     assert "broke off the stream in turn 2" in str(caught.value)
+    assert caught.value.code == "upstream_stream_broken"
 
+    # A whole answer: the same error, before anything was sent.
     tool_model.die_in_turn = tool_model.turns + 2  # the next request's second turn
+    whole = httpx.post(
+        base + "/v1/chat/completions",
+        json={"model": "m", "messages": [{"role": "user", "content": CATS}], **ask(store_id)},
+        timeout=60,
+    )
+    error = whole.json()["error"]
+    assert whole.status_code == 502 and error["code"] == "upstream_stream_broken", error
+    assert error["message"].startswith("upstream http://127.0.0.1:")
+    assert "broke off the stream in turn 2 of the search loop" in error["message"]
+
+    tool_model.die_in_turn = tool_model.turns + 2
     events = list(
         client.responses.create(
             model="m",
