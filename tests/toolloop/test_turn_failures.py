@@ -121,7 +121,8 @@ def test_what_is_not_a_chunk_is_passed_over(base: str, upstream: FakeUpstream) -
             b": keep-alive\n\n",
             42,
             {"id": "chatcmpl-x", "timings": {"predicted_n": 3}},  # llama.cpp's, no choices
-            {"choices": [{"index": 0, "delta": {"content": "Sardines."}}]},
+            # An `error` beside the choices is no error event (vLLM's has no choices).
+            {"choices": [{"index": 0, "delta": {"content": "Sardines."}}], "error": None},
             {"choices": [{"index": 0, "delta": {}, "finish_reason": "stop"}]},
             b"data: [DONE]\n\n",
         )
