@@ -93,3 +93,21 @@ def searching_chat(store_id: str, **fields: Any) -> dict[str, Any]:
         "enrich": {"search": "tool", "affinity_threshold": 0.6, "vector_store_ids": [store_id]},
         **fields,
     }
+
+
+def response_with_file(question: str, part: dict[str, Any], **fields: Any) -> dict[str, Any]:
+    """A Responses request asking `question` about a file sent with it (`part`: an `input_file`'s
+    fields)."""
+    return {
+        "model": "m",
+        "input": [
+            {
+                "role": "user",
+                "content": [
+                    {"type": "input_text", "text": question},
+                    {"type": "input_file", **part},
+                ],
+            }
+        ],
+        **fields,
+    }

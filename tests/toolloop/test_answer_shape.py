@@ -21,6 +21,7 @@ from tests.toolloop.support import (
     chat_turns,
     model,
     ready,
+    response_with_file,
     search_then_answer,
     searching_chat,
 )
@@ -312,20 +313,7 @@ def test_a_stream_started_by_the_statuses_carries_the_loops_answer(
 
     # Another document: one parsed already would take no time to prepare.
     part = text_part("harbour.txt", HARBOUR + "\n\n" + FILLER + "\n\nAsked again.")["file"]
-    asked = {
-        "model": "m",
-        "input": [
-            {
-                "role": "user",
-                "content": [
-                    {"type": "input_text", "text": "When do the gates open?"},
-                    {"type": "input_file", **part},
-                ],
-            }
-        ],
-        "enrich": body["enrich"],
-        "stream": True,
-    }
+    asked = response_with_file("When do the gates open?", part, enrich=body["enrich"], stream=True)
     streamed = post(base, "/v1/responses", asked)
     events, comments = sse(streamed)
     assert comments and streamed.text.startswith(": ")

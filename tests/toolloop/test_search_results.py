@@ -21,6 +21,7 @@ from tests.toolloop.support import (
     last_decision,
     model,
     ready,
+    response_with_file,
     search_then_answer,
 )
 from tests.toolloop.test_scope import FILLER, HARBOUR, attached
@@ -226,20 +227,9 @@ def test_an_attached_documents_results_have_no_attributes(
     model(upstream, search_then_answer("harbour master opens the lock gates", answer="At six."))
     base = make_proxy()
     part = text_part("harbour.txt", HARBOUR + "\n\n" + FILLER)["file"]
-    body = {
-        "model": "m",
-        "input": [
-            {
-                "role": "user",
-                "content": [
-                    {"type": "input_text", "text": "When do the gates open?"},
-                    {"type": "input_file", **part},
-                ],
-            }
-        ],
-        "enrich": {"search": "tool", "affinity_threshold": 0.01, "strategy": "retrieval"},
-        "include": ["file_search_call.results"],
-    }
+    enrich = {"search": "tool", "affinity_threshold": 0.01, "strategy": "retrieval"}
+    include = ["file_search_call.results"]
+    body = response_with_file("When do the gates open?", part, enrich=enrich, include=include)
     response = httpx.post(base + "/v1/responses", json=body, timeout=60).json()
     results = response["output"][0]["results"]
     assert results and all(r["attributes"] == {} for r in results)
