@@ -183,6 +183,13 @@ def test_definite_articles_that_are_english_words_are_left_out() -> None:
     assert not pointed_at("How do I make a tuple quickly?", ["A tuple is made with commas."])
 
 
+def test_the_noun_pointed_at_is_one_of_the_next_two_words() -> None:
+    said = ["Each of the tokens expires after an hour."]
+    assert pointed_at("How long do the same tokens last?", said)  # "same": a function word
+    # Two function words and then the noun: too far from its article to be its noun.
+    assert not pointed_at("How long do the very same tokens last?", said)
+
+
 @pytest.mark.parametrize(
     "question",
     [
