@@ -104,6 +104,7 @@ class ToolModel:
     raw: Callable[[int], web.Response | None] | None = None  # turn n answered as given, if not None
     turns: int = 0
     answered: list[dict[str, Any]] = field(default_factory=list)  # names, usage, call ids
+    peers: list[Any] = field(default_factory=list)  # each turn's client address (its connection)
     cancelled: threading.Event = field(default_factory=threading.Event)
 
     def _llama_id(self) -> str:
@@ -248,6 +249,8 @@ class ToolModel:
     async def answer(self, request: web.Request, body: dict[str, Any]) -> web.StreamResponse:
         self.turns += 1
         turn = self.turns
+        transport = request.transport
+        self.peers.append(transport.get_extra_info("peername") if transport else None)
         refusal = self.refused(body)
         if refusal is not None:
             return refusal

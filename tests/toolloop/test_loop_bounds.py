@@ -10,6 +10,7 @@ from typing import Any
 import httpx
 import pytest
 
+from proxy.pipeline.search_space import LAST_TURN
 from tests.fakes.tool_calls import Call, Calls, Reply, Say, search, tool_results
 from tests.fakes.upstream import FakeUpstream
 from tests.stores.support import FAST
@@ -19,6 +20,7 @@ from tests.toolloop.support import (
     last_decision,
     model,
     ready,
+    search_then_answer,
     searching_chat,
 )
 
@@ -68,6 +70,17 @@ def test_the_tokens_of_every_search_turn_count_up_to_the_bound(
     assert record["forced"] == (
         "the model wrote 64 tokens in its search turns (tool_search.max_tokens 64)"
     )
+
+
+def test_a_loop_within_its_bounds_forced_nothing(base: str, upstream: FakeUpstream) -> None:
+    model(upstream, search_then_answer(KEEPER))
+    _, store_id, _ = ready(base)
+    asked(base, store_id)
+    assert ["tools" in turn for turn in chat_turns(upstream)] == [True, True]
+    record = last_decision(base)["decision"]["searches"]
+    assert record["forced"] == "" and record["rounds"] == 2
+    [told] = tool_results(chat_turns(upstream)[1])
+    assert LAST_TURN not in told  # the model may still search: it is not told otherwise
 
 
 def test_a_model_that_searches_without_tools_is_answered_as_it_is(

@@ -96,6 +96,33 @@ def test_an_upstream_that_answers_a_turn_whole_is_read_whole(
     assert answer["citations"] == ["lighthouse.txt#line=1"]
 
 
+@pytest.mark.parametrize("stream", [False, True])
+def test_whole_turns_text_reaches_the_client_one_turn_after_another(
+    base: str, upstream: FakeUpstream, stream: bool
+) -> None:
+    # Text without thinking, as most models write: each whole turn's words are the client's,
+    # streamed or not, a blank line where the next turn's begin.
+    def script(body: dict[str, Any]) -> Reply:
+        if not tool_results(body):
+            return Calls.of(search(KEEPER), text="Let me look that up.")
+        return Say("Sardines.")
+
+    model(upstream, script, whole=True)
+    _, store_id, _ = ready(base)
+    body = searching_chat(store_id, stream=stream)
+    answer = httpx.post(base + "/v1/chat/completions", json=body, timeout=60)
+    if stream:
+        chunks = [json.loads(line[6:]) for line in answer.text.split("\n") if line[6:7] == "{"]
+        deltas = [c["choices"][0]["delta"] for c in chunks if c["choices"]]
+        assert not any(delta.get("reasoning_content") for delta in deltas)
+        content = "".join(delta.get("content") or "" for delta in deltas)
+    else:
+        message = answer.json()["choices"][0]["message"]
+        assert "reasoning_content" not in message
+        content = message["content"]
+    assert content.startswith("Let me look that up.\n\nSardines.")
+
+
 def test_a_made_up_function_is_named_back_cut_short(base: str, upstream: FakeUpstream) -> None:
     name = "look_up_" + "x" * 300
 

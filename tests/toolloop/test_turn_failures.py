@@ -134,6 +134,7 @@ def test_what_is_not_a_chunk_is_passed_over(base: str, upstream: FakeUpstream) -
     answer_ = response.json()
     assert answer_["choices"][0]["message"]["content"] == "Sardines."
     assert answer_["id"] == "chatcmpl-x"
+    assert "usage" not in answer_  # the server counted nothing: no usage made up
 
 
 def test_a_turn_is_not_redirected(base: str, upstream: FakeUpstream) -> None:
@@ -179,3 +180,30 @@ def test_every_turn_carries_the_upstream_key_and_the_request_id(
     for turn in turns:
         assert turn.headers["Authorization"] == "Bearer sk-upstream"
         assert turn.headers["X-Request-ID"] == answer.headers["X-Request-ID"]
+
+
+def test_a_turn_the_upstream_stops_answering_is_a_timeout_naming_it(
+    make_proxy: Proxy, upstream: FakeUpstream
+) -> None:
+    # The second turn's stream stalls: the read timeout ends it as it ends any request's.
+    base = make_proxy(vector_stores=FAST, upstream={"read_timeout_s": 1})
+    model(upstream, search_then_answer(KEEPER), hang_in_turn=2)
+    _, store_id, _ = ready(base)
+    answer = asked(base, store_id)
+    assert answer.status_code == 504, answer.text
+    error = answer.json()["error"]
+    assert error["code"] == "upstream_timeout"
+    assert error["message"].startswith(f"upstream {upstream.base_url} did not answer in time")
+
+
+@pytest.mark.parametrize("stream", [False, True])
+def test_a_turn_read_to_its_end_leaves_its_connection_to_the_next(
+    base: str, upstream: FakeUpstream, stream: bool
+) -> None:
+    # The next turn goes out on the same connection: no new connection per turn (a broken-off
+    # turn's connection is closed instead, which stops the upstream: test_chat_loop.py).
+    tool_model = model(upstream, search_then_answer(KEEPER))
+    _, store_id, _ = ready(base)
+    assert asked(base, store_id, stream=stream).status_code == 200
+    first, second = tool_model.peers
+    assert first is not None and first == second

@@ -8,13 +8,23 @@ from __future__ import annotations
 import json
 from typing import Any
 
+import httpx
 import pytest
 
 from proxy.toolloop.written import may_be_call, written_calls
 from tests.fakes.tool_calls import Reply, Say, tool_results
 from tests.fakes.upstream import FakeUpstream
 from tests.stores.support import FAST
-from tests.toolloop.support import CATS, Proxy, chat_turns, last_decision, model, ready
+from tests.toolloop.support import (
+    CATS,
+    Proxy,
+    chat_turns,
+    last_decision,
+    model,
+    ready,
+    searching_chat,
+)
+from tests.toolloop.test_turn_failures import events, in_turn
 
 KEEPER = "lighthouse keeper fed the cats"
 QWEN = '{{"name": "file_search", "arguments": {"queries": ["' + KEEPER + '"]}}}}'
@@ -138,3 +148,22 @@ def test_json_that_is_no_search_call_reaches_the_client_whole(
     assert "".join(c.choices[0].delta.content or "" for c in chunks if c.choices) == answer
     assert len(chat_turns(upstream)) == 1
     assert last_decision(base)["decision"]["searches"]["written_calls"] == 0
+
+
+def test_a_written_call_counts_as_the_call_it_is_when_the_server_counted_nothing(
+    make_proxy: Proxy, upstream: FakeUpstream
+) -> None:
+    # No usage from the server: the turn's tokens are its call's characters over four, the text
+    # it was written as set aside.
+    said = {"choices": [{"index": 0, "delta": {"content": QWEN}}]}
+    done = {"choices": [{"index": 0, "delta": {}, "finish_reason": "stop"}]}
+    model(upstream, qwen_searches_then_answers, raw=in_turn(1, lambda: events(said, done)))
+    base = make_proxy(vector_stores=FAST)
+    _, store_id, _ = ready(base)
+    response = httpx.post(base + "/v1/chat/completions", json=searching_chat(store_id), timeout=60)
+    assert response.status_code == 200, response.text
+    assert response.json()["choices"][0]["message"]["content"] == "They were fed sardines."
+    searches = last_decision(base)["decision"]["searches"]
+    [call] = written_calls(QWEN)
+    assert searches["written_calls"] == 1
+    assert searches["tokens"] == (len(call.name) + len(call.arguments)) // 4
