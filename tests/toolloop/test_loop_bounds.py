@@ -154,6 +154,18 @@ def test_the_record_names_the_clients_functions_called_and_the_searches_left(
     )
 
 
+def test_the_record_names_the_clients_function_called_alone(
+    base: str, upstream: FakeUpstream
+) -> None:
+    weather = {"type": "function", "function": {"name": "get_weather", "parameters": {}}}
+    model(upstream, lambda body: Calls.of(Call("get_weather", "{}")))
+    _, store_id, _ = ready(base)
+    assert asked(base, store_id, tools=[weather])["choices"][0]["finish_reason"] == "tool_calls"
+    assert last_decision(base)["decision"]["searches"]["stopped"] == (
+        "the model called get_weather of the client's functions: the answer goes back with the call"
+    )
+
+
 def test_the_record_keeps_each_call_of_a_turn_with_what_was_wrong(
     base: str, upstream: FakeUpstream
 ) -> None:

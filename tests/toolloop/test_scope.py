@@ -9,6 +9,7 @@ from typing import Any
 import httpx
 import pytest
 
+from proxy.upstream.encodings import load_encoding
 from tests.callers import sdk
 from tests.fakes.tool_calls import Calls, Reply, Say, search, tool_results
 from tests.fakes.upstream import FakeUpstream
@@ -174,3 +175,77 @@ def test_enrich_strategy_none_searches_nothing(make_proxy: Proxy, upstream: Fake
     assert "tools" not in turn
     record = last_decision(base)["decision"]["searches"]
     assert record["mode"] == "off" and "enrich.strategy none" in record["reason"]
+
+
+def test_a_document_attached_earlier_in_the_conversation_is_searched(
+    make_proxy: Proxy, upstream: FakeUpstream
+) -> None:
+    # The follow-up of a conversation whose document came with its first question: the model's
+    # search covers it (parsed again from the earlier message).
+    model(upstream, search_then_answer("harbour master opens the lock gates", answer="At six."))
+    base = make_proxy()
+    body = attached("What is this notice?", strategy="retrieval")
+    body["messages"] += [
+        {"role": "assistant", "content": "A notice about the harbour."},
+        {"role": "user", "content": "When do the gates open?"},
+    ]
+    answer = sdk(base).chat.completions.create(**body)
+    assert answer.choices[0].message.content == "At six."
+    assert (answer.model_extra or {})["citations"] == ["harbour.txt#line=1"]
+    first, second = chat_turns(upstream)
+    assert "harbour.txt" in first["tools"][0]["function"]["description"]
+    assert "opens the lock gates at six" in second["messages"][-1]["content"]
+
+
+def test_the_names_the_model_reads_are_neutralised_with_its_own_tokens(
+    make_proxy: Proxy, upstream: FakeUpstream
+) -> None:
+    # `<unk>` is no turn marker of any known template, but this model's template spells it out:
+    # in a file's or a store's name it is neutralised like any control token.
+    model(upstream, search_then_answer("harbour master opens the lock gates"))
+    upstream.chat_template += "{{ '<unk>' }}"
+    base = make_proxy(vector_stores=FAST)
+    client = sdk(base)
+    store = client.vector_stores.create(name="box<unk>")
+    body = attached("When do the gates open?", strategy="retrieval", vector_store_ids=[store.id])
+    body["messages"][0]["content"][1] = text_part("notes<unk>.txt", HARBOUR + "\n\n" + FILLER)
+    client.chat.completions.create(**body)
+    described = chat_turns(upstream)[0]["tools"][0]["function"]["description"]
+    assert "<unk>" not in described
+    assert "notes‹unk›.txt" in described and "vector store box‹unk›" in described
+    assert last_decision(base)["decision"]["searches"]["scope"] == [
+        "notes‹unk›.txt",
+        "vector store box‹unk›",
+    ]
+
+
+def test_without_a_known_window_the_searches_budget_counts_characters(
+    make_proxy: Proxy, upstream: FakeUpstream
+) -> None:
+    model(upstream, search_then_answer("harbour master opens the lock gates"), "vllm")
+    upstream.n_ctx = None  # vLLM's /v1/models gives no max_model_len: the window is unknown
+    base = make_proxy()
+    sdk(base).chat.completions.create(**attached("When do the gates open?", strategy="retrieval"))
+    record = last_decision(base)["decision"]["searches"]
+    assert record["budget_unit"] == "characters"
+    [result] = tool_results(chat_turns(upstream)[-1])
+    assert 0 < record["budget_used"] <= record["budget_limit"]
+    # The result's characters, its header's included (not the blank line after it).
+    assert len(result) - 2 <= record["budget_used"] <= len(result)
+
+
+def test_the_searches_budget_counts_in_the_requested_models_tokens(
+    make_proxy: Proxy, upstream: FakeUpstream
+) -> None:
+    # This model is counted by tiktoken (models.m.tokenizer), not by the server's /tokenize,
+    # which counts a token a word here: the search's results are counted as the model's.
+    model(upstream, search_then_answer("harbour master opens the lock gates"))
+    base = make_proxy(models={"m": {"tokenizer": "tiktoken"}})
+    sdk(base).chat.completions.create(**attached("When do the gates open?", strategy="retrieval"))
+    record = last_decision(base)["decision"]["searches"]
+    [result] = tool_results(chat_turns(upstream)[-1])
+    encoding = load_encoding("cl100k_base")
+    header, passages = result.split("\n\n", 1)
+    assert record["budget_unit"] == "tokens"
+    assert record["budget_used"] == len(encoding.encode(header)) + len(encoding.encode(passages))
+    assert record["budget_used"] != len(result.split())

@@ -103,6 +103,7 @@ def test_a_call_written_as_text_is_run_and_never_shown(
     assistant, result = second["messages"][-2:]
     assert assistant["content"] is None
     [call] = assistant["tool_calls"]
+    assert call["type"] == "function"
     assert call["function"] == {
         "name": "file_search",
         "arguments": json.dumps({"queries": [KEEPER]}),
