@@ -1,6 +1,7 @@
 """What the client is told when a turn of the loop goes wrong in a way the fake model does not
 make by itself: a refusal that is not JSON, an answer that is no chat completion, an error event
-in the middle of a stream; and what a stream may carry that is not a chunk."""
+in the middle of a stream, a turn that stalls; what a stream may carry that is not a chunk; and
+the connection a turn read to its end leaves to the next."""
 
 from __future__ import annotations
 
