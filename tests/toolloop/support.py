@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable
 from typing import Any
 
 import httpx
 import openai
+from aiohttp import web
 
 from tests.callers import sdk
 from tests.fakes.tool_calls import Calls, Reply, Say, Script, ToolModel, search, tool_results
@@ -95,6 +97,13 @@ def searching_chat(store_id: str, **fields: Any) -> dict[str, Any]:
     }
 
 
+def chat_with_file(question: str, part: dict[str, Any], **fields: Any) -> dict[str, Any]:
+    """A Chat Completions request asking `question` about a file sent with it (`part`: a content
+    part)."""
+    content = [{"type": "text", "text": question}, part]
+    return {"model": "m", "messages": [{"role": "user", "content": content}], **fields}
+
+
 def response_with_file(question: str, part: dict[str, Any], **fields: Any) -> dict[str, Any]:
     """A Responses request asking `question` about a file sent with it (`part`: an `input_file`'s
     fields)."""
@@ -111,3 +120,17 @@ def response_with_file(question: str, part: dict[str, Any], **fields: Any) -> di
         ],
         **fields,
     }
+
+
+def in_turn(number: int, response: Callable[[], web.Response]) -> Callable[[int], Any]:
+    """The fake model's `raw`: turn `number` answered with `response()`, the others by script."""
+    return lambda turn: response() if turn == number else None
+
+
+def events(*chunks: Any) -> web.Response:
+    """A stream of these chunks (bytes as they are, the rest as `data:` events)."""
+    body = b"".join(
+        piece if isinstance(piece, bytes) else b"data: " + json.dumps(piece).encode() + b"\n\n"
+        for piece in chunks
+    )
+    return web.Response(body=body, content_type="text/event-stream")

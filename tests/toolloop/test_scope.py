@@ -15,7 +15,14 @@ from tests.fakes.tool_calls import Calls, Reply, Say, search, tool_results
 from tests.fakes.upstream import FakeUpstream
 from tests.pipeline.test_enrich import text_part
 from tests.stores.support import FAST, upload
-from tests.toolloop.support import Proxy, chat_turns, last_decision, model, search_then_answer
+from tests.toolloop.support import (
+    Proxy,
+    chat_turns,
+    chat_with_file,
+    last_decision,
+    model,
+    search_then_answer,
+)
 
 HARBOUR = (
     "The harbour master opens the lock gates at six every morning. "
@@ -25,19 +32,9 @@ FILLER = " ".join(f"Paragraph {n} is about nothing in particular." for n in rang
 
 
 def attached(query: str, **enrich: Any) -> dict[str, Any]:
-    return {
-        "model": "m",
-        "messages": [
-            {
-                "role": "user",
-                "content": [
-                    {"type": "text", "text": query},
-                    text_part("harbour.txt", HARBOUR + "\n\n" + FILLER),
-                ],
-            }
-        ],
-        "extra_body": {"enrich": {"search": "tool", "affinity_threshold": 0.01, **enrich}},
-    }
+    part = text_part("harbour.txt", HARBOUR + "\n\n" + FILLER)
+    enrich = {"search": "tool", "affinity_threshold": 0.01, **enrich}
+    return chat_with_file(query, part, extra_body={"enrich": enrich})
 
 
 def test_attached_documents_to_retrieve_are_searched_by_the_model(

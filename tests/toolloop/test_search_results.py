@@ -18,6 +18,7 @@ from tests.toolloop.support import (
     CATS,
     Proxy,
     chat_turns,
+    chat_with_file,
     last_decision,
     model,
     ready,
@@ -68,19 +69,8 @@ def test_a_responses_search_gives_each_result_whole(
 
 
 def attached_file(file_id: str, query: str) -> dict[str, Any]:
-    return {
-        "model": "m",
-        "messages": [
-            {
-                "role": "user",
-                "content": [
-                    {"type": "text", "text": query},
-                    {"type": "file", "file": {"file_id": file_id}},
-                ],
-            }
-        ],
-        "enrich": {"search": "tool", "affinity_threshold": 0.01, "strategy": "retrieval"},
-    }
+    enrich = {"search": "tool", "affinity_threshold": 0.01, "strategy": "retrieval"}
+    return chat_with_file(query, {"type": "file", "file": {"file_id": file_id}}, enrich=enrich)
 
 
 def test_an_uploaded_file_searched_is_cited_under_its_id(

@@ -6,7 +6,6 @@ the connection a turn read to its end leaves to the next."""
 from __future__ import annotations
 
 import json
-from collections.abc import Callable
 from typing import Any
 
 import httpx
@@ -16,7 +15,15 @@ from aiohttp import web
 from tests.fakes.upstream import FakeUpstream
 from tests.stores.support import FAST
 from tests.test_logs_and_secrets import json_logs, log_events
-from tests.toolloop.support import Proxy, model, ready, search_then_answer, searching_chat
+from tests.toolloop.support import (
+    Proxy,
+    events,
+    in_turn,
+    model,
+    ready,
+    search_then_answer,
+    searching_chat,
+)
 
 KEEPER = "lighthouse keeper fed the cats"
 HELP = "; its log says why: ask again, or search once instead (enrich.search: once, "
@@ -26,18 +33,6 @@ HELP += "X-Enrich-Search: once)"
 @pytest.fixture
 def base(make_proxy: Proxy) -> str:
     return make_proxy(vector_stores=FAST)
-
-
-def in_turn(number: int, response: Callable[[], web.Response]) -> Callable[[int], Any]:
-    return lambda turn: response() if turn == number else None
-
-
-def events(*chunks: Any) -> web.Response:
-    body = b"".join(
-        piece if isinstance(piece, bytes) else b"data: " + json.dumps(piece).encode() + b"\n\n"
-        for piece in chunks
-    )
-    return web.Response(body=body, content_type="text/event-stream")
 
 
 def asked(base: str, store_id: str, **fields: Any) -> httpx.Response:

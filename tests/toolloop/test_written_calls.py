@@ -19,12 +19,13 @@ from tests.toolloop.support import (
     CATS,
     Proxy,
     chat_turns,
+    events,
+    in_turn,
     last_decision,
     model,
     ready,
     searching_chat,
 )
-from tests.toolloop.test_turn_failures import events, in_turn
 
 KEEPER = "lighthouse keeper fed the cats"
 QWEN = '{{"name": "file_search", "arguments": {"queries": ["' + KEEPER + '"]}}}}'
