@@ -20,16 +20,24 @@ def full_content_prompt(files: Sequence[tuple[str, str]], query: str) -> str:
     )
 
 
+USE_CITATIONS = (
+    "Use the citations above to respond to the user query, only if they are relevant. "
+    "Otherwise, respond to the best of your ability without them."
+)
+
+
+def citations_tail(query: str) -> str:
+    """What follows the citations: how to use them, then the user's query."""
+    return f"{USE_CITATIONS}\n\nUser Query:\n\n{query}"
+
+
 def citations_prompt(passages: Sequence[str], query: str) -> str:
     citations = "".join(
         f'Citation {number}: "{passage}"\n\n' for number, passage in enumerate(passages, 1)
     )
     return (
         "The following citations were found in the files provided by the user:\n\n"
-        f"{citations}"
-        "Use the citations above to respond to the user query, only if they are relevant. "
-        "Otherwise, respond to the best of your ability without them.\n\n"
-        f"User Query:\n\n{query}"
+        f"{citations}{citations_tail(query)}"
     )
 
 

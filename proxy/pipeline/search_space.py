@@ -17,6 +17,7 @@ from proxy.pipeline.decision import SearchCall
 from proxy.pipeline.exchange import Exchange
 from proxy.pipeline.file_search import CallResult, FileSearch, Origin
 from proxy.pipeline.guard_report import note_guard
+from proxy.pipeline.prompts import USE_CITATIONS, citations_tail
 from proxy.pipeline.services import Services
 from proxy.retrieval.budget import Passage, PassageBudget, citation_line
 from proxy.retrieval.scored import Scored
@@ -48,10 +49,24 @@ def results_header(queries: list[str]) -> str:
     return f"Results for {quoted(queries)}:"
 
 
-def results_text(queries: list[str], passages: list[str]) -> str:
-    """The tool result the model reads: the passages as the citation prompt numbers them."""
+MAX_RESTATED = 1000
+"""A user query longer than this (characters) is not restated after a call's results."""
+
+
+def results_tail(question: str) -> str:
+    """What follows a call's passages: the citation prompt's own ending, telling the model how
+    to use them, and the user's query restated (small models otherwise lose it under the
+    passages: Qwen2.5-Coder-1.5B answered nothing, or searched again with the same queries)."""
+    if not question.strip() or len(question) > MAX_RESTATED:
+        return USE_CITATIONS
+    return citations_tail(question)
+
+
+def results_text(queries: list[str], passages: list[str], question: str) -> str:
+    """The tool result the model reads: the passages as the citation prompt numbers them, then
+    `results_tail`."""
     lines = [citation_line(number, text) for number, text in enumerate(passages, 1)]
-    return "\n\n".join([results_header(queries), *lines])
+    return "\n\n".join([results_header(queries), *lines, results_tail(question)])
 
 
 def nothing_found(queries: list[str], repeated: bool) -> str:
@@ -163,7 +178,7 @@ async def run_search(
     if not offered:
         record.left_out = found
         return CallResult(nothing_found(queries, repeated=found > 0), [], record)
-    header = await search.measure(results_header(queries))
+    header = await search.measure(f"{results_header(queries)}\n\n{results_tail(exchange.query)}")
     room = search.budget.limit - search.used - header
     if room < 1:
         record.left_out = found
@@ -197,4 +212,5 @@ async def run_search(
                 "attributes": search.attributes.get(key, {}),
             }
         )
-    return CallResult(results_text(queries, [p.text for p in passages]), results, record)
+    texts = [p.text for p in passages]
+    return CallResult(results_text(queries, texts, exchange.query), results, record)

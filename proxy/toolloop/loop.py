@@ -260,7 +260,11 @@ class SearchLoop:
         number = 0
         while True:
             number += 1
-            offer = number <= self.settings.rounds and record.tokens < self.settings.max_tokens
+            offer = (
+                not record.forced
+                and number <= self.settings.rounds
+                and record.tokens < self.settings.max_tokens
+            )
             if not offer and not record.forced:
                 record.forced = (
                     f"the model was still searching after {self.settings.rounds} turns "
@@ -301,6 +305,13 @@ class SearchLoop:
                     held = []
             for text in held:
                 yield text
+            empty = not calls and not turn.content.strip() and turn.finish_reason != "length"
+            if empty and offer and self.searches:
+                # Nothing for the user after searching (seen with a 1.5B model): asked once
+                # more, without tools, told to answer from what it was given.
+                record.forced = "the model answered nothing after its searches"
+                self._last_turn()
+                continue
             if turn.finish_reason == "length" or not calls:
                 yield self._answer(turn, first, usage, [])
                 return

@@ -195,3 +195,54 @@ def test_the_record_keeps_each_call_of_a_turn_with_what_was_wrong(
             "file_search call instead",
         ),
     ]
+
+
+def test_an_empty_answer_after_searching_is_asked_again_without_tools(
+    base: str, upstream: FakeUpstream
+) -> None:
+    # Seen with Qwen2.5-Coder-1.5B: after its searches, a turn with no text and no call.
+    def script(body: dict[str, Any]) -> Reply:
+        if not tool_results(body):
+            return Calls.of(search(KEEPER))
+        return Say("Sardines." if "tools" not in body else "")
+
+    model(upstream, script)
+    _, store_id, _ = ready(base)
+    answer = asked(base, store_id)
+    assert answer["choices"][0]["message"]["content"] == "Sardines."
+    turns = chat_turns(upstream)
+    assert ["tools" in turn for turn in turns] == [True, True, False]
+    # The same conversation once more, its last result telling the model to answer now.
+    assert turns[2]["messages"][:-1] == turns[1]["messages"][:-1]
+    assert tool_results(turns[2])[-1] == f"{tool_results(turns[1])[-1]}\n\n{LAST_TURN}"
+    record = last_decision(base)["decision"]["searches"]
+    assert record["forced"] == "the model answered nothing after its searches"
+    assert record["rounds"] == 3 and len(record["calls"]) == 1
+
+    # Streamed, the client sees the one answer.
+    streamed = httpx.post(
+        base + "/v1/chat/completions", json=searching_chat(store_id, stream=True), timeout=60
+    )
+    text = "".join(
+        (json.loads(line[6:])["choices"] or [{}])[0].get("delta", {}).get("content") or ""
+        for line in streamed.text.splitlines()
+        if line.startswith("data: {")
+    )
+    assert text == "Sardines."
+
+
+def test_an_empty_answer_without_a_search_or_when_told_to_answer_is_the_answer(
+    base: str, upstream: FakeUpstream
+) -> None:
+    # Without a search the loop gave the model nothing to answer from: its answer is its own.
+    model(upstream, lambda body: Say(""))
+    _, store_id, _ = ready(base)
+    assert asked(base, store_id)["choices"][0]["message"]["content"] == ""
+    assert len(chat_turns(upstream)) == 1
+    assert last_decision(base)["decision"]["searches"]["forced"] == ""
+
+    # Empty again when told to answer: that is the answer, no fourth turn.
+    upstream.requests.clear()
+    model(upstream, lambda body: Calls.of(search(KEEPER)) if not tool_results(body) else Say(""))
+    assert asked(base, store_id)["choices"][0]["message"]["content"] == ""
+    assert ["tools" in turn for turn in chat_turns(upstream)] == [True, True, False]

@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 
 from proxy.http.search_loop import Joined
-from proxy.pipeline.search_space import _capped, _merged, results_text
+from proxy.pipeline.search_space import MAX_RESTATED, _capped, _merged, results_text
 from proxy.pipeline.stages.search_mode import ONCE_BY_DEFAULT, choose_search_mode
 from proxy.retrieval.budget import Passage
 from proxy.toolloop.function import CallError, object_arguments, read_queries, search_function
@@ -183,8 +183,25 @@ def test_a_call_takes_its_best_passages_rank_by_rank_leaving_out_what_was_given(
     ]
     kept = _capped(by_source, 3, given={"a0"})
     assert [[p.text for p in source] for source in kept] == [["a1"], ["b0", "b1"]]
-    text = results_text(["q1", "q2"], ["one", "two"])
-    assert text == 'Results for "q1"; "q2":\n\nCitation 1: "one"\n\nCitation 2: "two"'
+    text = results_text(["q1", "q2"], ["one", "two"], "How old is it?")
+    assert text == (
+        'Results for "q1"; "q2":\n\nCitation 1: "one"\n\nCitation 2: "two"\n\n'
+        "Use the citations above to respond to the user query, only if they are relevant. "
+        "Otherwise, respond to the best of your ability without them.\n\n"
+        "User Query:\n\nHow old is it?"
+    )
+
+
+def test_a_long_or_empty_user_query_is_not_restated_after_the_results() -> None:
+    told = "Use the citations above to respond to the user query, only if they are relevant. "
+    told += "Otherwise, respond to the best of your ability without them."
+    at_most = "x" * MAX_RESTATED
+    assert results_text(["q"], ["one"], at_most).endswith(f"User Query:\n\n{at_most}")
+    for question in [at_most + "x", "", "  \n"]:
+        assert (
+            results_text(["q"], ["one"], question)
+            == f'Results for "q":\n\nCitation 1: "one"\n\n{told}'
+        )
 
 
 def test_rankings_of_several_queries_merge_rank_by_rank() -> None:

@@ -77,6 +77,12 @@ def test_the_model_writes_the_queries_and_the_answer_cites_what_it_found(
         'Results for "lighthouse keeper fed the cats"; "cats waited on the stone steps":'
     )
     assert 'Citation 1: "The lighthouse keeper fed the cats' in result["content"]
+    # Then the citation prompt's own ending, the user's question restated under the passages.
+    assert result["content"].endswith(
+        '"\n\nUse the citations above to respond to the user query, only if they are relevant. '
+        "Otherwise, respond to the best of your ability without them.\n\n"
+        f"User Query:\n\n{CATS}"
+    )
 
     record = last_decision(base)["decision"]["searches"]
     assert record["mode"] == "tool" and "parses tool calls" in record["reason"]

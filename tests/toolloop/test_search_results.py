@@ -9,6 +9,7 @@ from typing import Any
 
 import httpx
 
+from proxy.pipeline.search_space import results_tail
 from tests.callers import sdk
 from tests.fakes.tool_calls import Calls, Reply, Say, search, tool_results
 from tests.fakes.upstream import HERMES_TEMPLATE, FakeUpstream
@@ -174,9 +175,11 @@ def test_what_the_guard_changed_is_counted_over_every_search(
 def test_a_search_whose_passages_fit_no_room_left_gives_none(
     make_proxy: Proxy, upstream: FakeUpstream
 ) -> None:
-    """A budget of 60 (the fake's tokens are words): the first search's passage and header take
-    53, the second's header 5; the 2 left hold no citation line, so nothing is given."""
-    upstream.n_ctx = 120
+    """A budget of 60 and two tails (the fake's tokens are words): the first search's passage,
+    header and tail (the citation prompt's ending, the question restated) take 53 and a tail, the
+    second's header 5 and a tail; the 2 left hold no citation line, so nothing is given."""
+    tail = len(results_tail("When?").split())
+    upstream.n_ctx = 2 * (60 + 2 * tail)
     topics = ["harbour tide boats", "bakery bread dough"]
 
     def script(body: dict[str, Any]) -> Reply:
@@ -206,7 +209,7 @@ def test_a_search_whose_passages_fit_no_room_left_gives_none(
         "given so far."
     )
     record = last_decision(base)["decision"]["searches"]
-    assert record["budget_used"] == 53
+    assert record["budget_used"] == 53 + tail
     assert [(c["given"], c["left_out"]) for c in record["calls"]] == [(1, 1), (0, 2)]
 
 
@@ -244,7 +247,8 @@ def test_the_budget_used_adds_up_over_every_search(
         text_part("b.txt", "Bakery bread dough " + " ".join(f"v{n}" for n in range(20))),
     ]
     used = []
-    for asked in ("harbour", "bakery", "harbour and bakery"):
+    # Questions of as many words: each call's result restates the question.
+    for asked in ("harbour, I asked", "bakery, I asked", "harbour and bakery"):
         body = {
             "model": "m",
             "messages": [{"role": "user", "content": [{"type": "text", "text": asked}, *parts]}],
@@ -285,7 +289,7 @@ def test_a_shortened_passage_is_guarded_where_it_was_cut(
     }
     httpx.post(base + "/v1/chat/completions", json=body, timeout=60)
     [told] = tool_results(chat_turns(upstream)[1])
-    passage = told.split('Citation 1: "', 1)[1].removesuffix('"')
+    passage = told.split('Citation 1: "', 1)[1].split('"\n\nUse the citations', 1)[0]
     cut = passage.rfind("\u27e6")  # ⟦, the look-alike of `[`
     assert len(passage) < len(text) // 2  # cut to fit
     assert cut > 0 and text.startswith(passage[:cut])  # only its end changed
