@@ -246,3 +246,18 @@ def test_an_empty_answer_without_a_search_or_when_told_to_answer_is_the_answer(
     model(upstream, lambda body: Calls.of(search(KEEPER)) if not tool_results(body) else Say(""))
     assert asked(base, store_id)["choices"][0]["message"]["content"] == ""
     assert ["tools" in turn for turn in chat_turns(upstream)] == [True, True, False]
+
+
+def test_an_empty_turn_cut_off_at_the_token_limit_after_searching_is_the_answer(
+    base: str, upstream: FakeUpstream
+) -> None:
+    # Its tokens ran out (a model that thought them all away): asking again would not help.
+    def script(body: dict[str, Any]) -> Reply:
+        return Calls.of(search(KEEPER)) if not tool_results(body) else Say("", finish="length")
+
+    model(upstream, script)
+    _, store_id, _ = ready(base)
+    answer = asked(base, store_id)
+    assert answer["choices"][0]["finish_reason"] == "length"
+    assert ["tools" in turn for turn in chat_turns(upstream)] == [True, True]
+    assert last_decision(base)["decision"]["searches"]["forced"] == ""
