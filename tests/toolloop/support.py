@@ -40,13 +40,16 @@ def model(
     return upstream.tool_model
 
 
-def search_then_answer(*queries: str, answer: str = "They were fed sardines.") -> Script:
-    """Searches once with `queries`, then answers with `answer`."""
+def search_then_answer(
+    *queries: str, answer: str = "They were fed sardines.", said: str = "", reasoning: str = ""
+) -> Script:
+    """Searches once with `queries` (after the words `said`, if any), then answers with `answer`
+    (after its `reasoning`, if any)."""
 
     def script(body: dict[str, Any]) -> Reply:
         if not tool_results(body):
-            return Calls.of(search(*queries))
-        return Say(answer)
+            return Calls.of(search(*queries), text=said)
+        return Say(answer, reasoning=reasoning)
 
     return script
 

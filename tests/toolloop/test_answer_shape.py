@@ -245,11 +245,7 @@ def test_a_responses_client_call_without_an_id_is_numbered(
 
 
 def test_thinking_is_kept_apart_in_a_whole_answer(base: str, upstream: FakeUpstream) -> None:
-    def script(body: dict[str, Any]) -> Reply:
-        if not tool_results(body):
-            return Calls.of(search(KEEPER))
-        return Say("Sardines.", reasoning="The passage says sardines.")
-
+    script = search_then_answer(KEEPER, answer="Sardines.", reasoning="The passage says sardines.")
     model(upstream, script)
     _, store_id, _ = ready(base)
     message = post(base, "/v1/chat/completions", searching_chat(store_id)).json()["choices"][0][
@@ -420,12 +416,7 @@ def test_each_search_of_a_response_is_numbered_in_its_id(base: str, upstream: Fa
 def test_the_models_own_words_before_its_search_stay_in_the_conversation(
     base: str, upstream: FakeUpstream
 ) -> None:
-    def script(body: dict[str, Any]) -> Reply:
-        if not tool_results(body):
-            return Calls.of(search(KEEPER), text="Let me look that up.")
-        return Say("Sardines.")
-
-    model(upstream, script)
+    model(upstream, search_then_answer(KEEPER, said="Let me look that up.", answer="Sardines."))
     _, store_id, _ = ready(base)
     post(base, "/v1/chat/completions", searching_chat(store_id))
     [said] = [m for m in chat_turns(upstream)[1]["messages"] if m["role"] == "assistant"]

@@ -75,11 +75,8 @@ def test_chat_answer_with_citations_and_the_searches_in_headers(
 def test_streamed_chat_hides_the_search_turns(
     make_proxy: Proxy, upstream: FakeUpstream, dialect: str
 ) -> None:
-    def script(body: dict[str, Any]) -> Reply:
-        if not tool_results(body):
-            return Calls.of(search(KEEPER), text="Looking.")
-        return Say("Sardines.", reasoning="The citation says sardines.")
-
+    reasoning = "The citation says sardines."
+    script = search_then_answer(KEEPER, said="Looking.", answer="Sardines.", reasoning=reasoning)
     model(upstream, script, dialect)
     base = make_proxy(vector_stores=FAST)
     client, store_id, _ = ready(base)

@@ -102,11 +102,7 @@ def test_whole_turns_text_reaches_the_client_one_turn_after_another(
 ) -> None:
     # Text without thinking, as most models write: each whole turn's words are the client's,
     # streamed or not, a blank line where the next turn's begin.
-    def script(body: dict[str, Any]) -> Reply:
-        if not tool_results(body):
-            return Calls.of(search(KEEPER), text="Let me look that up.")
-        return Say("Sardines.")
-
+    script = search_then_answer(KEEPER, said="Let me look that up.", answer="Sardines.")
     model(upstream, script, whole=True)
     _, store_id, _ = ready(base)
     body = searching_chat(store_id, stream=stream)

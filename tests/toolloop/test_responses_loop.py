@@ -129,12 +129,8 @@ def test_results_only_when_included_and_several_searches_each_an_item(
 def test_streamed_each_search_is_an_item_where_it_happened(
     base: str, upstream: FakeUpstream
 ) -> None:
-    def script(body: dict[str, Any]) -> Reply:
-        if not tool_results(body):
-            return Calls.of(search("lighthouse keeper fed the cats"), text="Let me look.")
-        return Say("Sardines.")
-
-    model(upstream, script)
+    cats = "lighthouse keeper fed the cats"
+    model(upstream, search_then_answer(cats, said="Let me look.", answer="Sardines."))
     client, store_id, ids = ready(base)
     with client.responses.stream(
         model="m",
