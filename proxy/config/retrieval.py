@@ -81,6 +81,16 @@ class HistorySettings(Section):
             " phrase naming what the last turn named), in the lexical index's languages."
         ),
     )
+    continuing: float = Field(
+        1.0,
+        ge=0.0,
+        le=8.0,
+        description=(
+            "With `reply_pointing`, the last answer's weight for a question pointing at nothing"
+            ' that opens by continuing the exchange ("And if it drops?", "¿Y si ...?", "Et'
+            ' pour ...?"; 0, or `reply` 0: not searched).'
+        ),
+    )
 
 
 class RewriteSettings(Section):

@@ -100,6 +100,7 @@ def history_rule(settings: HistorySettings) -> HistoryRule:
         lean=settings.lean,
         near=settings.near,
         reply_pointing=settings.reply_pointing,
+        continuing=settings.continuing,
     )
 
 

@@ -9,7 +9,15 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from proxy.retrieval.lexical import function_word
-from proxy.retrieval.referring import ASKING, CLITIC, DEFINITE, HINTS, REFERRING, SHIFT
+from proxy.retrieval.referring import (
+    ASKING,
+    CLITIC,
+    CONTINUING,
+    DEFINITE,
+    HINTS,
+    REFERRING,
+    SHIFT,
+)
 
 MARKER = re.compile(r"^\[attached: .*\]$", re.S)
 """The text a file part of an earlier message becomes (proxy.pipeline.file_refs)."""
@@ -83,6 +91,11 @@ class HistoryRule:
     reply_pointing: bool = True
     """The last answer searched only for a question pointing back (`pointing`): "Why is
     that so dangerous?" asks about what the answer said; a question of its own does not."""
+    continuing: float = 1.0
+    """With `reply_pointing`, the last answer's ranking for a question that points at nothing
+    but opens by continuing the exchange (`CONTINUING`: "¿Y si se corta la conexión?", "Et
+    pour taper du japonais ?"): it may lean on the answer, less surely than a pronoun says
+    (0: not searched)."""
 
 
 def message_text(message: dict[str, Any]) -> str:
@@ -136,10 +149,9 @@ def last_words(text: str, limit: int = MAX_WORDS) -> str:
 def search_texts(question: str, earlier: Sequence[Turn], rule: HistoryRule) -> list[SearchText]:
     """The question (weight 1), then the question with each of the `rule.turns` latest earlier
     questions (the latest at `rule.weight`, each further back `rule.decay` times less), then
-    with the last answer (`rule.reply`; with `rule.reply_pointing`, only for a question
-    `pointing` back), then the question with the words it may refer to (`rule.terms`); with
-    `rule.lean`, every history weight times `leaning(question)`. Texts of no weight are left
-    out."""
+    with the last answer (`answer_weight`), then the question with the words it may refer to
+    (`rule.terms`); with `rule.lean`, every history weight times `leaning(question)`. Texts of
+    no weight are left out."""
     texts = [SearchText(question, 1.0, "question")]
     if not question.strip():
         return texts
@@ -151,9 +163,9 @@ def search_texts(question: str, earlier: Sequence[Turn], rule: HistoryRule) -> l
         if weight > 0:
             texts.append(SearchText(f"{last_words(asked)}\n{question}", weight, "conversation"))
         weight *= rule.decay
-    asks_answer = not rule.reply_pointing or pointing(question, [answer])
-    if answer and asks_answer and rule.reply * scale > 0:
-        texts.append(SearchText(f"{first_words(answer)}\n{question}", rule.reply * scale, "reply"))
+    reply = answer_weight(question, answer, rule) * scale
+    if answer and reply > 0:
+        texts.append(SearchText(f"{first_words(answer)}\n{question}", reply, "reply"))
     carried = carried_words(question, answer, questions[-1:])
     if carried and rule.terms * scale > 0:
         close = near_words(question, [answer, *questions[-1:]]) if rule.near else []
@@ -174,6 +186,16 @@ def led_by_rewrite(
     led = [replace(texts[0], weight=weight, source="rewrite")]
     led += [replace(text, weight=text.weight * weight) for text in texts[1:]]
     return [SearchText(question, 1.0, "question"), *led]
+
+
+def answer_weight(question: str, answer: str, rule: HistoryRule) -> float:
+    """The weight of the question searched with the last answer, before `leaning`: `rule.reply`
+    for a question pointing back (or for every question, without `rule.reply_pointing`),
+    `rule.continuing` for one opening by continuing the exchange, else none (`rule.reply` 0:
+    the answer is never searched)."""
+    if rule.reply <= 0 or not rule.reply_pointing or pointing(question, [answer]):
+        return rule.reply
+    return rule.continuing if CONTINUING.match(question) else 0.0
 
 
 def last_answer(earlier: Sequence[Turn]) -> str:

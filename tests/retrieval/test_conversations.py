@@ -174,3 +174,30 @@ def test_a_follow_up_pointing_back_in_french_is_searched_with_the_last_answer(
     raw.parse()
     assert "reply" not in raw.headers["X-Enrich-Searched"]
     assert "conversation 0.5" in raw.headers["X-Enrich-Searched"]  # long, pointing at nothing
+
+
+def test_a_follow_up_continuing_the_exchange_is_searched_with_the_last_answer_at_one(
+    make_proxy: Callable[..., str], upstream: FakeUpstream
+) -> None:
+    base = make_proxy(retrieval={"chunk_tokens": 60, "chunk_overlap": 0})
+    continuing = "And if the connection drops halfway?"  # "And …": no pronoun, no named thing
+    raw = client(base).chat.completions.with_raw_response.create(
+        model="m",
+        messages=conversation(continuing),  # type: ignore[arg-type]
+    )
+    raw.parse()
+    assert "; reply 1;" in raw.headers["X-Enrich-Searched"] + ";"
+    record = httpx.get(base + "/v1/enrich/decisions?limit=1", timeout=30).json()["data"][0]
+    searched = record["decision"]["retrieval"]["searched"]
+    reply = next(text for text in searched if text["from"] == "reply")
+    assert reply == {
+        "text": f"Return an error from the progress callback.\n{continuing}",
+        "weight": 1.0,
+        "from": "reply",
+    }
+    raw = client(base).chat.completions.with_raw_response.create(
+        model="m",
+        messages=conversation("When does the connection drop?"),  # type: ignore[arg-type]
+    )
+    raw.parse()
+    assert "reply" not in raw.headers["X-Enrich-Searched"]  # no "And": a question of its own

@@ -10,6 +10,7 @@ from proxy.retrieval.history import (
     HistoryRule,
     SearchText,
     Turn,
+    answer_weight,
     carried_words,
     earlier_turns,
     first_words,
@@ -323,6 +324,46 @@ def test_the_last_answer_is_searched_only_for_a_question_pointing_back_when_aske
     assert not pointing("Wie groß muss die EFI-Partition mindestens sein?")
     # A definite phrase counts when its noun was said in the last turn.
     assert pointing("Is the Schnellstart on by default?", ["Den Schnellstart abschalten."])
+
+
+SHUTDOWN = [
+    Turn("user", "¿Puedo apagar un servidor remoto por SSH?"),
+    Turn("assistant", "Sí, con shutdown -h now lanzado con at para que no muera con la sesión."),
+]
+
+
+def test_a_question_continuing_the_exchange_gets_the_last_answer_at_its_own_weight() -> None:
+    rule = HistoryRule(reply=4.0, continuing=1.5, reply_pointing=True, lean=False, terms=0.0)
+    continuing = search_texts("¿Y si se corta la conexión a mitad?", SHUTDOWN, rule)
+    assert continuing[-1] == SearchText(
+        "Sí, con shutdown -h now lanzado con at para que no muera con la sesión.\n"
+        "¿Y si se corta la conexión a mitad?",
+        1.5,
+        "reply",
+    )
+    # Pointing back ("eso") outranks continuing: the answer at `reply`.
+    assert answer_weight("¿Y eso funciona con screen?", "", rule) == 4.0
+    assert answer_weight("Et pour taper du japonais ?", "", rule) == 1.5
+    assert answer_weight("А если памяти меньше?", "", rule) == 1.5
+    # A question of its own, or "and" inside a sentence, is not continuing anything.
+    assert answer_weight("¿Se puede apagar por SSH y luego encender?", "", rule) == 0.0
+    assert answer_weight("How do salt and pepper differ?", "", rule) == 0.0
+    own = search_texts("¿Cómo imprimo desde Debian?", SHUTDOWN, rule)
+    assert "reply" not in [text.source for text in own]
+
+
+def test_the_continuing_weight_is_off_at_zero_and_with_the_answer_switched_off() -> None:
+    question = "¿Y si se corta la conexión a mitad?"
+    off = HistoryRule(reply=4.0, continuing=0.0, reply_pointing=True)
+    assert "reply" not in [t.source for t in search_texts(question, SHUTDOWN, off)]
+    no_answer = HistoryRule(reply=0.0, continuing=1.0, reply_pointing=True)
+    assert answer_weight(question, "", no_answer) == 0.0
+    ungated = HistoryRule(reply=2.0, continuing=1.0, reply_pointing=False)
+    assert answer_weight(question, "", ungated) == 2.0  # every question gets `reply`
+    # The lean scales it as it scales the rest of the history: none after a change of subject.
+    leaning_rule = HistoryRule(reply=4.0, continuing=1.0, lean=True)
+    shifted = search_texts("Otra pregunta: ¿y el correo?", SHUTDOWN, leaning_rule)
+    assert [text.source for text in shifted] == ["question"]
 
 
 def test_a_question_of_eight_words_is_short() -> None:
