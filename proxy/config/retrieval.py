@@ -88,7 +88,9 @@ class HistorySettings(Section):
         description=(
             "With `reply_pointing`, the last answer's weight for a question pointing at nothing"
             ' that opens by continuing the exchange ("And if it drops?", "¿Y si ...?", "Et'
-            ' pour ...?"; 0, or `reply` 0: not searched).'
+            " pour ...?\"), or one written in a script none of the index's languages uses"
+            " (Han, kana, Hangul, Greek, Arabic, ...: its pointing words are not known); 0, or"
+            " `reply` 0: not searched."
         ),
     )
 

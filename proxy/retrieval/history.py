@@ -17,6 +17,7 @@ from proxy.retrieval.referring import (
     HINTS,
     REFERRING,
     SHIFT,
+    unread_script,
 )
 
 MARKER = re.compile(r"^\[attached: .*\]$", re.S)
@@ -94,8 +95,9 @@ class HistoryRule:
     continuing: float = 1.0
     """With `reply_pointing`, the last answer's ranking for a question that points at nothing
     but opens by continuing the exchange (`CONTINUING`: "¿Y si se corta la conexión?", "Et
-    pour taper du japonais ?"): it may lean on the answer, less surely than a pronoun says
-    (0: not searched)."""
+    pour taper du japonais ?"), or one in a script the index's languages are not written in
+    ("それはなぜ？": whether it points back cannot be told): it may lean on the answer, less
+    surely than a pronoun says (0: not searched)."""
 
 
 def message_text(message: dict[str, Any]) -> str:
@@ -191,11 +193,13 @@ def led_by_rewrite(
 def answer_weight(question: str, answer: str, rule: HistoryRule) -> float:
     """The weight of the question searched with the last answer, before `leaning`: `rule.reply`
     for a question pointing back (or for every question, without `rule.reply_pointing`),
-    `rule.continuing` for one opening by continuing the exchange, else none (`rule.reply` 0:
-    the answer is never searched)."""
+    `rule.continuing` for one opening by continuing the exchange or written in a script whose
+    pointing words are not known (`unread_script`), else none (`rule.reply` 0: the answer is
+    never searched)."""
     if rule.reply <= 0 or not rule.reply_pointing or pointing(question, [answer]):
         return rule.reply
-    return rule.continuing if CONTINUING.match(question) else 0.0
+    unknown = CONTINUING.match(question) or unread_script(question)
+    return rule.continuing if unknown else 0.0
 
 
 def last_answer(earlier: Sequence[Turn]) -> str:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+import unicodedata
 
 # Pronouns, possessives and demonstratives, "the other one", "the second", "the last one", "so
 # one" (German "so eine"), "davon", "also". Words that are also articles or a common verb, in
@@ -125,3 +126,16 @@ SHIFT = re.compile(
 )
 """A question opening by saying it changes the subject ("Separate problem: ...", "Different
 question: ...", "Andere Frage: ...", "Autre question : ...")."""
+
+
+READ_SCRIPTS = ("LATIN", "CYRILLIC")
+"""The scripts the index's twelve languages are written in."""
+
+
+def unread_script(question: str) -> bool:
+    """Whether most of the question's letters are of a script none of the index's languages
+    is written in (Han, kana, Hangul, Greek, Arabic, ...): its pointing words are not known, so
+    whether it points back cannot be told."""
+    letters = [char for char in question if char.isalpha()]
+    other = sum(1 for char in letters if not unicodedata.name(char, "").startswith(READ_SCRIPTS))
+    return other * 2 > len(letters)

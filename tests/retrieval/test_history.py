@@ -358,12 +358,34 @@ def test_the_continuing_weight_is_off_at_zero_and_with_the_answer_switched_off()
     assert "reply" not in [t.source for t in search_texts(question, SHUTDOWN, off)]
     no_answer = HistoryRule(reply=0.0, continuing=1.0, reply_pointing=True)
     assert answer_weight(question, "", no_answer) == 0.0
+    light = HistoryRule(reply=0.5, continuing=0.25, reply_pointing=True)
+    assert answer_weight(question, "", light) == 0.25  # a light `reply` still tells them apart
+    # A definite phrase naming what the answer said points back: the answer at `reply`.
+    said = "Sí, con shutdown lanzado con at."
+    assert answer_weight("¿Funciona el shutdown con screen?", said, light) == 0.5
+    assert answer_weight("¿Funciona el shutdown con screen?", "", light) == 0.0
     ungated = HistoryRule(reply=2.0, continuing=1.0, reply_pointing=False)
     assert answer_weight(question, "", ungated) == 2.0  # every question gets `reply`
     # The lean scales it as it scales the rest of the history: none after a change of subject.
     leaning_rule = HistoryRule(reply=4.0, continuing=1.0, lean=True)
     shifted = search_texts("Otra pregunta: ¿y el correo?", SHUTDOWN, leaning_rule)
     assert [text.source for text in shifted] == ["question"]
+
+
+def test_a_question_in_a_script_no_index_language_uses_gets_the_last_answer_at_continuing() -> None:
+    rule = HistoryRule(reply=4.0, continuing=1.5, reply_pointing=True, lean=False, terms=0.0)
+    earlier = [
+        Turn("user", "このキツネは何をしましたか？"),
+        Turn("assistant", "ブドウを取ろうとしました。"),
+    ]
+    texts = search_texts("それはなぜですか？", earlier, rule)
+    assert texts[-1] == SearchText("ブドウを取ろうとしました。\nそれはなぜですか？", 1.5, "reply")
+    for question in ["为什么会这样？", "그건 왜요?", "Γιατί είναι επικίνδυνο;", "لماذا هذا خطير؟"]:
+        assert answer_weight(question, "", rule) == 1.5, question
+    # Latin and Cyrillic are read: a question of its own there is not searched with the answer,
+    # nor one whose few letters of another script are a formula's or a name's.
+    for question in ["Wie groß ist π1(S¹, x)?", "Где скачать образ?", "Is 日本 in the list?"]:
+        assert answer_weight(question, "", rule) == 0.0, question
 
 
 def test_a_question_of_eight_words_is_short() -> None:

@@ -15,6 +15,7 @@ from proxy.retrieval.referring import (
     POINTING_WORDS,
     REFERRING,
     SHIFT,
+    unread_script,
 )
 from proxy.retrieval.standalone import leans_on_history, own_words
 
@@ -257,3 +258,12 @@ def test_an_object_pronoun_before_its_verb_points_back(question: str) -> None:
 )
 def test_an_article_before_its_noun_is_no_pronoun(question: str) -> None:
     assert not pointing(question), question
+
+
+def test_a_question_mostly_in_a_script_the_index_does_not_read_is_told_apart() -> None:
+    assert unread_script("それはなぜですか？") and unread_script("这个怎么用？")
+    assert unread_script("Τι είναι αυτό;") and unread_script("APIは何ですか？")  # 5 of 8 letters
+    assert not unread_script("Was ist π1?") and not unread_script("Почему это так?")
+    assert (
+        not unread_script("Is 日本 in it?") and not unread_script("") and not unread_script("42?")
+    )

@@ -136,9 +136,11 @@ def test_a_follow_up_of_more_than_80_words_is_searched_as_written() -> None:
 def test_the_history_settings_are_the_rule_searched_by() -> None:
     settings = HistorySettings(
         turns=3, weight=0.7, decay=0.4, reply=2.0, terms=0.5, term_count=7, lean=False,
-        near=False, reply_pointing=False,
+        near=False, reply_pointing=False, continuing=0.25,
     )  # fmt: skip
-    assert history_rule(settings) == HistoryRule(3, 0.7, 0.4, 2.0, 0.5, 7, False, False, False)
+    assert history_rule(settings) == HistoryRule(
+        3, 0.7, 0.4, 2.0, 0.5, 7, False, False, False, continuing=0.25
+    )
 
 
 def test_no_earlier_question_no_rewrite() -> None:
