@@ -144,6 +144,7 @@ GROUPS = {
     "conversations": Group(
         (
             "proxy/retrieval/history.py",
+            "proxy/retrieval/referring.py",
             "proxy/retrieval/follow_up.py",
             "proxy/retrieval/standalone.py",
             "proxy/retrieval/standalone_answer.py",

@@ -264,6 +264,7 @@ def test_a_question_mostly_in_a_script_the_index_does_not_read_is_told_apart() -
     assert unread_script("それはなぜですか？") and unread_script("这个怎么用？")
     assert unread_script("Τι είναι αυτό;") and unread_script("APIは何ですか？")  # 5 of 8 letters
     assert not unread_script("Was ist π1?") and not unread_script("Почему это так?")
-    assert (
-        not unread_script("Is 日本 in it?") and not unread_script("") and not unread_script("42?")
-    )
+    assert not unread_script("Is 日本 in it?")  # a name in another script
+    assert not unread_script("") and not unread_script("42?")
+    assert not unread_script("日本 at?")  # half its letters: not most
+    assert unread_script("\U00017000\U00017001?")  # Tangut: letters without a Unicode name
