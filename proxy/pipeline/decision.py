@@ -223,6 +223,7 @@ class SearchesRecord:
     budget_used: int = 0
     budget_unit: str = ""
     written_calls: int = 0  # search calls the model wrote as text, its server did not parse
+    searched_for_model: str = ""  # why the proxy wrote the first search (a forced one not made)
 
 
 @dataclass

@@ -58,6 +58,15 @@ def search_function(scope: list[str], max_queries: int) -> dict[str, Any]:
     }
 
 
+def proxy_queries(question: str, earlier: list[str]) -> list[str]:
+    """The queries of a search the proxy writes for the model (one the request forced and the
+    model did not make): the question, and the question after the latest earlier one (a
+    follow-up's own words miss what it refers to), each within `MAX_QUERY_CHARS`."""
+    asked = question.strip()[:MAX_QUERY_CHARS]
+    joined = f"{earlier[-1].strip()} {asked}"[-MAX_QUERY_CHARS:].strip() if earlier else asked
+    return [asked] if joined == asked else [asked, joined]
+
+
 @dataclass(frozen=True)
 class Queries:
     """The queries of a call, as many as may run, and whether some were left out."""

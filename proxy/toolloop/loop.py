@@ -22,9 +22,11 @@ from proxy.pipeline.decision import SearchCall
 from proxy.pipeline.exchange import Exchange
 from proxy.pipeline.search_space import LAST_TURN, SEARCH_FUNCTION, run_search
 from proxy.pipeline.services import Services
+from proxy.retrieval.history import message_text
 from proxy.toolloop.function import (
     CallError,
     object_arguments,
+    proxy_queries,
     read_queries,
     search_function,
     unknown_function,
@@ -112,12 +114,21 @@ def added_usage(
 
 def first_choice(asked: Any, forced_search: bool) -> Any:
     """The first turn's tool_choice: the search function when the client forced file_search,
-    `required` or a function the client named as asked; `auto` otherwise and after."""
+    `required` or a function the client named as asked; `auto` otherwise and after. (llama.cpp
+    reads tool_choice as a string only and takes the object for `auto`; sent `required`, a
+    model that writes its call as text went on writing blank lines to the token limit: the
+    object, and the proxy's own search when no call comes, serve it better.)"""
     if forced_search:
         return {"type": "function", "function": {"name": SEARCH_FUNCTION}}
     if asked == "required" or isinstance(asked, dict):
         return asked
     return "auto"
+
+
+def must_search(asked: Any, forced_search: bool, client_tools: list[Any]) -> bool:
+    """Whether the first turn has to search: file_search forced, or `required` with no function
+    of the client's beside the search (what else could it call?)."""
+    return forced_search or (asked == "required" and not client_tools)
 
 
 def client_names(body: dict[str, Any]) -> set[str]:
@@ -188,7 +199,9 @@ class SearchLoop:
             search.scope(exchange.control_tokens), self.settings.queries_per_call
         )
         forced = exchange.file_search is not None and exchange.file_search.forced
-        self.choice = first_choice(exchange.body.get("tool_choice"), forced)
+        asked = exchange.body.get("tool_choice")
+        self.choice = first_choice(asked, forced)
+        self.must_search = must_search(asked, forced, self.client_tools)
         self.searches = 0
         self.first: Turn | None = None  # the first turn: its id, model and time name the answer
 
@@ -275,16 +288,18 @@ class SearchLoop:
                 )
                 self._last_turn()
             turn = Turn()
-            # Text that may be a search call written as text waits for the turn's end.
+            # Text that may be a search call written as text waits for the turn's end; so does
+            # all of a turn that has to search: a server may answer instead (llama.cpp does).
+            forcing = offer and number == 1 and self.must_search
             held: list[Text] = []
             deciding, written = offer, ""
             async for item in self._turn(self._body(offer), number):
                 if isinstance(item, Turn):
                     turn = item
-                elif deciding and (held or item.shown.content):
+                elif forcing or (deciding and (held or item.shown.content)):
                     held.append(item)
                     written += item.shown.content
-                    if not may_be_call(written):
+                    if not forcing and not may_be_call(written):
                         deciding = False
                         for text in held:
                             yield text
@@ -295,14 +310,25 @@ class SearchLoop:
             first = self.first or turn
             usage = added_usage(usage, turn.usage)
             calls = turn.ordered_calls() if offer else []
-            if held and not calls and turn.finish_reason != "length":
+            if held and not calls and (turn.finish_reason != "length" or forcing):
+                # A call written whole before the limit is one (a turn that has to search: a
+                # model held to `required` may pad its call with blank lines to the limit).
                 calls = written_calls(turn.content)
                 if calls:
                     # The turn made these calls: its text was them (counted as such too).
                     record.written_calls += len(calls)
                     turn.calls = {call.index: call for call in calls}
-                    turn.content = ""
+                    turn.content, turn.finish_reason = "", "tool_calls"
                     held = []
+            if forcing and not calls and self.exchange.query.strip():
+                # The search the request forced, written by the proxy: the question, and the
+                # question after the one before it; the model's answer without it is dropped.
+                calls = [self._proxy_call()]
+                record.searched_for_model = (
+                    "the upstream answered without the search the request forced "
+                    "(tool_choice): the proxy searched for the question"
+                )
+                turn.content, turn.finish_reason, held = "", "tool_calls", []
             for text in held:
                 yield text
             empty = not calls and not turn.content.strip() and turn.finish_reason != "length"
@@ -365,6 +391,17 @@ class SearchLoop:
             self.record.calls.append(result.record)
             yield Searched(self.searches, queries.run, result.results)
             await asyncio.sleep(0)  # a long run of searches still lets the loop breathe
+
+    def _proxy_call(self) -> Call:
+        """The forced search as the proxy writes it (`proxy_queries`)."""
+        asked = [
+            message_text(message)
+            for message in self.exchange.messages
+            if isinstance(message, dict) and message.get("role") == "user"
+        ]
+        queries = proxy_queries(self.exchange.query, [text for text in asked[:-1] if text])
+        arguments = jsonio.dumps({"queries": queries}).decode()
+        return Call(index=0, id="call_proxy_1", name=SEARCH_FUNCTION, arguments=arguments)
 
     def _assistant(self, turn: Turn, calls: list[Call]) -> dict[str, Any]:
         """The model's turn as the conversation keeps it: its calls, each with an id."""

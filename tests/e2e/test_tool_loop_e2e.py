@@ -210,3 +210,37 @@ def test_a_model_trained_for_tools_streams_its_searches(
     assert message.type == "message" and final.output_text.strip()
     notes = message.content[0].annotations
     assert notes and {note.filename for note in notes} == {"handbook.pdf"}
+
+
+def test_a_forced_search_is_made_on_a_real_llama_cpp_even_when_the_model_answers(
+    tool_model_server: LlamaServer,
+    llama_embed_server: str,
+    proxy_for: Callable[..., str],  # noqa: F811
+    tmp_path: Path,
+) -> None:
+    """llama.cpp reads tool_choice as a string only: the forced search function (an object) is
+    `auto` to it, and a model answering a follow-up from the conversation makes no call. The
+    search is made all the same: by the model, or else by the proxy for the question."""
+    base = proxy_for(tool_model_server.base_url, llama_embed_server)
+    client = openai.OpenAI(base_url=base + "/v1", api_key="unused", timeout=1800)
+    store_id = store_with_handbook(client, tmp_path)
+    follow_up = "And what else did he give them?"
+    response = client.responses.create(
+        model="tools",
+        input=[
+            {"role": "user", "content": QUESTION},
+            {"role": "assistant", "content": "Sardines, every morning."},
+            {"role": "user", "content": follow_up},
+        ],
+        tools=[every_passage(store_id)],
+        tool_choice={"type": "file_search"},
+        max_output_tokens=MAX_TOKENS,
+    )
+    print(f"\n{response.model_dump_json(indent=1)}")
+    calls = [item for item in response.output if item.type == "file_search_call"]
+    assert calls and all(call.queries for call in calls)
+    record = searches(base)
+    print(f"searches: {record}")
+    if record["searched_for_model"]:
+        assert calls[0].queries == [follow_up, f"{QUESTION} {follow_up}"]
+    assert response.output[-1].type == "message"

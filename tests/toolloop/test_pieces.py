@@ -8,11 +8,23 @@ from typing import Any
 import pytest
 
 from proxy.http.search_loop import Joined
-from proxy.pipeline.search_space import MAX_RESTATED, _capped, _merged, results_text
+from proxy.pipeline.search_space import (
+    MAX_QUERY_CHARS,
+    MAX_RESTATED,
+    _capped,
+    _merged,
+    results_text,
+)
 from proxy.pipeline.stages.search_mode import ONCE_BY_DEFAULT, choose_search_mode
 from proxy.retrieval.budget import Passage
-from proxy.toolloop.function import CallError, object_arguments, read_queries, search_function
-from proxy.toolloop.loop import Text, added_usage, client_names, first_choice
+from proxy.toolloop.function import (
+    CallError,
+    object_arguments,
+    proxy_queries,
+    read_queries,
+    search_function,
+)
+from proxy.toolloop.loop import Text, added_usage, client_names, first_choice, must_search
 from proxy.toolloop.turn import Shown, Turn, completion_chunk
 from proxy.upstream.facts import Fact
 from tests.fakes.tool_calls import Calls, Say, ToolModel, search
@@ -144,6 +156,28 @@ def test_the_first_turn_may_be_forced_and_the_rest_are_free() -> None:
     named = {"type": "function", "function": {"name": "get_weather"}}
     assert first_choice(named, False) == named
     assert first_choice("auto", False) == first_choice(None, False) == "auto"
+
+
+def test_the_first_turn_must_search_when_forced_or_required_with_nothing_else_to_call() -> None:
+    weather = [{"type": "function", "function": {"name": "weather"}}]
+    assert must_search("auto", True, weather) and must_search(None, True, [])
+    assert must_search("required", False, []) and not must_search("required", False, weather)
+    assert not must_search("auto", False, []) and not must_search(None, False, [])
+    named = {"type": "function", "function": {"name": "weather"}}
+    assert not must_search(named, False, weather)
+
+
+def test_the_proxys_own_queries_are_the_question_then_the_question_after_the_last_one() -> None:
+    assert proxy_queries("  Why?  ", []) == ["Why?"]
+    assert proxy_queries("Where is it slower?", ["Hi", "How fast is it? "]) == [
+        "Where is it slower?",
+        "How fast is it? Where is it slower?",
+    ]
+    long = "x" * (MAX_QUERY_CHARS + 10)
+    # A question as long as a query may be is searched once, whole: no room for the one before.
+    assert proxy_queries(long, ["earlier"]) == [long[:MAX_QUERY_CHARS]]
+    _, after = proxy_queries("Why?", ["w " * MAX_QUERY_CHARS])
+    assert len(after) <= MAX_QUERY_CHARS and after.endswith("w Why?")
 
 
 def test_usage_of_every_turn_is_added_up() -> None:

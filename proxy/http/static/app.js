@@ -330,6 +330,7 @@ function searchesLine(searches) {
   const text =
     `searches (${searches.mode}): ${searches.reason}` +
     (searches.mode === "tool" ? ` · ${plural(searches.rounds, "turn")}${budget}${written}` : "") +
+    (searches.searched_for_model ? `; ${searches.searched_for_model}` : "") +
     (searches.forced ? `; answer asked without tools: ${searches.forced}` : "") +
     (searches.stopped ? `; ${searches.stopped}` : "");
   const box = el("div", { class: "budget searches", "data-mode": searches.mode });
