@@ -8,6 +8,7 @@ from __future__ import annotations
 from typing import Any
 
 import httpx
+import openai
 import pytest
 
 from tests.fakes.tool_calls import Calls, Reply, Say, search, tool_results
@@ -34,6 +35,17 @@ def answers_without_searching(body: dict[str, Any]) -> Reply:
     return Say(GROUNDED) if tool_results(body) else Say(GUESS)
 
 
+def forced(client: openai.OpenAI, store_id: str, asked: Any = CATS, **fields: Any) -> Any:
+    """A Responses request over the store whose first turn has to search."""
+    return client.responses.create(
+        model="m",
+        input=asked,
+        tools=file_search_tool(store_id),
+        tool_choice={"type": "file_search"},
+        **fields,
+    )
+
+
 @pytest.fixture
 def base(make_proxy: Proxy) -> str:
     return make_proxy(vector_stores=FAST)
@@ -44,13 +56,7 @@ def test_a_forced_search_the_model_skipped_is_made_for_it(
 ) -> None:
     model(upstream, answers_without_searching)
     client, store_id, ids = ready(base)
-    response = client.responses.create(
-        model="m",
-        input=CATS,
-        tools=file_search_tool(store_id),
-        tool_choice={"type": "file_search"},
-        include=["file_search_call.results"],
-    )
+    response = forced(client, store_id, include=["file_search_call.results"])
     search_item, _ = response.output
     assert search_item.type == "file_search_call" and search_item.queries == [CATS]
     assert search_item.results and search_item.results[0].file_id == ids["lighthouse.txt"]
@@ -77,30 +83,19 @@ def test_a_forced_follow_up_is_searched_with_the_question_before_it(
     model(upstream, answers_without_searching)
     client, store_id, _ = ready(base)
     follow_up = "And what did they drink?"
-    response = client.responses.create(
-        model="m",
-        input=[
-            {"role": "user", "content": CATS},
-            {"role": "assistant", "content": "Sardines."},
-            {"role": "user", "content": follow_up},
-        ],
-        tools=file_search_tool(store_id),
-        tool_choice={"type": "file_search"},
-    )
+    conversation = [
+        {"role": "user", "content": CATS},
+        {"role": "assistant", "content": "Sardines."},
+        {"role": "user", "content": follow_up},
+    ]
+    response = forced(client, store_id, conversation)
     assert response.output[0].queries == [follow_up, f"{CATS} {follow_up}"]  # type: ignore[union-attr]
 
 
 def test_the_streamed_answer_never_shows_the_guess(base: str, upstream: FakeUpstream) -> None:
     model(upstream, answers_without_searching)
     client, store_id, _ = ready(base)
-    stream = client.responses.create(
-        model="m",
-        input=CATS,
-        tools=file_search_tool(store_id),
-        tool_choice={"type": "file_search"},
-        stream=True,
-    )
-    events = list(stream)
+    events = list(forced(client, store_id, stream=True))
     text = "".join(e.delta for e in events if e.type == "response.output_text.delta")
     assert text == GROUNDED
     done = [e.item.type for e in events if e.type == "response.output_item.done"]
@@ -128,12 +123,7 @@ def test_a_model_that_searches_as_forced_keeps_its_own_queries_and_words(
 
     model(upstream, obeys)
     client, store_id, _ = ready(base)
-    response = client.responses.create(
-        model="m",
-        input=CATS,
-        tools=file_search_tool(store_id),
-        tool_choice={"type": "file_search"},
-    )
+    response = forced(client, store_id)
     assert response.output[0].queries == ["keeper cats food"]  # type: ignore[union-attr]
     assert last_decision(base)["decision"]["searches"]["searched_for_model"] == ""
 
