@@ -8,11 +8,13 @@ into several searches run together — and answers with numbered passages.
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from proxy import jsonio
 from proxy.pipeline.search_space import MAX_QUERY_CHARS, SEARCH_FUNCTION
+from proxy.retrieval.history import HistoryRule, Turn, answer_weight, first_words, last_answer
 
 MAX_NAMES = 20
 """Names of files and stores written into the description; the rest are counted."""
@@ -58,13 +60,26 @@ def search_function(scope: list[str], max_queries: int) -> dict[str, Any]:
     }
 
 
-def proxy_queries(question: str, earlier: list[str]) -> list[str]:
+ANSWER_WORDS = 40
+"""Words of the last answer put before a follow-up that leans on it, in the proxy's own query."""
+
+
+def proxy_queries(question: str, earlier: Sequence[Turn], rule: HistoryRule) -> list[str]:
     """The queries of a search the proxy writes for the model (one the request forced and the
-    model did not make): the question, and the question after the latest earlier one (a
-    follow-up's own words miss what it refers to), each within `MAX_QUERY_CHARS`."""
+    model did not make), as the search without a model reads a follow-up: the question, the
+    question after the latest earlier one (its end), and the question after the last answer
+    (its first words) when the rule searches that answer for it (`answer_weight`: it points
+    back, continues the exchange...); each within `MAX_QUERY_CHARS`, the question kept whole."""
     asked = question.strip()[:MAX_QUERY_CHARS]
-    joined = f"{earlier[-1].strip()} {asked}"[-MAX_QUERY_CHARS:].strip() if earlier else asked
-    return [asked] if joined == asked else [asked, joined]
+    queries = [asked]
+    questions = [turn.text for turn in earlier if turn.role == "user"]
+    if questions:
+        queries.append(f"{questions[-1].strip()} {asked}"[-MAX_QUERY_CHARS:].strip())
+    answer = last_answer(earlier)
+    room = MAX_QUERY_CHARS - len(asked) - 1
+    if answer and room > 0 and answer_weight(asked, answer, rule) > 0:
+        queries.append(f"{first_words(answer, ANSWER_WORDS)[:room].strip()} {asked}")
+    return list(dict.fromkeys(queries))
 
 
 @dataclass(frozen=True)

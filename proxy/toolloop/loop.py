@@ -22,7 +22,8 @@ from proxy.pipeline.decision import SearchCall
 from proxy.pipeline.exchange import Exchange
 from proxy.pipeline.search_space import LAST_TURN, SEARCH_FUNCTION, run_search
 from proxy.pipeline.services import Services
-from proxy.retrieval.history import message_text
+from proxy.retrieval.follow_up import history_rule
+from proxy.retrieval.history import earlier_turns
 from proxy.toolloop.function import (
     CallError,
     object_arguments,
@@ -393,13 +394,13 @@ class SearchLoop:
             await asyncio.sleep(0)  # a long run of searches still lets the loop breathe
 
     def _proxy_call(self) -> Call:
-        """The forced search as the proxy writes it (`proxy_queries`)."""
-        asked = [
-            message_text(message)
-            for message in self.exchange.messages
-            if isinstance(message, dict) and message.get("role") == "user"
-        ]
-        queries = proxy_queries(self.exchange.query, [text for text in asked[:-1] if text])
+        """The forced search as the proxy writes it (`proxy_queries`, under the request's
+        `retrieval.history`)."""
+        messages = self.exchange.messages
+        users = [at for at, message in enumerate(messages) if message.get("role") == "user"]
+        earlier = earlier_turns(messages, users[-1] if users else None)
+        rule = history_rule(self.services.settings.retrieval.history)
+        queries = proxy_queries(self.exchange.query, earlier, rule)
         arguments = jsonio.dumps({"queries": queries}).decode()
         return Call(index=0, id="call_proxy_1", name=SEARCH_FUNCTION, arguments=arguments)
 

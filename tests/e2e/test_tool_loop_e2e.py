@@ -242,5 +242,9 @@ def test_a_forced_search_is_made_on_a_real_llama_cpp_even_when_the_model_answers
     record = searches(base)
     print(f"searches: {record}")
     if record["searched_for_model"]:
-        assert calls[0].queries == [follow_up, f"{QUESTION} {follow_up}"]
+        assert calls[0].queries == [  # "them": the last answer too
+            follow_up,
+            f"{QUESTION} {follow_up}",
+            f"Sardines, every morning. {follow_up}",
+        ]
     assert response.output[-1].type == "message"

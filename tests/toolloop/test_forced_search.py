@@ -89,7 +89,11 @@ def test_a_forced_follow_up_is_searched_with_the_question_before_it(
         {"role": "user", "content": follow_up},
     ]
     response = forced(client, store_id, conversation)
-    assert response.output[0].queries == [follow_up, f"{CATS} {follow_up}"]  # type: ignore[union-attr]
+    assert response.output[0].queries == [  # type: ignore[union-attr]
+        follow_up,
+        f"{CATS} {follow_up}",
+        f"Sardines. {follow_up}",  # "And …": it continues the exchange
+    ]
 
 
 def test_the_streamed_answer_never_shows_the_guess(base: str, upstream: FakeUpstream) -> None:

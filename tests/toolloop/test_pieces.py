@@ -17,6 +17,8 @@ from proxy.pipeline.search_space import (
 )
 from proxy.pipeline.stages.search_mode import ONCE_BY_DEFAULT, choose_search_mode
 from proxy.retrieval.budget import Passage
+from proxy.retrieval.history import HistoryRule
+from proxy.retrieval.history import Turn as Said
 from proxy.toolloop.function import (
     CallError,
     object_arguments,
@@ -167,17 +169,31 @@ def test_the_first_turn_must_search_when_forced_or_required_with_nothing_else_to
     assert not must_search(named, False, weather)
 
 
-def test_the_proxys_own_queries_are_the_question_then_the_question_after_the_last_one() -> None:
-    assert proxy_queries("  Why?  ", []) == ["Why?"]
-    assert proxy_queries("Where is it slower?", ["Hi", "How fast is it? "]) == [
+def test_the_proxys_own_queries_read_a_follow_up_as_the_search_without_a_model_does() -> None:
+    rule = HistoryRule()
+    assert proxy_queries("  Why?  ", [], rule) == ["Why?"]
+    earlier = [Said("user", "How fast is it? "), Said("assistant", "Fastest on 9 of 26 tests.")]
+    assert proxy_queries("Where is it slower?", earlier, rule) == [
         "Where is it slower?",
         "How fast is it? Where is it slower?",
+        "Fastest on 9 of 26 tests. Where is it slower?",  # "it" points back
     ]
+    # A question of its own gets no answer before it; nor any, with `reply` 0.
+    assert len(proxy_queries("What does the cache hold?", earlier, rule)) == 2
+    assert len(proxy_queries("Where is it slower?", earlier, HistoryRule(reply=0.0))) == 2
+    # The answer's first words only; the question always whole, within a query's length.
+    long_answer = [Said("assistant", " ".join(f"w{n}" for n in range(200)))]
+    *_, after = proxy_queries("And why?", long_answer, rule)
+    assert after.startswith("w0 w1 ") and after.endswith("w39 And why?")
     long = "x" * (MAX_QUERY_CHARS + 10)
-    # A question as long as a query may be is searched once, whole: no room for the one before.
-    assert proxy_queries(long, ["earlier"]) == [long[:MAX_QUERY_CHARS]]
-    _, after = proxy_queries("Why?", ["w " * MAX_QUERY_CHARS])
-    assert len(after) <= MAX_QUERY_CHARS and after.endswith("w Why?")
+    assert proxy_queries(long, [Said("user", "earlier"), Said("assistant", "it")], rule) == [
+        long[:MAX_QUERY_CHARS]  # no room for the question before it, nor the answer
+    ]
+    _, after_question, after_answer = proxy_queries(
+        "And why?", [Said("user", "w " * MAX_QUERY_CHARS), Said("assistant", "a " * 400)], rule
+    )
+    assert len(after_question) <= MAX_QUERY_CHARS and after_question.endswith("w And why?")
+    assert len(after_answer) <= MAX_QUERY_CHARS and after_answer.endswith("a And why?")
 
 
 def test_usage_of_every_turn_is_added_up() -> None:
