@@ -194,6 +194,19 @@ def test_the_proxys_own_queries_read_a_follow_up_as_the_search_without_a_model_d
     )
     assert len(after_question) <= MAX_QUERY_CHARS and after_question.endswith("w And why?")
     assert len(after_answer) <= MAX_QUERY_CHARS and after_answer.endswith("a And why?")
+    # A long question leaves the answer what room there is, to the character.
+    answered = [Said("assistant", "Fastest on nine tests.")]
+    for length, said in [(480, "Fastest on nine tes"), (498, "F")]:
+        question = "And why " + "y" * (length - 9) + "?"
+        *_, last = proxy_queries(question, answered, rule)
+        assert last == f"{said} {question}" and len(last) == MAX_QUERY_CHARS
+    assert proxy_queries("And why " + "y" * 490 + "?", answered, rule) == [
+        "And why " + "y" * 490 + "?"
+    ]
+    # A follow-up that only continues the exchange (the answer at `continuing`, 1) gets it too.
+    assert proxy_queries("And for binary data?", answered, rule)[-1] == (
+        "Fastest on nine tests. And for binary data?"
+    )
 
 
 def test_usage_of_every_turn_is_added_up() -> None:
