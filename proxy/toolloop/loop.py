@@ -394,7 +394,7 @@ class SearchLoop:
             await asyncio.sleep(0)  # a long run of searches still lets the loop breathe
 
     def _proxy_call(self) -> Call:
-        """The forced search as the proxy writes it (`proxy_queries`, under the request's
+        """The forced search as the proxy writes it (`proxy_queries`, under the proxy's
         `retrieval.history`)."""
         messages = self.exchange.messages
         users = [at for at, message in enumerate(messages) if message.get("role") == "user"]
