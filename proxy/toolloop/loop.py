@@ -322,8 +322,9 @@ class SearchLoop:
                     turn.content, turn.finish_reason = "", "tool_calls"
                     held = []
             if forcing and not calls and self.exchange.query.strip():
-                # The search the request forced, written by the proxy: the question, and the
-                # question after the one before it; the model's answer without it is dropped.
+                # The search the request forced, written by the proxy as the search without a
+                # model reads the follow-up (`proxy_queries`); the answer made without it is
+                # dropped.
                 calls = [self._proxy_call()]
                 record.searched_for_model = (
                     "the upstream answered without the search the request forced "
