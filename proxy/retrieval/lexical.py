@@ -98,8 +98,43 @@ _FUNCTION_WORDS = {
     "german": """wann wo wie was wer wen wem wessen warum wieso weshalb welche welcher welches
     welchen wurde wurden wird werden worden gibt gab kann können konnte muss müssen soll sollen
     darf steht stehen ist sind war waren hat haben hatte""",
+    "french": """comment pourquoi quand où combien quel quelle quels quelles quoi lequel laquelle
+    lesquels lesquelles peut peux pouvez pouvons peuvent pourrait pourrais pourriez faut
+    faudrait dois doit devez doivent devrait devrais faire fais fait font sais savoir veux veut
+    voulez voudrais vraiment exactement encore déjà juste donc alors puis aussi très trop
+    beaucoup peu quelque chose choses cela ceci ici""",
+    "spanish": """cómo cuándo dónde adónde qué cuál cuáles quién quiénes cuánto cuánta cuántos
+    cuántas porqué puedo puede puedes pueden podemos podría debo debe deben debería tengo tiene
+    tienen tener hay hace hacer hago necesito sé saber quiero quiere realmente exactamente
+    todavía ya solo sólo también entonces luego bien muy mucho poco algo cosa cosas""",
+    "italian": """come quando dove perché cosa chi quale quali quanto quanta quanti quante posso
+    può possono potrei devo deve devono dovrei serve servono bisogna faccio fare fa sapere
+    voglio vorrei davvero esattamente ancora già solo anche allora poi bene molto poco
+    qualcosa proprio""",
+    "portuguese": """como quando onde porque porquê quê qual quais quem quanto quanta quantos
+    quantas posso pode podem poderia devo deve devem deveria preciso tenho tem têm ter faço
+    fazer faz sei saber quero queria realmente exatamente ainda já só também então depois bem
+    muito pouco algo coisa""",
+    "dutch": """hoe wanneer waar waarom wat wie welk welke hoeveel kan kun kunt kunnen kon zou
+    zouden moet moeten mag mogen wil willen doe doet doen heb hebt heeft hebben echt precies
+    nog alleen ook dan goed veel iets""",
+    "russian": """почему зачем когда где куда откуда как какой какая какое какие сколько что кто
+    чем чего ли можно нужно надо могу может можете могут должен должна должно должны хочу
+    хочет хотите делать сделать делает вообще именно действительно точно ещё еще уже просто
+    тоже также потом тогда вместо разве""",
+    "swedish": """hur när var varför vad vem vilken vilket vilka kan kunna kunde ska skulle
+    måste får vill göra gör gjorde har hade verkligen exakt fortfarande redan bara också
+    sedan""",
+    "danish": """hvordan hvornår hvor hvorfor hvad hvem hvilken hvilket hvilke kan kunne skal
+    skulle må vil gøre gør har havde virkelig præcis stadig allerede bare også""",
+    "norwegian": """hvordan når hvor hvorfor hva hvem hvilken hvilket hvilke kan kunne skal
+    skulle må vil gjøre gjør har hadde virkelig nøyaktig fortsatt allerede bare også""",
+    "turkish": """nasıl neden niçin niye ne zaman nerede nereye nereden hangi kim kaç mı mi mu mü
+    var yok yapmak yapabilir gerçekten tam hâlâ zaten sadece ayrıca sonra""",
 }
-"""Words that tell a short question's language, beside each language's stopwords."""
+"""Words that tell a short question's language, beside each language's stopwords: asking
+words, auxiliaries and modal verbs, and the adverbs questions fill with ("exactement",
+"todavía"), which never name what a question is about."""
 _CYRILLIC = re.compile(r"[\u0400-\u04ff]")
 _LATIN = re.compile(r"[a-zà-ÿ]")
 

@@ -11,8 +11,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from proxy.retrieval.history import SearchText, Turn
-from proxy.retrieval.lexical import LANGUAGES, stopwords
-from proxy.retrieval.referring import CONTINUING, REFERRING
+from proxy.retrieval.lexical import LANGUAGES, function_word, query_language, stopwords
+from proxy.retrieval.referring import CLITIC, CONTINUING, REFERRING
 from proxy.retrieval.translation import Endpoint
 
 _WORD = re.compile(r"\w+")
@@ -51,10 +51,15 @@ class Leaning:
 
 def own_words(question: str) -> list[str]:
     """The question's words that could name its subject: none of the asking words, stopwords or
-    words pointing back, no numbers alone, at least three letters (two for a Cyrillic word)."""
+    words pointing back, nor the function words of its language (of any, when its language is
+    not told: "comment" asks in French, names a remark in English), no numbers alone, at least
+    three letters (two for a Cyrillic word)."""
+    language = query_language(question)
     found = []
     for word in _WORD.findall(unicodedata.normalize("NFKC", question).casefold()):
         if word in REFERRING or word in _ASKING or word in _STOPWORDS or word.isdigit():
+            continue
+        if function_word(word, language):
             continue
         if len(word) >= 3 or (len(word) == 2 and not word.isascii()):
             found.append(word)
@@ -73,6 +78,12 @@ def leans_on_history(question: str, earlier: Sequence[Turn]) -> Leaning:
     pointing = [word for word in words if word in REFERRING]
     if pointing:
         return Leaning(True, f"points back ({pointing[0]!r})")
+    clitic = CLITIC.search(question)
+    if clitic:
+        # The match ends inside the verb ("¿Cómo lo c"): the record names the verb whole.
+        verb = _WORD.match(question, clitic.end())
+        said = (clitic.group() + (verb.group() if verb else "")).strip(" ¿")
+        return Leaning(True, f"points back ({said!r})")
     opening = CONTINUING.match(question)
     if opening:
         return Leaning(True, f"continues the last question ({opening.group().strip()!r})")

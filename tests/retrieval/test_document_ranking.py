@@ -128,3 +128,27 @@ def test_carried_words_are_the_documents_rarest_in_its_language() -> None:
     # "every" is an English function word; "die" is German's, but this document is English.
     assert found == [(also[1], "And that? die kettle")]
     assert chosen == {"birds.txt": ["die", "kettle"]}
+
+
+def test_asking_words_and_fillers_of_the_documents_language_are_never_carried() -> None:
+    texts = [
+        "Pourquoi choisir UTF-8 ? Parce que la locale UTF-8 code tout Unicode.",
+        "Le noyau écrit ses messages dans le journal, puis journald les garde.",
+        "Le clavier japonais passe par ibus-mozc.",
+        "Le nom d'hôte se lit dans /etc/hostname.",
+    ]
+    chunks = [
+        Chunk("sha", "ref.txt", i, text, 1, 1, start=i * 80, end=i * 80 + len(text))
+        for i, text in enumerate(texts)
+    ]
+    doc = DocumentPassages("sha", "ref.txt", chunks, LexicalIndex.build(texts))
+    assert doc.lexical.language == "french"
+    carried = ("Pourquoi", "puis", "exactement", "locale", "journald")
+    also = [SearchText("Comment je la change ?", 1.0, "terms", carried, pick=3)]
+    chosen: dict[str, list[str]] = {}
+    # "pourquoi" and "puis" are each in one passage of four, as rare as "locale": only their
+    # being French asking and filler words keeps them out.
+    assert carried_texts(also, doc, chosen, "ref.txt") == [
+        (also[0], "Comment je la change ? locale journald")
+    ]
+    assert chosen == {"ref.txt": ["locale", "journald"]}

@@ -183,6 +183,28 @@ def test_own_words_leave_out_asking_and_pointing_words() -> None:
     assert leans_on_history("Does JS run on iOS?", EARLIER) == Leaning(True, "2 words of its own")
 
 
+def test_own_words_leave_out_the_asking_words_of_the_questions_language() -> None:
+    # French, Spanish and Italian asking words and fillers say nothing of the subject...
+    assert own_words("Combien de niveaux exactement ?") == ["niveaux"]
+    assert own_words("¿Cuándo sale la versión estable?") == ["sale", "versión", "estable"]
+    assert own_words("Perché serve ancora aptitude?") == ["aptitude"]
+    # ... but "comment" is a remark in an English question.
+    assert own_words("How do I add a comment?") == ["add", "comment"]
+
+
+def test_an_object_pronoun_before_its_verb_points_back_for_the_gate_too() -> None:
+    # Without its clitic, three words of its own would be self-contained.
+    assert leans_on_history("Comment je la change après coup ?", EARLIER) == Leaning(
+        True, "points back ('je la')"
+    )
+    assert leans_on_history("¿Cómo lo cambio sin reinstalar nada?", EARLIER) == Leaning(
+        True, "points back ('Cómo lo cambio')"
+    )
+    assert leans_on_history("Come la cambio dopo?", EARLIER) == Leaning(
+        True, "points back ('Come la cambio')"
+    )
+
+
 def test_the_model_sees_the_latest_questions_and_the_last_answer_cut() -> None:
     long_answer = " ".join(f"w{n}" for n in range(500)) + " memoizing"
     earlier = [Turn("user", f"question {n}?") for n in range(6)]

@@ -33,6 +33,12 @@ from proxy.upstream.client import UpstreamClient
         ("Какой срок действия договора?", "russian"),
         ("Стоимость работ?", "russian"),
         ("Quelle est la date de fondation de Mozilla?", "french"),
+        # Short questions told by their asking word alone (no stopword in them).
+        ("Pourquoi ?", "french"),
+        ("Combien de niveaux ?", "french"),
+        ("¿Cómo lo cambio?", "spanish"),
+        ("¿Cuándo sale?", "spanish"),
+        ("How do I add a comment?", "english"),  # "comment" asks only in French
         ("Mozilla founders?", None),  # no function word: unsure
     ],
 )
