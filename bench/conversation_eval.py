@@ -380,8 +380,8 @@ def borrowed_words(conversation: Conversation, turn: int) -> set[str]:
     """The content words turn `turn`'s ceiling (its hand-written standalone question) shares
     with its answer that neither the follow-up nor any earlier question or reply says, matched
     by their first `WORD_KEY` letters; function words and words under four letters left out."""
+    from proxy.retrieval.function_words import function_word
     from proxy.retrieval.history import WORD
-    from proxy.retrieval.lexical import function_word
 
     def keys(text: str) -> set[str]:
         return {

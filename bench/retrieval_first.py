@@ -140,7 +140,8 @@ def bench_lexical_engines(corpus: Path) -> None:
     """Index build and query time of bm25s and SQLite FTS5 (bm25()) over the same terms."""
     from proxy.retrieval.chunking import chunk_document
     from proxy.retrieval.embeddings import DefaultEmbedder
-    from proxy.retrieval.lexical import LexicalIndex, detect_language, terms
+    from proxy.retrieval.function_words import detect_language
+    from proxy.retrieval.lexical import LexicalIndex, terms
     from tests.retrieval.support import corpus_document
 
     doc = corpus_document(corpus / BOOK)

@@ -16,4 +16,5 @@ LANGUAGE_NAMES = {
     "norwegian": "Norwegian",
     "turkish": "Turkish",
 }
-"""The languages the lexical index tells apart (proxy.retrieval.lexical), by their English names."""
+"""The languages the lexical index tells apart (proxy.retrieval.function_words), by their
+English names."""

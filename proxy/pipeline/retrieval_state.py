@@ -7,8 +7,8 @@ from dataclasses import dataclass, field
 from proxy.documents.model import ParsedDocument
 from proxy.guard.neutralise import GuardReport
 from proxy.retrieval.budget import Passage
+from proxy.retrieval.function_words import query_language
 from proxy.retrieval.history import SearchText
-from proxy.retrieval.lexical import query_language
 from proxy.retrieval.scored import Scored
 from proxy.retrieval.sentence_windows import WindowShape
 from proxy.retrieval.standalone import StandaloneQuestion

@@ -8,8 +8,8 @@ from proxy.languages import LANGUAGE_NAMES
 from proxy.pipeline.exchange import Exchange
 from proxy.pipeline.retrieval_state import Translations
 from proxy.pipeline.services import Services
+from proxy.retrieval.function_words import query_language
 from proxy.retrieval.history import SearchText
-from proxy.retrieval.lexical import query_language
 from proxy.retrieval.translation import Endpoint, Translation, translatable
 from proxy.upstream.kinds import profile
 

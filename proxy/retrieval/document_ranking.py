@@ -5,9 +5,9 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import replace
 
+from proxy.retrieval.function_words import function_word
 from proxy.retrieval.fusion import POOL, best_scored, weighted_fusion
 from proxy.retrieval.history import SearchText, salient_words
-from proxy.retrieval.lexical import function_word
 from proxy.retrieval.overview import overview_passages
 from proxy.retrieval.passages import DocumentPassages
 from proxy.retrieval.scored import Scored

@@ -8,7 +8,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
-from proxy.retrieval.lexical import function_word
+from proxy.retrieval.function_words import function_word
 from proxy.retrieval.referring import (
     ASKING,
     CLITIC,

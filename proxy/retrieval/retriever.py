@@ -18,11 +18,11 @@ from proxy.retrieval.document_ranking import (
     with_neighbours,
 )
 from proxy.retrieval.embeddings import Embedder
+from proxy.retrieval.function_words import detect_language, query_language
 from proxy.retrieval.history import SearchText
 from proxy.retrieval.index import VectorIndex
 from proxy.retrieval.indexing import STORE_DOWN, Indexer
 from proxy.retrieval.lease import Leases
-from proxy.retrieval.lexical import detect_language, query_language
 from proxy.retrieval.new_document import BY_WORDS, NewDocuments, Status
 from proxy.retrieval.overview import OverviewRouter
 from proxy.retrieval.passages import DocumentPassages, PassagesMissing, PassageStore

@@ -10,15 +10,16 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from proxy.retrieval.function_words import LANGUAGES, function_word, query_language, stopwords
 from proxy.retrieval.history import SearchText, Turn
-from proxy.retrieval.lexical import LANGUAGES, function_word, query_language, stopwords
 from proxy.retrieval.referring import CLITIC, CONTINUING, REFERRING
 from proxy.retrieval.translation import Endpoint
 
 _WORD = re.compile(r"\w+")
 
-# Asking words, auxiliaries and other words that say nothing of a question's subject, beside
-# each language's stopwords (bm25s's lists are short: English's has 33 words).
+# English and German words that say nothing of a question's subject beyond their function words
+# (proxy.retrieval.function_words, which own_words leaves out in every language): "get", "use",
+# "thing", "eigentlich".
 _ASKING_WORDS = """
     what who whom whose which when where why how did does do done doing has have had having
     can could would should shall may might must me my we our you your am were been being from
@@ -31,8 +32,6 @@ _ASKING_WORDS = """
     wann wer wen wem wessen warum wieso weshalb wozu woher wohin womit wurde wurden worden gibt
     gab können konnte müssen sollen darf steht stehen eigentlich überhaupt genau denn bitte
     kann man mal gut
-    что кто как какой какая какие каком где когда почему зачем сколько ли можно нужно надо
-    есть был была было были будет всё все всего-таки всё-таки всетаки
 """
 _ASKING = frozenset(_ASKING_WORDS.split())
 _STOPWORDS = frozenset(word for language in LANGUAGES for word in stopwords(language))

@@ -5,7 +5,8 @@ from __future__ import annotations
 import shutil
 from pathlib import Path
 
-from proxy.retrieval.lexical import LexicalIndex, detect_language, subword_terms, terms, words
+from proxy.retrieval.function_words import detect_language
+from proxy.retrieval.lexical import LexicalIndex, subword_terms, terms, words
 
 
 def test_pdf_ligatures_and_line_break_hyphens_are_undone() -> None:

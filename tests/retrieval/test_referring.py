@@ -6,8 +6,8 @@ import re
 
 import pytest
 
+from proxy.retrieval.function_words import LANGUAGES
 from proxy.retrieval.history import HistoryRule, Turn, leaning, pointed_at, pointing, search_texts
-from proxy.retrieval.lexical import LANGUAGES
 from proxy.retrieval.referring import (
     CONTINUING,
     DEFINITE,

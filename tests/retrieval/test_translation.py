@@ -10,7 +10,7 @@ import pytest
 from aiohttp import web
 
 from proxy.config import UpstreamSettings
-from proxy.retrieval.lexical import query_language
+from proxy.retrieval.function_words import query_language
 from proxy.retrieval.translation import (
     MAX_QUERY_WORDS,
     QueryTranslator,

@@ -21,7 +21,7 @@ from proxy.pipeline.services import Services
 from proxy.pipeline.strategy import RETRIEVAL
 from proxy.retrieval.budget import Passage, PassageBudget, PassageSelection
 from proxy.retrieval.focus import focus_page, page_parts
-from proxy.retrieval.lexical import detect_language
+from proxy.retrieval.function_words import detect_language
 
 
 async def place_passages(exchange: Exchange, services: Services) -> None:
