@@ -19,6 +19,7 @@ from aiohttp import web
 
 from proxy import jsonio
 from proxy.errors import BadRequest, ProxyError, bad_upstream
+from proxy.files.protocol import FileNotFound
 from proxy.http.body import (
     held_body,
     parse_body,
@@ -32,9 +33,11 @@ from proxy.http.keys import CALLER, REQUEST_ID, ROUTE, SERVICES
 from proxy.http.passthrough import relay_to_upstream
 from proxy.http.recording import recorded
 from proxy.http.responses import cited, off_loop_if_long
-from proxy.pipeline.exchange import Caller
+from proxy.pipeline.document_report import warnings_header
+from proxy.pipeline.exchange import Caller, Exchange
 from proxy.pipeline.services import Services
 from proxy.responses.answer import Cited, Ids
+from proxy.responses.chain import Chain, answer_text, extended, this_turn
 from proxy.responses.events import failure_events, sse
 from proxy.responses.items import translate_input
 from proxy.responses.native import NativeStream, cite_response, patch_input
@@ -91,16 +94,87 @@ async def check_references(services: Services, caller: Caller, body: dict[str, A
         await check_owned(services, caller, "conversation", ident, "conversation")
 
 
+def chained_to(body: dict[str, Any]) -> tuple[Kind, str, str] | None:
+    """The turns a request continues, as `(kind, id, param)` (after `check_references`)."""
+    previous = body.get("previous_response_id")
+    if isinstance(previous, str):
+        return "response", previous, "previous_response_id"
+    conversation = body.get("conversation")
+    ident = conversation.get("id") if isinstance(conversation, dict) else conversation
+    return ("conversation", ident, "conversation") if isinstance(ident, str) else None
+
+
+async def readable(services: Services, caller: Caller, earlier: Chain) -> tuple[Chain, list[str]]:
+    """`earlier` without the files deleted since (they would fail the turn), and their ids."""
+    gone: list[str] = []
+    for file_id in dict.fromkeys(earlier.file_ids):
+        try:
+            await asyncio.to_thread(services.files.get, file_id, caller.scope)
+        except FileNotFound:
+            gone.append(file_id)
+    return (earlier.without(set(gone)) if gone else earlier), gone
+
+
+def note_chain(
+    exchange: Exchange,
+    chained: tuple[Kind, str, str],
+    earlier: Chain,
+    searched: int,
+    gone: list[str],
+) -> None:
+    """What the turn was searched with of the turns before it, in the decision record; the
+    files of those turns it could not search again, as a warning too."""
+    kind, ident, param = chained
+    exchange.decision.chain = {
+        "from": param,
+        "id": ident,
+        "messages": searched,
+        "files": earlier.files if searched else [],
+        "not_kept": earlier.not_kept,
+        "deleted": gone,
+    }
+    lines = []
+    if earlier.not_kept:
+        lines.append(
+            f"{', '.join(earlier.not_kept)}: attached to an earlier turn of this {kind} by"
+            " file_data or file_url; the proxy keeps only files uploaded to it, so this turn"
+            " did not search them (attach them again, or upload them and attach them by"
+            " file_id)"
+        )
+    if gone:
+        lines.append(
+            f"{', '.join(gone)}: attached to an earlier turn of this {kind}, deleted since;"
+            " not searched"
+        )
+    if lines:
+        exchange.decision.warnings.extend(lines)
+        header = warnings_header(exchange.decision.warnings)
+        exchange.response_headers["X-Enrich-Warnings"] = header
+
+
 class Watched:
     """The upstream's events on their way to the client: the response's id is recorded for its
     owner before the client can read it, and a stream cut short ends the way the Responses API
     ends a failed one (`error`, `response.failed`) after the last event that went out."""
 
-    def __init__(self, record: Callable[[str], Awaitable[None]]) -> None:
+    def __init__(
+        self,
+        record: Callable[[str], Awaitable[None]],
+        answered: Callable[[dict[str, Any]], Awaitable[None]] | None = None,
+    ) -> None:
         self.record = record
+        self.answered = answered
         self.response: dict[str, Any] | None = None
         self.sequence = -1
         self.recorded = False
+
+    async def finish(self, event: dict[str, Any]) -> None:
+        """An answer the upstream finished, as it wrote it (before the sources were added):
+        kept for the turns chained to it before the client can chain one."""
+        response = event.get("response")
+        ended = event.get("type") in ("response.completed", "response.incomplete")
+        if ended and isinstance(response, dict) and self.answered is not None:
+            await self.answered(response)
 
     async def see(self, event: dict[str, Any]) -> None:
         number = event.get("sequence_number")
@@ -140,12 +214,14 @@ def native_events(stream: NativeStream | None, preface: bytes, watch: Watched) -
             if not isinstance(payload, dict) or "type" not in payload:
                 yield raw
                 continue
+            events = [payload] if stream is None else stream.feed(payload)
+            for event in events:
+                await watch.see(event)
+            await watch.finish(payload)
             if stream is None:
-                await watch.see(payload)
                 yield raw
                 continue
-            for event in stream.feed(payload):
-                await watch.see(event)
+            for event in events:
                 yield sse(event)
 
     return transform
@@ -170,15 +246,43 @@ async def create_native_response(request: web.Request) -> web.StreamResponse:
         raise BadRequest("input: is required", param="input", code="missing_required_parameter")
     await check_references(services, caller, body)
     owners = _owners(services)
+    chained = chained_to(body)
+    earlier, gone = Chain(), list[str]()
+    if chained is not None:
+        earlier = await asyncio.to_thread(owners.chain, chained[0], chained[1])
+        earlier, gone = await readable(services, caller, earlier)
+    messages, origins = await off_loop_if_long(
+        body["input"], translate_input, body["input"], server.max_messages
+    )
+    turn = this_turn(messages)
 
     async def record(ident: str) -> None:
         await asyncio.to_thread(owners.record, "response", ident, caller.name)
 
-    watch = Watched(record)
-    messages, origins = await off_loop_if_long(
-        body["input"], translate_input, body["input"], server.max_messages
-    )
-    chat: dict[str, Any] = {"messages": messages, "stream": body.get("stream") is True}
+    async def answered(response: dict[str, Any]) -> None:
+        if body.get("store") is False:  # the upstream keeps nothing to chain to
+            return
+        answer = answer_text(response)
+        ident = response.get("id")
+        if isinstance(ident, str):
+            chain = extended(earlier, turn, answer)
+            await asyncio.to_thread(owners.keep_chain, "response", ident, lambda _: chain)
+        if chained is not None and chained[0] == "conversation":
+            await asyncio.to_thread(
+                owners.keep_chain,
+                "conversation",
+                chained[1],
+                lambda current: extended(current, turn, answer),
+            )
+
+    watch = Watched(record, answered)
+    # The earlier turns the upstream keeps, as the proxy saw them: searched with, not sent.
+    asks = any(message.get("role") == "user" for message in messages)
+    history = earlier.messages if asks else []
+    chat: dict[str, Any] = {
+        "messages": [*history, *messages],
+        "stream": body.get("stream") is True,
+    }
     if isinstance(body.get("model"), str):
         chat["model"] = body["model"]
     if "enrich" in body:
@@ -195,7 +299,13 @@ async def create_native_response(request: web.Request) -> web.StreamResponse:
     items = body["input"]
     if isinstance(items, str):
         items = [{"role": "user", "content": items}]
-    body["input"] = patch_input(items, origins, len(messages), exchange.messages)
+    body["input"] = patch_input(
+        items, [-1] * len(history) + origins, len(history) + len(messages), exchange.messages
+    )
+    if chained is not None:
+        note_chain(exchange, chained, earlier, len(history), gone)
+    # The names the files were uploaded with, for a turn that named them by id alone.
+    turn = turn.named({ref.file_id: ref.name for ref in exchange.new_refs if ref.file_id})
     if "model" in exchange.body:
         body["model"] = exchange.body["model"]  # an alias resolved to the real name
     exchange.body = body
@@ -225,6 +335,8 @@ async def create_native_response(request: web.Request) -> web.StreamResponse:
         result = await _json_of(raw)
         if isinstance(result, dict):
             await watch.see({"response": result})
+            if response.status < 300 and result.get("status") in ("completed", "incomplete"):
+                await watch.finish({"type": f"response.{result['status']}", "response": result})
         if started is not None:  # a stream the statuses began: the answer goes into it
             return await _answer_as_events(started, result, sources if citing else None, watch)
         headers = client_response_headers(response.headers)

@@ -250,6 +250,10 @@ class Decision:
     """Each parsed document: kind, title, locations, OCR'd pages, warnings (document_report.py)."""
     warnings: list[str] = field(default_factory=list)
     """Lossy steps, one line each: `report.pdf: was damaged and has been repaired; ...`."""
+    chain: dict[str, Any] | None = None
+    """A Responses turn chained to earlier ones the upstream keeps (`previous_response_id`,
+    `conversation`): `{from, id, messages, files, inline}`, what the proxy kept of them and
+    searched the turn with (proxy.responses.chain)."""
 
     def to_json(self) -> dict[str, Any]:
         """Plain JSON values; the budget's numbers sit at the top level, absent parts are left
@@ -271,6 +275,8 @@ class Decision:
             record["documents"] = self.documents
         if self.warnings:
             record["warnings"] = self.warnings
+        if self.chain is not None:
+            record["chain"] = self.chain
         for name, part in (
             ("retrieval", self.retrieval),
             ("context_shift", self.context_shift),

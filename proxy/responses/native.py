@@ -32,17 +32,20 @@ def patch_input(
     """`items` with each user item's content as the pipeline left it: the last one holds the
     enriched prompt, earlier ones an `[attached: name]` marker where a file was.
 
-    `origins[i]` is the input item chat message `i` came from; `before` is how many chat
-    messages there were. The pipeline may drop the oldest turns (context shifting); the
-    messages it kept are the last ones, so they are matched from the end.
+    `origins[i]` is the input item chat message `i` came from (-1: none, an earlier turn of a
+    chain the proxy searched with); `before` is how many chat messages there were. The
+    pipeline may drop the oldest turns (context shifting); the messages it kept are the last
+    ones, so they are matched from the end.
     """
     patched = list(items)
     kept = len(enriched)
     for offset in range(1, min(kept, before) + 1):
-        message = enriched[kept - offset]
-        item = patched[origins[before - offset]]
+        message, origin = enriched[kept - offset], origins[before - offset]
+        if origin < 0:  # an earlier turn of the chain, which the upstream keeps itself
+            continue
+        item = patched[origin]
         if message.get("role") == "user" and isinstance(item, dict) and item.get("role") == "user":
-            patched[origins[before - offset]] = {**item, "content": _content(message)}
+            patched[origin] = {**item, "content": _content(message)}
     return patched
 
 

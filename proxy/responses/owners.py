@@ -13,9 +13,11 @@ from __future__ import annotations
 import hashlib
 import json
 import time
+from collections.abc import Callable
 from typing import Any, Literal
 
 from proxy.errors import ProxyError
+from proxy.responses.chain import Chain, read_chain
 from proxy.stores.backend import RecordBackend
 
 Kind = Literal["response", "conversation"]
@@ -55,10 +57,11 @@ class Owners:
             record_key(kind, ident), lambda current: None if current is not None else data
         )
 
-    def owner(self, kind: Kind, ident: str) -> str | None:
+    def _found(self, kind: Kind, ident: str, raw: bytes | None = None) -> dict[str, Any] | None:
         if not ident or len(ident) > MAX_ID_CHARS:
             return None
-        raw = self.backend.get(record_key(kind, ident))
+        if raw is None:
+            raw = self.backend.get(record_key(kind, ident))
         if raw is None:
             return None
         try:
@@ -67,8 +70,31 @@ class Owners:
             return None
         if not isinstance(found, dict) or found.get("id") != ident:
             return None
-        owner = found.get("owner")
+        return found
+
+    def owner(self, kind: Kind, ident: str) -> str | None:
+        found = self._found(kind, ident)
+        owner = None if found is None else found.get("owner")
         return owner if isinstance(owner, str) else None
+
+    def chain(self, kind: Kind, ident: str) -> Chain:
+        """What the proxy kept of the turns up to `ident` (empty for an id it kept none of)."""
+        found = self._found(kind, ident)
+        return read_chain(None if found is None else found.get("chain"))
+
+    def keep_chain(self, kind: Kind, ident: str, change: Callable[[Chain], Chain]) -> None:
+        """The recorded `ident`'s chain changed (atomically: two turns of one conversation at
+        once both land); an id without a record gets none."""
+
+        def update(current: bytes | None) -> bytes | None:
+            found = self._found(kind, ident, current) if current is not None else None
+            if found is None:
+                return None
+            found["chain"] = change(read_chain(found.get("chain"))).to_json()
+            return json.dumps(found, ensure_ascii=False).encode()
+
+        if ident and len(ident) <= MAX_ID_CHARS:
+            self.backend.update(record_key(kind, ident), update)
 
     def may_use(self, kind: Kind, ident: str, name: str, admin: bool) -> bool:
         """Whether the caller `name` may reach `ident`: its own, or any recorded one for an

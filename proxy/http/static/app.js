@@ -361,6 +361,17 @@ function promptLine(prompt) {
   return el("p", { class: "budget prompt", text });
 }
 
+// A Responses turn chained to earlier ones the upstream keeps: what the proxy kept of them.
+function chainLine(chain) {
+  if (!chain) return null;
+  const files = chain.files.length ? `; files searched again: ${chain.files.join(", ")}` : "";
+  const missed = [...chain.not_kept, ...chain.deleted];
+  const left = missed.length ? `; not searched: ${missed.join(", ")}` : "";
+  const text = `chained to ${chain.id} (${chain.from}): searched with ${plural(chain.messages, "earlier message")}` +
+    ` the proxy kept${files}${left}`;
+  return el("p", { class: "budget chain", text });
+}
+
 function renderRecord(record, showCaller) {
   const d = record.decision || {};
   const strategy = record.strategy || UNDECIDED;
@@ -387,6 +398,7 @@ function renderRecord(record, showCaller) {
     question,
     el("p", { class: "reason", text: why }),
     documentList(record),
+    chainLine(d.chain),
     budgetLine(d),
     promptLine(d.prompt),
     windowBar(d.window),

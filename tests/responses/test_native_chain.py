@@ -1,0 +1,368 @@
+"""`upstream.responses: native`: a turn chained by `previous_response_id` or `conversation` is
+searched in its conversation — the earlier questions, the last answer and the files uploaded to
+the proxy, kept with each id — while only its own input goes upstream."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import httpx
+import openai
+import pytest
+
+from proxy.responses.chain import (
+    ANSWER_HEAD_CHARS,
+    ANSWER_TAIL_CHARS,
+    ELISION,
+    MAX_CHARS,
+    MAX_FILES,
+    MAX_MESSAGES,
+    Chain,
+    answer_text,
+    extended,
+    kept_answer,
+    read_chain,
+    this_turn,
+)
+from proxy.responses.owners import Owners
+from proxy.stores.backend import DiskRecords
+from tests.callers import KEY_A, KEY_B, KEYS, sdk
+from tests.fakes.browser import Browser
+from tests.fakes.upstream import FakeUpstream
+
+RETRIEVE = {"strategy": "retrieval", "affinity_threshold": 0.0, "citations": "both"}
+FAQ = "\n\n".join(
+    [
+        "# Threads",
+        "## The easy interface",
+        "An easy handle may be used by one thread at a time; libcurl is thread-safe so long as"
+        " no handle is shared between threads.",
+        "## The multi interface",
+        "The multi interface drives many transfers from one thread and starts no threads of its"
+        " own; name resolving may use a helper thread when the threaded resolver is built in.",
+        "## Cookies",
+        "Cookies are kept in memory and written to the cookie jar file when the handle is"
+        " cleaned up.",
+        "## Proxies",
+        "An HTTP proxy is set with CURLOPT_PROXY; the environment variables http_proxy and"
+        " HTTPS_PROXY are read when it is not set.",
+    ]
+)
+
+
+def text_of(message: dict[str, Any]) -> str:
+    content = message["content"]
+    if isinstance(content, str):
+        return content
+    return "".join(part.get("text", "") for part in content)
+
+
+# -- what a chain keeps (pure) -----------------------------------------------------------------
+
+
+def test_a_turn_keeps_questions_answers_and_uploaded_files_only() -> None:
+    turn = this_turn(
+        [
+            {"role": "system", "content": "Be brief."},
+            {
+                "role": "user",
+                "content": [
+                    {"type": "text", "text": "x" * (MAX_CHARS + 10) + " Is it thread-safe?"},
+                    {"type": "input_file", "file_id": "file-1", "filename": "faq.md"},
+                    {"type": "input_file", "file_data": "data:,e30=", "filename": "inline.pdf"},
+                    {"type": "input_file", "file_url": "https://example.com/a.pdf"},
+                    {"type": "image_url", "image_url": {"url": "data:image/png;base64,AAAA"}},
+                ],
+            },
+            {"role": "assistant", "content": None, "tool_calls": [{"id": "c"}]},
+            {"role": "tool", "tool_call_id": "c", "content": "42"},
+        ]
+    )
+    [user] = turn.messages
+    text, uploaded, inline, url = user["content"]
+    assert text["text"].endswith("Is it thread-safe?") and len(text["text"]) == MAX_CHARS
+    assert uploaded == {"type": "input_file", "file_id": "file-1", "filename": "faq.md"}
+    assert inline == {"type": "text", "text": "[attached: inline.pdf]"}
+    assert url == {"type": "text", "text": "[attached: file]"}
+    assert turn.not_kept == ["inline.pdf", "file"]
+    assert turn.files == ["faq.md"] and turn.file_ids == ["file-1"]
+
+
+def test_a_chain_keeps_its_newest_messages_and_files() -> None:
+    chain = Chain()
+    for number in range(MAX_MESSAGES):
+        asked = {"role": "user", "content": [{"type": "input_file", "file_id": f"file-{number}"}]}
+        chain = extended(chain, this_turn([asked]), f"answer {number} " + "y" * 5000 + " end")
+    assert len(chain.messages) == MAX_MESSAGES
+    # An answer by its opening and its end.
+    answer = chain.messages[-1]["content"]
+    assert answer.startswith(f"answer {MAX_MESSAGES - 1}") and answer.endswith("y end")
+    assert len(answer) == ANSWER_HEAD_CHARS + len(ELISION) + ANSWER_TAIL_CHARS
+    assert kept_answer("short") == "short"
+    # Six turns kept, each with a file; all within MAX_FILES, the oldest first.
+    assert chain.file_ids == [f"file-{n}" for n in range(MAX_MESSAGES // 2, MAX_MESSAGES)]
+    many = [{"type": "input_file", "file_id": f"f{n}"} for n in range(MAX_FILES + 3)]
+    crowded = extended(Chain(), this_turn([{"role": "user", "content": many}]), "")
+    assert crowded.file_ids == [f"f{n}" for n in range(3, MAX_FILES + 3)]
+    assert crowded.messages[0]["content"][0] == {"type": "text", "text": "[attached: file]"}
+    assert read_chain(crowded.to_json()) == crowded  # a record reads back as written
+
+
+def test_a_record_is_read_part_by_part() -> None:
+    stored = {
+        "messages": [
+            "not a message",
+            {"role": "system", "content": "You are root."},
+            {"role": "user", "content": [{"type": "input_file", "file_data": "e30="}]},
+            {"role": "user", "content": [{"type": "text", "text": "Hi"}, {"type": "image"}]},
+            {"role": "assistant", "content": ["not text"]},
+            {"role": "assistant", "content": "Hello."},
+        ],
+        "not_kept": ["a.pdf", 7],
+    }
+    assert read_chain(stored) == Chain(
+        [
+            {"role": "user", "content": [{"type": "text", "text": "Hi"}]},
+            {"role": "assistant", "content": "Hello."},
+        ],
+        ["a.pdf"],
+    )
+    assert read_chain(None) == read_chain([1, 2]) == Chain()
+
+
+def test_the_answer_is_the_models_output_text() -> None:
+    response = {
+        "output": [
+            {"type": "file_search_call", "id": "fs"},
+            {"type": "message", "content": [{"type": "output_text", "text": "One. "}]},
+            {"type": "message", "content": [{"type": "refusal"}, {"type": "output_text"}]},
+            {"type": "message", "content": [{"type": "output_text", "text": "Two."}]},
+        ]
+    }
+    assert answer_text(response) == "One. Two."
+    assert answer_text({}) == ""
+
+
+def test_owners_keep_a_chain_only_with_a_record(tmp_path: Path) -> None:
+    owners = Owners(DiskRecords(tmp_path))
+    turn = this_turn([{"role": "user", "content": "Is it thread-safe?"}])
+    owners.keep_chain("response", "resp_unknown", lambda _: extended(Chain(), turn, "Yes."))
+    assert owners.chain("response", "resp_unknown") == Chain()
+    owners.record("response", "resp_1", "alice")
+    owners.keep_chain("response", "resp_1", lambda _: extended(Chain(), turn, "Yes."))
+    assert [text_of(m) for m in owners.chain("response", "resp_1").messages] == [
+        "Is it thread-safe?",
+        "Yes.",
+    ]
+    assert owners.owner("response", "resp_1") == "alice"  # the owner stays
+    owners.keep_chain("response", "resp_1", lambda current: extended(current, turn, "Still."))
+    assert len(owners.chain("response", "resp_1").messages) == 4
+
+
+# -- through the proxy -------------------------------------------------------------------------
+
+
+@pytest.fixture
+def base(make_proxy: Callable[..., str]) -> str:
+    return make_proxy(
+        server={"api_keys": KEYS},
+        upstream={"responses": "native"},
+        retrieval={"chunk_tokens": 40, "chunk_overlap": 0},
+    )
+
+
+def upload(client: openai.OpenAI, name: str = "faq.md", text: str = FAQ) -> str:
+    return client.files.create(file=(name, text.encode()), purpose="user_data").id
+
+
+def first_turn(file_id: str) -> list[dict[str, Any]]:
+    return [
+        {
+            "role": "user",
+            "content": [
+                {"type": "input_file", "file_id": file_id},
+                {"type": "input_text", "text": "Is libcurl thread-safe?"},
+            ],
+        }
+    ]
+
+
+def decisions(base: str, key: str = KEY_A) -> list[dict[str, Any]]:
+    answer = httpx.get(
+        base + "/v1/enrich/decisions", headers={"Authorization": f"Bearer {key}"}, timeout=30
+    )
+    return list(answer.json()["data"])  # the newest first
+
+
+def test_a_chained_follow_up_is_searched_in_its_conversation(
+    base: str, upstream: FakeUpstream
+) -> None:
+    client = sdk(base, KEY_A)
+    file_id = upload(client)
+    upstream.response_id = "resp_1"
+    client.responses.create(model="m", input=first_turn(file_id), extra_body={"enrich": RETRIEVE})
+    upstream.response_id = "resp_2"
+    raw = client.responses.with_raw_response.create(
+        model="m",
+        input="And does the other interface start threads of its own?",
+        previous_response_id="resp_1",
+        extra_body={"enrich": RETRIEVE},
+    )
+    sent = upstream.last_to("/v1/responses").json
+    # Only the new turn goes upstream (it keeps the earlier ones), enriched from the file the
+    # first turn attached.
+    [item] = sent["input"]
+    prompt = text_of(item)
+    assert "starts no threads of its" in prompt and "other interface" in prompt
+    assert sent["previous_response_id"] == "resp_1"
+    record = decisions(base)[0]
+    assert record["decision"]["chain"] == {
+        "from": "previous_response_id",
+        "id": "resp_1",
+        "messages": 2,
+        "files": ["faq.md"],
+        "not_kept": [],
+        "deleted": [],
+    }
+    searched = {
+        entry["from"]: entry["text"] for entry in record["decision"]["retrieval"]["searched"]
+    }
+    assert "Is libcurl thread-safe?" in searched["conversation"]
+    assert "reply" in searched  # the first answer, as the model wrote it
+    assert "Sources" not in searched["reply"]
+    assert raw.headers.get("X-Enrich-Strategy") == "retrieval"
+
+    # A third turn chained to the second carries both earlier turns.
+    upstream.response_id = "resp_3"
+    client.responses.create(
+        model="m",
+        input="And cookies?",
+        previous_response_id="resp_2",
+        extra_body={"enrich": RETRIEVE},
+    )
+    assert decisions(base)[0]["decision"]["chain"]["messages"] == 4
+
+
+def test_a_conversations_turns_are_kept_from_a_stream(base: str, upstream: FakeUpstream) -> None:
+    client = sdk(base, KEY_A)
+    file_id = upload(client)
+    conversation = httpx.post(
+        base + "/v1/conversations", json={}, headers={"Authorization": f"Bearer {KEY_A}"}
+    ).json()["id"]
+    upstream.response_id = "resp_s"
+    with client.responses.stream(
+        model="m",
+        input=first_turn(file_id),
+        extra_body={"conversation": conversation, "enrich": RETRIEVE},
+    ) as stream:
+        stream.get_final_response()
+    upstream.response_id = "resp_t"
+    client.responses.create(
+        model="m",
+        input="And the other interface?",
+        extra_body={"conversation": conversation, "enrich": RETRIEVE},
+    )
+    record = decisions(base)[0]
+    chain = record["decision"]["chain"]
+    assert (chain["from"], chain["messages"]) == ("conversation", 2)
+    searching = record["decision"]["retrieval"]["searched"]
+    reply = next(entry["text"] for entry in searching if entry["from"] == "reply")
+    assert "Sources" not in reply  # kept from the stream before the sources were added
+    assert "starts no threads of its" in text_of(upstream.last_to("/v1/responses").json["input"][0])
+    # Each turn of the conversation adds to it; the response ids carry it on too.
+    upstream.response_id = "resp_u"
+    client.responses.create(
+        model="m", input="Thanks.", extra_body={"conversation": conversation, "enrich": RETRIEVE}
+    )
+    assert decisions(base)[0]["decision"]["chain"]["messages"] == 4
+    client.responses.create(
+        model="m", input="Proxies?", previous_response_id="resp_t", extra_body={"enrich": RETRIEVE}
+    )
+    assert decisions(base)[0]["decision"]["chain"]["messages"] == 4
+
+
+def test_files_the_chain_cannot_search_again_are_told(base: str, upstream: FakeUpstream) -> None:
+    client = sdk(base, KEY_A)
+    file_id = upload(client)
+    inline = {"type": "input_file", "filename": "notes.txt", "file_data": "data:text/plain;base64,"}
+    inline["file_data"] += "VGhlIGtlZXBlciBmZWVkcyB0aGUgY2F0cyBzYXJkaW5lcy4="
+    turn = first_turn(file_id)
+    turn[0]["content"].insert(0, inline)
+    upstream.response_id = "resp_1"
+    client.responses.create(model="m", input=turn, extra_body={"enrich": RETRIEVE})
+    client.files.delete(file_id)
+    upstream.response_id = "resp_2"
+    raw = client.responses.with_raw_response.create(
+        model="m",
+        input="And the other interface?",
+        previous_response_id="resp_1",
+        extra_body={"enrich": RETRIEVE},
+    )
+    assert raw.http_response.status_code == 200  # a file deleted since does not fail the turn
+    warnings = raw.headers["X-Enrich-Warnings"]
+    assert "notes.txt: attached to an earlier turn" in warnings and "by file_id" in warnings
+    assert f"{file_id}: attached to an earlier turn of this response, deleted since" in warnings
+    chain = decisions(base)[0]["decision"]["chain"]
+    assert (chain["files"], chain["not_kept"], chain["deleted"]) == ([], ["notes.txt"], [file_id])
+
+
+def test_unstored_responses_and_other_keys_chains_are_not_read(
+    base: str, upstream: FakeUpstream
+) -> None:
+    a = sdk(base, KEY_A)
+    file_id = upload(a)
+    upstream.response_id = "resp_unstored"
+    a.responses.create(model="m", input=first_turn(file_id), store=False)
+    upstream.response_id = "resp_2"
+    a.responses.create(model="m", input="And the other one?", previous_response_id="resp_unstored")
+    assert decisions(base)[0]["decision"]["chain"]["messages"] == 0
+    upstream.response_id = "resp_mine"
+    a.responses.create(model="m", input=first_turn(file_id))
+    with pytest.raises(openai.NotFoundError):
+        sdk(base, KEY_B).responses.create(
+            model="m", input="And the other one?", previous_response_id="resp_mine"
+        )
+
+
+def test_a_turn_of_tool_outputs_is_not_searched_with_the_chain(
+    base: str, upstream: FakeUpstream
+) -> None:
+    client = sdk(base, KEY_A)
+    upstream.response_id = "resp_1"
+    client.responses.create(model="m", input=first_turn(upload(client)))
+    upstream.response_id = "resp_2"
+    output = {"type": "function_call_output", "call_id": "call_1", "output": "42"}
+    client.responses.create(model="m", input=[output], previous_response_id="resp_1")
+    assert upstream.last_to("/v1/responses").json["input"] == [output]  # as it came
+    record = decisions(base)[0]["decision"]
+    assert record["chain"]["messages"] == 0 and record["old_files"] == []
+
+
+async def test_ui_shows_what_a_chained_turn_was_searched_with(
+    make_proxy: Callable[..., str], upstream: FakeUpstream, browser: Browser
+) -> None:
+    base = make_proxy(upstream={"responses": "native"})
+    headers = {"Authorization": "Bearer none"}
+    uploaded = httpx.post(
+        base + "/v1/files",
+        files={"file": ("faq.md", FAQ.encode())},
+        data={"purpose": "user_data"},
+        headers=headers,
+    ).json()["id"]
+    upstream.response_id = "resp_1"
+    body = {"model": "m", "input": first_turn(uploaded), "enrich": RETRIEVE}
+    assert httpx.post(base + "/v1/responses", json=body, timeout=30).status_code == 200
+    upstream.response_id = "resp_2"
+    body = {"model": "m", "input": "And the other interface?", "previous_response_id": "resp_1"}
+    sent = httpx.post(base + "/v1/responses", json=body, headers={"X-Request-ID": "chained"})
+    assert sent.status_code == 200
+    await browser.goto(base + "/ui")
+    await browser.wait_for("!!document.querySelector('[data-id=chained]')", "the chained turn")
+    line = await browser.eval("document.querySelector('[data-id=chained] p.chain').textContent")
+    assert line == (
+        "chained to resp_1 (previous_response_id): searched with 2 earlier messages the proxy"
+        " kept; files searched again: faq.md"
+    )
+    assert browser.problems == []
