@@ -30,7 +30,7 @@ from proxy.responses.owners import Owners
 from proxy.stores.backend import DiskRecords
 from tests.callers import KEY_A, KEY_B, KEYS, sdk
 from tests.fakes.browser import Browser
-from tests.fakes.upstream import FakeUpstream
+from tests.fakes.upstream import ANSWER, FakeUpstream
 
 RETRIEVE = {"strategy": "retrieval", "affinity_threshold": 0.0, "citations": "both"}
 FAQ = "\n\n".join(
@@ -366,3 +366,40 @@ async def test_ui_shows_what_a_chained_turn_was_searched_with(
         " kept; files searched again: faq.md"
     )
     assert browser.problems == []
+
+
+def test_a_chained_turn_is_searched_as_the_same_conversation_resent(
+    base: str, upstream: FakeUpstream
+) -> None:
+    """The same two turns, chained on a native upstream and resent whole on chat: the same
+    texts searched at the same weights, the same passages kept."""
+    client = sdk(base, KEY_A)
+    file_id = upload(client)
+    follow_up = "And does the other interface start threads of its own?"
+    upstream.response_id = "resp_1"
+    client.responses.create(model="m", input=first_turn(file_id), extra_body={"enrich": RETRIEVE})
+    upstream.response_id = "resp_2"
+    client.responses.create(
+        model="m", input=follow_up, previous_response_id="resp_1", extra_body={"enrich": RETRIEVE}
+    )
+    chained = decisions(base)[0]["decision"]["retrieval"]
+    first = first_turn(file_id)[0]["content"]
+    resent = [
+        {"role": "user", "content": [{"type": "file", "file": {"file_id": file_id}}, first[1]]},
+        {"role": "assistant", "content": "".join(ANSWER)},  # what the fake answered
+        {"role": "user", "content": follow_up},
+    ]
+    resent[0]["content"][1] = {"type": "text", "text": first[1]["text"]}
+    client.chat.completions.create(
+        model="m",
+        messages=resent,  # type: ignore[arg-type]
+        extra_body={"enrich": RETRIEVE},
+    )
+    whole = decisions(base)[0]["decision"]["retrieval"]
+    assert chained["searched"] == whole["searched"]
+    assert len(chained["searched"]) >= 3  # the question, its conversation, the reply, ...
+
+    def kept(record: dict[str, Any]) -> list[tuple[int | None, str]]:
+        return [(c["passage"], c["outcome"]) for c in record["candidates"]]
+
+    assert kept(chained) == kept(whole)
