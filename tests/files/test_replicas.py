@@ -204,3 +204,44 @@ def test_who_created_a_native_response_is_known_to_every_replica(
             two + "/v1/responses/resp_up", headers={"Authorization": f"Bearer {key}"}
         )
         assert answer.status_code == expected
+
+
+def test_a_chain_kept_by_one_replica_is_searched_by_another(
+    make_proxy: Callable[..., str],
+    s3_files: FileStoreSettings,
+    tmp_path: Path,
+    upstream: FakeUpstream,
+) -> None:
+    one, two = (
+        make_proxy(
+            server={"data_dir": str(tmp_path / f"replica-{n}")},
+            upstream={"responses": "native"},
+            files=s3_files.model_dump(),
+            retrieval={"chunk_tokens": 40, "chunk_overlap": 0},
+        )
+        for n in range(2)
+    )
+    notes = "\n\n".join(
+        [
+            "# Keeper",
+            "The keeper feeds the cats sardines at dawn.",
+            "# Harbour",
+            "Boats leave at six.",
+        ]
+    )
+    file_id = sdk(one).files.create(file=("notes.md", notes.encode()), purpose="user_data").id
+    upstream.response_id = "resp_first"
+    asked = [{"type": "input_file", "file_id": file_id}, {"type": "input_text", "text": "Cats?"}]
+    sdk(one).responses.create(model="m", input=[{"role": "user", "content": asked}])
+    upstream.response_id = "resp_second"
+    sdk(two).responses.create(
+        model="m",
+        input="What does he feed them?",
+        previous_response_id="resp_first",
+        extra_body={"enrich": {"strategy": "retrieval", "affinity_threshold": 0.0}},
+    )
+    sent = upstream.last_to("/v1/responses").json["input"]
+    assert "sardines" in sent[0]["content"][0]["text"]
+    [record] = sdk(two)._client.get(two + "/v1/enrich/decisions").json()["data"]
+    chain = record["decision"]["chain"]
+    assert (chain["messages"], chain["files"]) == (2, ["notes.md"])

@@ -5,6 +5,7 @@ the proxy, kept with each id — while only its own input goes upstream."""
 from __future__ import annotations
 
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -159,6 +160,20 @@ def test_owners_keep_a_chain_only_with_a_record(tmp_path: Path) -> None:
     assert owners.owner("response", "resp_1") == "alice"  # the owner stays
     owners.keep_chain("response", "resp_1", lambda current: extended(current, turn, "Still."))
     assert len(owners.chain("response", "resp_1").messages) == 4
+
+
+def test_turns_of_one_conversation_at_once_all_land(tmp_path: Path) -> None:
+    owners = Owners(DiskRecords(tmp_path))
+    owners.record("conversation", "conv_1", "alice")
+
+    def add(number: int) -> None:
+        turn = this_turn([{"role": "user", "content": f"question {number}"}])
+        owners.keep_chain("conversation", "conv_1", lambda current: extended(current, turn, ""))
+
+    with ThreadPoolExecutor(4) as pool:
+        list(pool.map(add, range(MAX_MESSAGES)))
+    asked = sorted(text_of(m) for m in owners.chain("conversation", "conv_1").messages)
+    assert asked == sorted(f"question {number}" for number in range(MAX_MESSAGES))
 
 
 # -- through the proxy -------------------------------------------------------------------------
