@@ -87,6 +87,15 @@ class UpstreamSettings(Section):
             "enriches input_file parts in place and adds citations)."
         ),
     )
+    responses_chains: bool = Field(
+        True,
+        description=(
+            "native: keep each turn's questions, the answer's ends and its file ids with the "
+            "response and conversation ids (data_dir or the bucket), so that a turn chained by "
+            "previous_response_id or conversation is searched in its conversation; false: keep "
+            "only who owns each id (no conversation text at rest)."
+        ),
+    )
     connect_timeout_s: float = Field(
         10,
         gt=0,

@@ -246,7 +246,8 @@ async def create_native_response(request: web.Request) -> web.StreamResponse:
         raise BadRequest("input: is required", param="input", code="missing_required_parameter")
     await check_references(services, caller, body)
     owners = _owners(services)
-    chained = chained_to(body)
+    keeps = services.settings.upstream.responses_chains
+    chained = chained_to(body) if keeps else None
     earlier, gone = Chain(), list[str]()
     if chained is not None:
         earlier = await asyncio.to_thread(owners.chain, chained[0], chained[1])
@@ -260,7 +261,7 @@ async def create_native_response(request: web.Request) -> web.StreamResponse:
         await asyncio.to_thread(owners.record, "response", ident, caller.name)
 
     async def answered(response: dict[str, Any]) -> None:
-        if body.get("store") is False:  # the upstream keeps nothing to chain to
+        if body.get("store") is False or not keeps:  # nothing to chain to, or kept
             return
         answer = answer_text(response)
         ident = response.get("id")

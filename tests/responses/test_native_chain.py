@@ -418,3 +418,18 @@ def test_a_chained_turn_is_searched_as_the_same_conversation_resent(
         return [(c["passage"], c["outcome"]) for c in record["candidates"]]
 
     assert kept(chained) == kept(whole)
+
+
+def test_no_chains_are_kept_when_turned_off(
+    make_proxy: Callable[..., str], upstream: FakeUpstream, tmp_path: Path
+) -> None:
+    base = make_proxy(upstream={"responses": "native", "responses_chains": False})
+    client = sdk(base)
+    upstream.response_id = "resp_1"
+    client.responses.create(model="m", input=first_turn(upload(client)))
+    upstream.response_id = "resp_2"
+    client.responses.create(model="m", input="And the other one?", previous_response_id="resp_1")
+    assert "chain" not in decisions(base, "none")[0]["decision"]
+    records = list((tmp_path / "data" / "responses").rglob("*.json"))
+    assert len(records) == 2  # who owns each id, nothing more
+    assert all("Is libcurl" not in record.read_text() for record in records)
