@@ -211,20 +211,27 @@ def decisions(base: str, key: str = KEY_A) -> list[dict[str, Any]]:
     return list(answer.json()["data"])  # the newest first
 
 
+def two_turns(
+    client: openai.OpenAI, upstream: FakeUpstream, first: Any, then: Any, **options: Any
+) -> Any:
+    """`first` answered as resp_1, then `then` chained to it (resp_2): the second's raw
+    answer. `options` go with both."""
+    upstream.response_id = "resp_1"
+    client.responses.create(model="m", input=first, **options)
+    upstream.response_id = "resp_2"
+    return client.responses.with_raw_response.create(
+        model="m", input=then, previous_response_id="resp_1", **options
+    )
+
+
 def test_a_chained_follow_up_is_searched_in_its_conversation(
     base: str, upstream: FakeUpstream
 ) -> None:
     client = sdk(base, KEY_A)
     file_id = upload(client)
-    upstream.response_id = "resp_1"
-    client.responses.create(model="m", input=first_turn(file_id), extra_body={"enrich": RETRIEVE})
-    upstream.response_id = "resp_2"
-    raw = client.responses.with_raw_response.create(
-        model="m",
-        input="And does the other interface start threads of its own?",
-        previous_response_id="resp_1",
-        extra_body={"enrich": RETRIEVE},
-    )
+    follow_up = "And does the other interface start threads of its own?"
+    enrich = {"enrich": RETRIEVE}
+    raw = two_turns(client, upstream, first_turn(file_id), follow_up, extra_body=enrich)
     sent = upstream.last_to("/v1/responses").json
     # Only the new turn goes upstream (it keeps the earlier ones), enriched from the file the
     # first turn attached.
@@ -345,11 +352,8 @@ def test_a_turn_of_tool_outputs_is_not_searched_with_the_chain(
     base: str, upstream: FakeUpstream
 ) -> None:
     client = sdk(base, KEY_A)
-    upstream.response_id = "resp_1"
-    client.responses.create(model="m", input=first_turn(upload(client)))
-    upstream.response_id = "resp_2"
     output = {"type": "function_call_output", "call_id": "call_1", "output": "42"}
-    client.responses.create(model="m", input=[output], previous_response_id="resp_1")
+    two_turns(client, upstream, first_turn(upload(client)), [output])
     assert upstream.last_to("/v1/responses").json["input"] == [output]  # as it came
     record = decisions(base)[0]["decision"]
     assert record["chain"]["messages"] == 0 and record["old_files"] == []
@@ -391,12 +395,7 @@ def test_a_chained_turn_is_searched_as_the_same_conversation_resent(
     client = sdk(base, KEY_A)
     file_id = upload(client)
     follow_up = "And does the other interface start threads of its own?"
-    upstream.response_id = "resp_1"
-    client.responses.create(model="m", input=first_turn(file_id), extra_body={"enrich": RETRIEVE})
-    upstream.response_id = "resp_2"
-    client.responses.create(
-        model="m", input=follow_up, previous_response_id="resp_1", extra_body={"enrich": RETRIEVE}
-    )
+    two_turns(client, upstream, first_turn(file_id), follow_up, extra_body={"enrich": RETRIEVE})
     chained = decisions(base)[0]["decision"]["retrieval"]
     first = first_turn(file_id)[0]["content"]
     resent = [
@@ -425,10 +424,7 @@ def test_no_chains_are_kept_when_turned_off(
 ) -> None:
     base = make_proxy(upstream={"responses": "native", "responses_chains": False})
     client = sdk(base)
-    upstream.response_id = "resp_1"
-    client.responses.create(model="m", input=first_turn(upload(client)))
-    upstream.response_id = "resp_2"
-    client.responses.create(model="m", input="And the other one?", previous_response_id="resp_1")
+    two_turns(client, upstream, first_turn(upload(client)), "And the other one?")
     assert "chain" not in decisions(base, "none")[0]["decision"]
     records = list((tmp_path / "data" / "responses").rglob("*.json"))
     assert len(records) == 2  # who owns each id, nothing more
