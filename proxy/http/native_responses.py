@@ -215,14 +215,11 @@ def native_events(stream: NativeStream | None, preface: bytes, watch: Watched) -
                 yield raw
                 continue
             events = [payload] if stream is None else stream.feed(payload)
-            for event in events:
+            for number, event in enumerate(events, 1):
                 await watch.see(event)
-            await watch.finish(payload)
-            if stream is None:
-                yield raw
-                continue
-            for event in events:
-                yield sse(event)
+                if number == len(events):  # the chain is kept before the last event goes out
+                    await watch.finish(payload)
+                yield raw if stream is None else sse(event)
 
     return transform
 
