@@ -254,11 +254,18 @@ async def create_native_response(request: web.Request) -> web.StreamResponse:
     )
     turn = this_turn(messages)
 
+    kept = keeps and body.get("store") is not False  # else nothing to chain to, or keep
+
+    def keep(ident: str) -> None:
+        owners.record("response", ident, caller.name)
+        if kept:  # the question already: a turn chained to an answer cut short has it too
+            owners.keep_chain("response", ident, lambda _: extended(earlier, turn, ""))
+
     async def record(ident: str) -> None:
-        await asyncio.to_thread(owners.record, "response", ident, caller.name)
+        await asyncio.to_thread(keep, ident)
 
     async def answered(response: dict[str, Any]) -> None:
-        if body.get("store") is False or not keeps:  # nothing to chain to, or kept
+        if not kept:
             return
         answer = answer_text(response)
         ident = response.get("id")

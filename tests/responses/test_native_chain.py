@@ -429,3 +429,30 @@ def test_no_chains_are_kept_when_turned_off(
     records = list((tmp_path / "data" / "responses").rglob("*.json"))
     assert len(records) == 2  # who owns each id, nothing more
     assert all("Is libcurl" not in record.read_text() for record in records)
+
+
+def test_a_turn_chained_to_an_answer_cut_short_has_the_question(
+    base: str, upstream: FakeUpstream
+) -> None:
+    client = sdk(base, KEY_A)
+    upstream.response_id, upstream.responses_die = "resp_cut", True
+    events = list(
+        client.responses.create(
+            model="m",
+            input=first_turn(upload(client)),
+            stream=True,
+            extra_body={"enrich": RETRIEVE},
+        )
+    )
+    assert events[-1].type == "response.failed"
+    upstream.response_id, upstream.responses_die = "resp_2", False
+    client.responses.create(
+        model="m",
+        input="And the other interface?",
+        previous_response_id="resp_cut",
+        extra_body={"enrich": RETRIEVE},
+    )
+    record = decisions(base)[0]["decision"]
+    assert (record["chain"]["messages"], record["chain"]["files"]) == (1, ["faq.md"])
+    searched = {entry["from"] for entry in record["retrieval"]["searched"]}
+    assert "conversation" in searched and "reply" not in searched
