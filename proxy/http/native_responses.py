@@ -245,7 +245,8 @@ async def create_native_response(request: web.Request) -> web.StreamResponse:
     owners = _owners(services)
     keeps = services.settings.upstream.responses_chains
     chained = chained_to(body) if keeps else None
-    earlier, gone = Chain(), list[str]()
+    earlier = Chain()
+    gone: list[str] = []
     if chained is not None:
         earlier = await asyncio.to_thread(owners.chain, chained[0], chained[1])
         earlier, gone = await readable(services, caller, earlier)

@@ -252,8 +252,8 @@ class Decision:
     """Lossy steps, one line each: `report.pdf: was damaged and has been repaired; ...`."""
     chain: dict[str, Any] | None = None
     """A Responses turn chained to earlier ones the upstream keeps (`previous_response_id`,
-    `conversation`): `{from, id, messages, files, inline}`, what the proxy kept of them and
-    searched the turn with (proxy.responses.chain)."""
+    `conversation`): `{from, id, messages, files, not_kept, deleted}`, what the proxy kept of
+    them and searched the turn with (proxy.responses.chain)."""
 
     def to_json(self) -> dict[str, Any]:
         """Plain JSON values; the budget's numbers sit at the top level, absent parts are left

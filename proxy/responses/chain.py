@@ -2,8 +2,8 @@
 before it, kept with each response and conversation id (pure).
 
 An upstream that speaks Responses keeps a chained turn's earlier input itself, as the enriched
-prompts it was sent; the proxy keeps the questions as written, the answers' first words and
-the files uploaded to it (file ids), so that a follow-up sent with `previous_response_id` or
+prompts it was sent; the proxy keeps the questions as written, the answers' opening and end
+and the files uploaded to it (file ids), so that a follow-up sent with `previous_response_id` or
 `conversation` is searched in its conversation like one whose client resends it all.
 """
 
@@ -17,8 +17,8 @@ MAX_MESSAGES = 12
 """Messages kept per chain, the newest: the search reads the last two questions and the last
 answer, the standalone rewrite a few turns more."""
 MAX_CHARS = 2000
-"""A question is kept by its last this many characters (the search reads its last 80 words, the
-rewrite its last 60)."""
+"""A question is kept by its last this many characters, all its text parts together (the search
+reads its last 80 words, the rewrite its last 60)."""
 ANSWER_HEAD_CHARS = 2000
 ANSWER_TAIL_CHARS = 1000
 """An answer is kept by its opening and its end (the search reads its first 80 words, the
@@ -119,6 +119,20 @@ def _file(part: Mapping[str, Any]) -> dict[str, Any] | None:
     return None
 
 
+def _last_chars(parts: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The parts with only their last MAX_CHARS characters of text, files all kept."""
+    room = MAX_CHARS
+    kept: list[dict[str, Any]] = []
+    for part in reversed(parts):
+        if part["type"] == "text":
+            if room <= 0:
+                continue
+            part = {"type": "text", "text": part["text"][-room:]}
+            room -= len(part["text"])
+        kept.append(part)
+    return kept[::-1]
+
+
 def _user(content: Any, not_kept: list[str]) -> list[dict[str, Any]] | None:
     if isinstance(content, str):
         return [{"type": "text", "text": content[-MAX_CHARS:]}] if content else None
@@ -140,7 +154,7 @@ def _user(content: Any, not_kept: list[str]) -> list[dict[str, Any]] | None:
                 not_kept.append(_name(fields))
                 kept = _marker(fields)
             parts.append(kept)
-    return parts or None
+    return _last_chars(parts) or None
 
 
 def kept_messages(messages: list[dict[str, Any]]) -> tuple[list[dict[str, Any]], list[str]]:
@@ -229,6 +243,7 @@ def read_chain(stored: Any) -> Chain:
             messages.append({"role": "assistant", "content": kept_answer(content)})
         elif role == "user" and isinstance(content, list):
             parts = [found for part in content if (found := _stored_part(part)) is not None]
+            parts = _last_chars(parts)
             if parts:
                 messages.append({"role": "user", "content": parts})
     names = [name[:200] for name in stored.get("not_kept") or [] if isinstance(name, str)]

@@ -83,12 +83,19 @@ def test_a_turn_keeps_questions_answers_and_uploaded_files_only() -> None:
     )
     [user] = turn.messages
     text, uploaded, inline, url = user["content"]
-    assert text["text"].endswith("Is it thread-safe?") and len(text["text"]) == MAX_CHARS
+    assert text["text"].endswith("Is it thread-safe?")
+    # The text with the markers after it: the message's last MAX_CHARS characters.
+    assert sum(len(part.get("text", "")) for part in user["content"]) == MAX_CHARS
     assert uploaded == {"type": "input_file", "file_id": "file-1", "filename": "faq.md"}
     assert inline == {"type": "text", "text": "[attached: inline.pdf]"}
     assert url == {"type": "text", "text": "[attached: file]"}
     assert turn.not_kept == ["inline.pdf", "file"]
     assert turn.files == ["faq.md"] and turn.file_ids == ["file-1"]
+    # A message's text parts together are kept by their last MAX_CHARS characters.
+    many = [{"type": "text", "text": f"{n} " + "z" * 500} for n in range(20)]
+    [long] = this_turn([{"role": "user", "content": many}]).messages
+    assert sum(len(part["text"]) for part in long["content"]) == MAX_CHARS
+    assert long["content"][-1]["text"].startswith("19 ")
 
 
 def test_a_chain_keeps_its_newest_messages_and_files() -> None:
