@@ -19,7 +19,6 @@ from aiohttp import web
 
 from proxy import jsonio
 from proxy.errors import BadRequest, ProxyError, bad_upstream
-from proxy.files.protocol import FileNotFound
 from proxy.http.body import (
     held_body,
     parse_body,
@@ -27,17 +26,16 @@ from proxy.http.body import (
     read_json_body,
     serialise,
 )
+from proxy.http.chained_turns import ChainedTurn
 from proxy.http.chat import forward_exchange, prepare_or_fail
 from proxy.http.decorate import Transform
 from proxy.http.keys import CALLER, REQUEST_ID, ROUTE, SERVICES
 from proxy.http.passthrough import relay_to_upstream
 from proxy.http.recording import recorded
 from proxy.http.responses import cited, off_loop_if_long
-from proxy.pipeline.document_report import warnings_header
-from proxy.pipeline.exchange import Caller, Exchange
+from proxy.pipeline.exchange import Caller
 from proxy.pipeline.services import Services
 from proxy.responses.answer import Cited, Ids
-from proxy.responses.chain import Chain, answer_text, extended, this_turn
 from proxy.responses.events import failure_events, sse
 from proxy.responses.items import translate_input
 from proxy.responses.native import NativeStream, cite_response, patch_input
@@ -92,64 +90,6 @@ async def check_references(services: Services, caller: Caller, body: dict[str, A
                 "conversation: must be an id, or an object with one", param="conversation"
             )
         await check_owned(services, caller, "conversation", ident, "conversation")
-
-
-def chained_to(body: dict[str, Any]) -> tuple[Kind, str, str] | None:
-    """The turns a request continues, as `(kind, id, param)` (after `check_references`)."""
-    previous = body.get("previous_response_id")
-    if isinstance(previous, str):
-        return "response", previous, "previous_response_id"
-    conversation = body.get("conversation")
-    ident = conversation.get("id") if isinstance(conversation, dict) else conversation
-    return ("conversation", ident, "conversation") if isinstance(ident, str) else None
-
-
-async def readable(services: Services, caller: Caller, earlier: Chain) -> tuple[Chain, list[str]]:
-    """`earlier` without the files deleted since (they would fail the turn), and their ids."""
-    gone: list[str] = []
-    for file_id in dict.fromkeys(earlier.file_ids):
-        try:
-            await asyncio.to_thread(services.files.get, file_id, caller.scope)
-        except FileNotFound:
-            gone.append(file_id)
-    return (earlier.without(set(gone)) if gone else earlier), gone
-
-
-def note_chain(
-    exchange: Exchange,
-    chained: tuple[Kind, str, str],
-    earlier: Chain,
-    searched: int,
-    gone: list[str],
-) -> None:
-    """What the turn was searched with of the turns before it, in the decision record; the
-    files of those turns it could not search again, as a warning too."""
-    kind, ident, param = chained
-    exchange.decision.chain = {
-        "from": param,
-        "id": ident,
-        "messages": searched,
-        "files": earlier.files if searched else [],
-        "not_kept": earlier.not_kept,
-        "deleted": gone,
-    }
-    lines = []
-    if earlier.not_kept:
-        lines.append(
-            f"{', '.join(earlier.not_kept)}: attached to an earlier turn of this {kind} by"
-            " file_data or file_url; the proxy keeps only files uploaded to it, so this turn"
-            " did not search them (attach them again, or upload them and attach them by"
-            " file_id)"
-        )
-    if gone:
-        lines.append(
-            f"{', '.join(gone)}: attached to an earlier turn of this {kind}, deleted since;"
-            " not searched"
-        )
-    if lines:
-        exchange.decision.warnings.extend(lines)
-        header = warnings_header(exchange.decision.warnings)
-        exchange.response_headers["X-Enrich-Warnings"] = header
 
 
 class Watched:
@@ -242,51 +182,15 @@ async def create_native_response(request: web.Request) -> web.StreamResponse:
     if "input" not in body:
         raise BadRequest("input: is required", param="input", code="missing_required_parameter")
     await check_references(services, caller, body)
-    owners = _owners(services)
-    keeps = services.settings.upstream.responses_chains
-    chained = chained_to(body) if keeps else None
-    earlier = Chain()
-    gone: list[str] = []
-    if chained is not None:
-        earlier = await asyncio.to_thread(owners.chain, chained[0], chained[1])
-        earlier, gone = await readable(services, caller, earlier)
     messages, origins = await off_loop_if_long(
         body["input"], translate_input, body["input"], server.max_messages
     )
-    turn = this_turn(messages)
-
-    kept = keeps and body.get("store") is not False  # else nothing to chain to, or keep
-
-    def keep(ident: str) -> None:
-        owners.record("response", ident, caller.name)
-        if kept:  # the question already: a turn chained to an answer cut short has it too
-            owners.keep_chain("response", ident, lambda _: extended(earlier, turn, ""))
-
-    async def record(ident: str) -> None:
-        await asyncio.to_thread(keep, ident)
-
-    async def answered(response: dict[str, Any]) -> None:
-        if not kept:
-            return
-        answer = answer_text(response)
-        ident = response.get("id")
-        if isinstance(ident, str):
-            chain = extended(earlier, turn, answer)
-            await asyncio.to_thread(owners.keep_chain, "response", ident, lambda _: chain)
-        if chained is not None and chained[0] == "conversation":
-            await asyncio.to_thread(
-                owners.keep_chain,
-                "conversation",
-                chained[1],
-                lambda current: extended(current, turn, answer),
-            )
-
-    watch = Watched(record, answered)
+    chain = ChainedTurn(services, _owners(services), caller, body)
+    await chain.read(messages)
+    watch = Watched(chain.created, chain.answered)
     # The earlier turns the upstream keeps, as the proxy saw them: searched with, not sent.
-    asks = any(message.get("role") == "user" for message in messages)
-    history = earlier.messages if asks else []
     chat: dict[str, Any] = {
-        "messages": [*history, *messages],
+        "messages": [*chain.history, *messages],
         "stream": body.get("stream") is True,
     }
     if isinstance(body.get("model"), str):
@@ -305,13 +209,9 @@ async def create_native_response(request: web.Request) -> web.StreamResponse:
     items = body["input"]
     if isinstance(items, str):
         items = [{"role": "user", "content": items}]
-    body["input"] = patch_input(
-        items, [-1] * len(history) + origins, len(history) + len(messages), exchange.messages
-    )
-    if chained is not None:
-        note_chain(exchange, chained, earlier, len(history), gone)
-    # The names the files were uploaded with, for a turn that named them by id alone.
-    turn = turn.named({ref.file_id: ref.name for ref in exchange.new_refs if ref.file_id})
+    before = len(chain.history) + len(messages)
+    body["input"] = patch_input(items, chain.origins(origins), before, exchange.messages)
+    chain.note(exchange)
     if "model" in exchange.body:
         body["model"] = exchange.body["model"]  # an alias resolved to the real name
     exchange.body = body
