@@ -175,6 +175,10 @@ GROUPS = {
         ),
     ),
     "orphans": Group(("proxy/files/orphans.py",), ("tests/files/test_orphans.py",)),
+    "chains": Group(
+        ("proxy/responses/chain.py", "proxy/http/chained_turns.py", "proxy/responses/owners.py"),
+        ("tests/responses/test_native_chain.py", "tests/responses/test_native_owners.py"),
+    ),
     "ranking": Group(
         ("proxy/retrieval/document_ranking.py", "proxy/retrieval/fusion.py"),
         (

@@ -13,6 +13,7 @@ import httpx
 import openai
 import pytest
 
+from proxy.http.chained_turns import chain_warnings, chained_to
 from proxy.responses.chain import (
     ANSWER_HEAD_CHARS,
     ANSWER_TAIL_CHARS,
@@ -27,7 +28,7 @@ from proxy.responses.chain import (
     read_chain,
     this_turn,
 )
-from proxy.responses.owners import Owners
+from proxy.responses.owners import MAX_ID_CHARS, Owners
 from proxy.stores.backend import DiskRecords
 from tests.callers import KEY_A, KEY_B, KEYS, sdk
 from tests.fakes.browser import Browser
@@ -181,6 +182,173 @@ def test_turns_of_one_conversation_at_once_all_land(tmp_path: Path) -> None:
         list(pool.map(add, range(MAX_MESSAGES)))
     asked = sorted(text_of(m) for m in owners.chain("conversation", "conv_1").messages)
     assert asked == sorted(f"question {number}" for number in range(MAX_MESSAGES))
+
+
+def test_what_a_turn_keeps_part_by_part() -> None:
+    file_part = {"type": "file", "file": {"file_id": "file-2", "file_name": "b" * 300}}
+    broken = {"type": "file", "file": "not an object"}
+    turn = this_turn(
+        [
+            {"role": "user", "content": ""},  # nothing to keep
+            {"role": "user", "content": [broken, {"type": "text", "text": ""}, file_part]},
+            {"role": "user", "content": [{"type": "input_file", "file_data": "e30="}]},
+            {"role": "assistant", "content": "Earlier answer."},  # a client's own history
+            {"role": "user", "content": [{"type": "input_file", "file_id": "f" * 2049}]},
+            {"role": "user", "content": [{"type": "input_file", "file_id": ""}]},
+            {"role": "user", "content": [{"type": "input_file", "file_id": "f" * 2048}]},
+        ]
+    )
+    assert turn.messages[0] == {
+        "role": "user",
+        "content": [{"type": "input_file", "file_id": "file-2"}],
+    }
+    assert turn.messages[1] == {
+        "role": "user",
+        "content": [{"type": "text", "text": "[attached: file]"}],
+    }
+    assert turn.messages[2] == {"role": "assistant", "content": "Earlier answer."}
+    assert [m["content"][0]["type"] for m in turn.messages[3:]] == ["text", "text", "input_file"]
+    assert turn.not_kept == ["file", "file", "file"]
+    named = this_turn(
+        [
+            {
+                "role": "user",
+                "content": [{"type": "file", "file": file_part["file"] | {"file_id": ""}}],
+            }
+        ]
+    )
+    assert named.not_kept == ["b" * 200]  # a chat part's file_name, cut
+
+
+def test_a_messages_text_is_cut_from_its_end_files_kept() -> None:
+    parts = [
+        {"type": "input_file", "file_id": "file-old"},
+        {"type": "text", "text": "dropped"},
+        {"type": "text", "text": "x" * MAX_CHARS},
+        {"type": "text", "text": "tail"},
+    ]
+    [message] = this_turn([{"role": "user", "content": parts}]).messages
+    assert message["content"] == [
+        {"type": "input_file", "file_id": "file-old"},
+        {"type": "text", "text": "x" * (MAX_CHARS - 4)},
+        {"type": "text", "text": "tail"},
+    ]
+    # The last character of room still takes a character; a stray non-part is passed over.
+    content = [
+        "not a part",
+        {"type": "text", "text": "ab"},
+        {"type": "text", "text": "x" * (MAX_CHARS - 1)},
+    ]
+    [message] = this_turn([{"role": "user", "content": content}]).messages
+    assert [part["text"][:2] for part in message["content"]] == ["b", "xx"]
+    exact = "y" * MAX_CHARS
+    assert (
+        this_turn([{"role": "user", "content": exact}]).messages[0]["content"][0]["text"] == exact
+    )
+
+
+def test_answers_are_cut_only_past_their_bound() -> None:
+    whole = "a" * (ANSWER_HEAD_CHARS + ANSWER_TAIL_CHARS + len(ELISION))
+    assert kept_answer(whole) == whole
+    longer = whole + "b"
+    assert kept_answer(longer) == longer[:ANSWER_HEAD_CHARS] + ELISION + longer[-ANSWER_TAIL_CHARS:]
+    assert extended(Chain(), Chain(), "").messages == []  # no answer, nothing added
+
+
+def test_files_are_renamed_and_left_out_by_id() -> None:
+    chain = Chain(
+        [
+            {
+                "role": "user",
+                "content": [
+                    {"type": "input_file", "file_id": "f1"},
+                    {"type": "input_file", "file_id": "f2", "filename": "given.md"},
+                    {"type": "text", "text": "f1"},
+                ],
+            },
+            {"role": "assistant", "content": "ok"},
+        ]
+    )
+    named = chain.named({"f1": "n" * 300, "f2": "stored.md"})
+    assert named.files == ["n" * 200, "given.md"]  # a name the request gave stays
+    assert chain.named({}).files == ["f1", "given.md"]
+    without = named.without({"f2"})
+    assert without.file_ids == ["f1"] and without.messages[1] == chain.messages[1]
+    assert without.messages[0]["content"][1:] == [
+        {"type": "text", "text": "[attached: given.md]"},
+        {"type": "text", "text": "f1"},
+    ]
+
+
+def test_answer_text_reads_only_message_output_text() -> None:
+    response = {
+        "output": [
+            {"type": "reasoning", "content": [{"type": "output_text", "text": "thinking"}]},
+            "not an item",
+            {"type": "message", "content": ["not a part", {"type": "input_text", "text": "no"}]},
+            {"type": "message", "content": [{"type": "output_text", "text": "Yes."}]},
+        ]
+    }
+    assert answer_text(response) == "Yes."
+
+
+def test_a_record_keeps_only_what_a_chain_holds() -> None:
+    stored = {
+        "messages": [
+            {"role": "assistant", "content": [{"type": "text", "text": "not a string"}]},
+            {"role": "system", "content": [{"type": "text", "text": "You are root."}]},
+            {"role": "user", "content": [{"type": "input_text", "text": "not a kept part"}]},
+            {"role": "user", "content": [{"type": "text", "text": "z" * (MAX_CHARS + 5)}]},
+        ],
+        "not_kept": ["n" * 300],
+    }
+    chain = read_chain(stored)
+    assert chain.messages == [
+        {"role": "user", "content": [{"type": "text", "text": "z" * MAX_CHARS}]}
+    ]
+    assert chain.not_kept == ["n" * 200]
+
+
+def test_which_turns_a_request_continues_and_what_it_is_told() -> None:
+    assert chained_to({"previous_response_id": "resp_1", "conversation": "conv_1"}) == (
+        "response",
+        "resp_1",
+        "previous_response_id",
+    )
+    for conversation in ("conv_1", {"id": "conv_1"}):
+        assert chained_to({"conversation": conversation}) == (
+            "conversation",
+            "conv_1",
+            "conversation",
+        )
+    assert chained_to({"conversation": {"ID": "conv_1"}}) is None
+    assert chained_to({}) is None
+    earlier = Chain([], ["a.pdf", "b.pdf"])
+    assert chain_warnings("response", earlier, ["file-9", "file-8"]) == [
+        "a.pdf, b.pdf: attached to an earlier turn of this response by file_data or file_url;"
+        " the proxy keeps only files uploaded to it, so this turn did not search them (attach"
+        " them again, or upload them and attach them by file_id)",
+        "file-9, file-8: attached to an earlier turn of this response, deleted since; not searched",
+    ]
+    assert chain_warnings("conversation", Chain(), []) == []
+
+
+def test_owner_records_keep_their_chains_in_utf8_and_bounded_ids(tmp_path: Path) -> None:
+    owners = Owners(DiskRecords(tmp_path))
+    owners.record("response", "resp_ru", "alice")
+    turn = this_turn([{"role": "user", "content": "Почему это так опасно?"}])
+    owners.keep_chain("response", "resp_ru", lambda _: extended(Chain(), turn, ""))
+    [path] = tmp_path.rglob("*.json")
+    assert "Почему" in path.read_text(encoding="utf-8")  # not \\u escapes: a third the size
+    longest = "r" * MAX_ID_CHARS
+    owners.record("response", longest, "alice")
+    owners.keep_chain("response", longest, lambda _: extended(Chain(), turn, ""))
+    assert len(owners.chain("response", longest).messages) == 1
+    owners.keep_chain("response", "", lambda _: extended(Chain(), turn, ""))
+    assert owners.chain("response", "") == Chain()
+    # A record of another kind, or damaged, gets no chain.
+    owners.keep_chain("conversation", "resp_ru", lambda _: extended(Chain(), turn, "x"))
+    assert owners.chain("conversation", "resp_ru") == Chain()
 
 
 # -- through the proxy -------------------------------------------------------------------------
@@ -364,6 +532,7 @@ def test_a_turn_of_tool_outputs_is_not_searched_with_the_chain(
     assert upstream.last_to("/v1/responses").json["input"] == [output]  # as it came
     record = decisions(base)[0]["decision"]
     assert record["chain"]["messages"] == 0 and record["old_files"] == []
+    assert record["chain"]["files"] == []  # kept, but not searched this turn
 
 
 async def test_ui_shows_what_a_chained_turn_was_searched_with(
