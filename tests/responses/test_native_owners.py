@@ -4,6 +4,7 @@ upstream (which holds them all under the proxy's credential)."""
 
 from __future__ import annotations
 
+import hashlib
 import json
 from collections.abc import Callable
 from pathlib import Path
@@ -13,7 +14,7 @@ import httpx
 import openai
 import pytest
 
-from proxy.responses.owners import Owners, record_key
+from proxy.responses.owners import MAX_ID_CHARS, Owners, not_found, record_key
 from proxy.stores.backend import DiskRecords
 from tests.callers import KEY_A, KEY_ADMIN, KEY_B, KEYS, sdk
 from tests.fakes.upstream import FakeUpstream
@@ -200,6 +201,44 @@ def test_records_are_keyed_by_a_digest_and_keep_their_first_owner(tmp_path: Path
     assert found["id"] == hostile
     owners.record("response", "x" * 300, "team-a")  # no upstream gives such ids
     assert owners.owner("response", "x" * 300) is None
+
+
+def test_record_bounds_keys_and_the_not_found_answer(tmp_path: Path) -> None:
+    digest = hashlib.sha256(b"resp_1").hexdigest()
+    assert record_key("response", "resp_1") == f"responses/{digest[:2]}/{digest}.json"
+    assert record_key("conversation", "c").startswith("conversations/")
+    owners = Owners(DiskRecords(tmp_path), clock=lambda: 7.0)
+    longest, longer = "r" * MAX_ID_CHARS, "r" * (MAX_ID_CHARS + 1)
+    for ident in (longest, longer, ""):
+        owners.record("response", ident, "team-a")
+    assert owners.owner("response", longest) == "team-a"
+    assert owners.owner("response", longer) is None and owners.owner("response", "") is None
+    assert [json.loads(p.read_bytes())["created"] for p in tmp_path.rglob("*.json")] == [7.0]
+    owners.forget("response", longer)  # no record of it: nothing happens
+    owners.forget("response", "")
+    assert owners.owner("response", longest) == "team-a"
+    owners.forget("response", longest)
+    assert owners.owner("response", longest) is None
+    # A record under another id's key (a tampered file), or with no owner string, owns nothing.
+    path = tmp_path / record_key("response", "resp_2")
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps({"id": "resp_other", "owner": "team-a"}))
+    assert owners.owner("response", "resp_2") is None
+    path.write_text(json.dumps({"id": "resp_2", "owner": 7}))
+    assert owners.owner("response", "resp_2") is None
+    path.write_text("[1, 2]")
+    assert owners.owner("response", "resp_2") is None
+    error = not_found("conversation", "conv_" + "9" * 80, "conversation")
+    assert (error.status, error.param, error.code) == (
+        404,
+        "conversation",
+        "conversation_not_found",
+    )
+    assert error.type == "invalid_request_error"
+    assert error.message == f"No conversation found with id {'conv_' + '9' * 56 + '...'!r}."
+    assert (
+        not_found("response", "r" * 64, "x").message == f"No response found with id {'r' * 64!r}."
+    )
 
 
 def test_a_native_stream_cut_short_ends_failed_not_done(
