@@ -96,6 +96,16 @@ class UpstreamSettings(Section):
             "only who owns each id (no conversation text at rest)."
         ),
     )
+    responses_keep_days: float = Field(
+        30,
+        ge=0,
+        description=(
+            "native: a response id's record (its owner and chain) is forgotten this many days "
+            "after the response was created, as OpenAI keeps responses 30 days: the id is then "
+            "a 404 like an unknown one. Conversations are kept until deleted, as OpenAI's are. "
+            "0: responses too."
+        ),
+    )
     connect_timeout_s: float = Field(
         10,
         gt=0,

@@ -5,7 +5,10 @@ answer (docs/responses.md, Chained turns)."""
 from __future__ import annotations
 
 import asyncio
+import contextvars
 from typing import Any
+
+import structlog
 
 from proxy.files.protocol import FileNotFound
 from proxy.pipeline.document_report import warnings_header
@@ -13,6 +16,19 @@ from proxy.pipeline.exchange import Caller, Exchange
 from proxy.pipeline.services import Services
 from proxy.responses.chain import Chain, answer_text, extended, this_turn
 from proxy.responses.owners import Kind, Owners
+
+log = structlog.get_logger(__name__)
+SWEEPS: set[asyncio.Task[int]] = set()
+"""Sweeps of expired response records under way (held: a task nobody holds may be collected)."""
+
+
+def _swept(task: asyncio.Task[int]) -> None:
+    SWEEPS.discard(task)
+    failure = None if task.cancelled() else task.exception()
+    if failure is not None:
+        log.warning("expired response records not swept", error=str(failure))
+    elif not task.cancelled() and task.result():
+        log.debug("expired response records swept", removed=task.result())
 
 
 def chained_to(body: dict[str, Any]) -> tuple[Kind, str, str] | None:
@@ -116,8 +132,14 @@ class ChainedTurn:
             )
 
     async def created(self, ident: str) -> None:
-        """The upstream named the response: its owner, and the chain up to its question."""
+        """The upstream named the response: its owner, and the chain up to its question; then,
+        not waited for, expired records beside its own swept."""
         await asyncio.to_thread(self._created, ident)
+        sweep = asyncio.create_task(
+            asyncio.to_thread(self.owners.sweep_beside, ident), context=contextvars.Context()
+        )
+        SWEEPS.add(sweep)
+        sweep.add_done_callback(_swept)
 
     def _answered(self, ident: Any, answer: str) -> None:
         if isinstance(ident, str):

@@ -5,13 +5,16 @@ records the key that created each id and lets only that key (or an admin) reach 
 proxy has no record of is refused the same way as another key's: a 404 that never reaches the
 upstream. Records are small JSON objects in the same place as the vector stores' (data_dir on
 disk, or the bucket the replicas share), named by a digest of the id (ids are the upstream's
-text, not safe file names). Blocking calls: run them off the event loop.
+text, not safe file names). A response's record lasts `keep_s` from its creation, as OpenAI keeps
+a response 30 days; a conversation's until it is deleted, as OpenAI's are. Blocking calls: run
+them off the event loop.
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
+import random
 import time
 from collections.abc import Callable
 from typing import Any, Literal
@@ -22,11 +25,24 @@ from proxy.stores.backend import RecordBackend
 
 Kind = Literal["response", "conversation"]
 MAX_ID_CHARS = 256  # longer ids were never given out by an upstream we relay
+SWEEP_READS = 16
+"""Records of the new record's folder read (at random) for expired ones each time a response is
+recorded: the folders fill evenly, so every folder is read in turn as responses come, and the
+expired ones kept waiting stay a small share (about one in `SWEEP_READS`)."""
 
 
 def record_key(kind: Kind, ident: str) -> str:
     digest = hashlib.sha256(ident.encode("utf-8", "surrogateescape")).hexdigest()
     return f"{kind}s/{digest[:2]}/{digest}.json"
+
+
+def expired(found: dict[str, Any], kind: Kind, now: float, keep_s: float | None) -> bool:
+    """Whether a response's record is past `keep_s` from its creation (None or 0: kept until
+    deleted). A conversation's never is; nor is a record without a time of creation."""
+    created = found.get("created")
+    if kind != "response" or not keep_s or not isinstance(created, int | float):
+        return False
+    return now - created > keep_s
 
 
 def not_found(kind: Kind, ident: str, param: str) -> ProxyError:
@@ -44,18 +60,51 @@ def not_found(kind: Kind, ident: str, param: str) -> ProxyError:
 class Owners:
     """The owner of each id, by kind."""
 
-    def __init__(self, backend: RecordBackend, clock: Any = time.time) -> None:
+    def __init__(
+        self,
+        backend: RecordBackend,
+        clock: Any = time.time,
+        keep_s: float | None = None,
+        pick: Callable[[list[str], int], list[str]] = random.sample,
+    ) -> None:
         self.backend = backend
         self.clock = clock
+        self.keep_s = keep_s
+        self.pick = pick
 
     def record(self, kind: Kind, ident: str, owner: str) -> None:
-        """`owner` created `ident`. An id already recorded keeps its first owner."""
+        """`owner` created `ident`. An id already recorded keeps its first owner (an expired
+        record is a new one)."""
         if not ident or len(ident) > MAX_ID_CHARS:
             return
         data = json.dumps({"id": ident, "owner": owner, "created": self.clock()}).encode()
-        self.backend.update(
-            record_key(kind, ident), lambda current: None if current is not None else data
-        )
+        key = record_key(kind, ident)
+
+        def change(current: bytes | None) -> bytes | None:
+            return data if current is None or self._found(kind, ident, current) is None else None
+
+        self.backend.update(key, change)
+
+    def sweep_beside(self, ident: str) -> int:
+        """After a response is recorded: its folder swept (`sweep`), when responses expire."""
+        if not self.keep_s or not ident or len(ident) > MAX_ID_CHARS:
+            return 0
+        return self.sweep("response", record_key("response", ident).rsplit("/", 1)[0] + "/")
+
+    def sweep(self, kind: Kind, folder: str) -> int:
+        """Removes expired records among up to `SWEEP_READS` of `folder`'s; how many."""
+        names = self.backend.names(folder)
+        removed = 0
+        for name in self.pick(names, min(SWEEP_READS, len(names))):
+            raw = self.backend.get(folder + name)
+            try:
+                found = json.loads(raw) if raw is not None else None
+            except ValueError:
+                continue
+            if isinstance(found, dict) and expired(found, kind, self.clock(), self.keep_s):
+                self.backend.delete(folder + name)
+                removed += 1
+        return removed
 
     def _found(self, kind: Kind, ident: str, raw: bytes | None = None) -> dict[str, Any] | None:
         if not ident or len(ident) > MAX_ID_CHARS:
@@ -70,7 +119,7 @@ class Owners:
             return None
         if not isinstance(found, dict) or found.get("id") != ident:
             return None
-        return found
+        return None if expired(found, kind, self.clock(), self.keep_s) else found
 
     def owner(self, kind: Kind, ident: str) -> str | None:
         found = self._found(kind, ident)

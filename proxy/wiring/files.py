@@ -139,4 +139,4 @@ def make_owners(settings: Settings, objects: S3Store | None) -> Owners | None:
         backend = BucketRecords(objects, root="responses")
     else:
         backend = DiskRecords(data_dir(settings) / "responses")
-    return Owners(backend)
+    return Owners(backend, keep_s=settings.upstream.responses_keep_days * 86400)

@@ -4,17 +4,29 @@ upstream (which holds them all under the proxy's credential)."""
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
 import json
-from collections.abc import Callable
+import time
+from collections.abc import Callable, MutableMapping
 from pathlib import Path
 from typing import Any
 
 import httpx
 import openai
 import pytest
+from structlog.testing import capture_logs
 
-from proxy.responses.owners import MAX_ID_CHARS, Owners, not_found, record_key
+from proxy.http.chained_turns import SWEEPS, _swept
+from proxy.responses.chain import extended, this_turn
+from proxy.responses.owners import (
+    MAX_ID_CHARS,
+    SWEEP_READS,
+    Owners,
+    expired,
+    not_found,
+    record_key,
+)
 from proxy.stores.backend import DiskRecords
 from tests.callers import KEY_A, KEY_ADMIN, KEY_B, KEYS, sdk
 from tests.fakes.upstream import FakeUpstream
@@ -252,3 +264,158 @@ def test_a_native_stream_cut_short_ends_failed_not_done(
     assert failed.id == events[0].response.id == "resp_up"  # type: ignore[union-attr]
     assert failed.status == "failed" and "broke off" in failed.error.message  # type: ignore[union-attr]
     assert [event.sequence_number for event in events] == list(range(len(events)))
+
+
+def test_a_response_record_lasts_its_keep_and_a_conversation_until_deleted(
+    tmp_path: Path,
+) -> None:
+    now = [0.0]
+    owners = Owners(DiskRecords(tmp_path), clock=lambda: now[0], keep_s=10.0)
+    owners.record("response", "resp_1", "team-a")
+    owners.record("conversation", "conv_1", "team-a")
+    now[0] = 10.0  # exactly its keep: still there
+    assert owners.owner("response", "resp_1") == "team-a"
+    now[0] = 10.5
+    assert owners.owner("response", "resp_1") is None
+    assert not owners.may_use("response", "resp_1", "team-a", admin=True)
+    assert owners.may_use("conversation", "conv_1", "team-a", admin=False)
+    # An expired record takes no chain, and its id given out again is a new record.
+    turn = this_turn([{"role": "user", "content": "Hi?"}])
+    owners.keep_chain("response", "resp_1", lambda chain: extended(chain, turn, "Hello."))
+    assert "chain" not in json.loads((tmp_path / record_key("response", "resp_1")).read_bytes())
+    owners.record("response", "resp_1", "team-b")
+    assert owners.owner("response", "resp_1") == "team-b"
+    # Kept until deleted: no keep, or 0.
+    for keep in (None, 0.0):
+        forever = Owners(DiskRecords(tmp_path / str(keep)), clock=lambda: now[0], keep_s=keep)
+        forever.record("response", "resp_2", "team-a")
+        now[0] += 1e9
+        assert forever.owner("response", "resp_2") == "team-a"
+
+
+def test_expired() -> None:
+    assert not expired({"created": 0}, "response", 5.0, 5.0)
+    assert expired({"created": 0}, "response", 5.5, 5.0)
+    assert not expired({"created": 0}, "conversation", 1e9, 5.0)
+    assert not expired({"created": 0}, "response", 1e9, None)
+    assert not expired({"created": 0}, "response", 1e9, 0.0)
+    assert not expired({"created": "0"}, "response", 1e9, 5.0)
+    assert not expired({}, "response", 1e9, 5.0)
+
+
+def same_folder(count: int) -> list[str]:
+    """`count` response ids whose records share a folder (the digest's first two hex digits)."""
+    by_folder: dict[str, list[str]] = {}
+    for n in range(100_000):
+        ident = f"resp_{n}"
+        found = by_folder.setdefault(record_key("response", ident).rsplit("/", 1)[0], [])
+        found.append(ident)
+        if len(found) == count:
+            break
+    return found
+
+
+def test_a_new_response_sweeps_its_folder_of_expired_records(tmp_path: Path) -> None:
+    now = [0.0]
+    owners = Owners(
+        DiskRecords(tmp_path), clock=lambda: now[0], keep_s=10.0, pick=lambda names, k: names[:k]
+    )
+    *old, fresh, new = same_folder(SWEEP_READS + 3)
+    folder = record_key("response", new).rsplit("/", 1)[0] + "/"
+    elsewhere = next(
+        i for i in (f"x{n}" for n in range(999)) if folder not in record_key("response", i)
+    )
+
+    def name(ident: str) -> str:
+        return record_key("response", ident).rsplit("/", 1)[1]
+
+    def left() -> set[str]:
+        return {p.name for p in (tmp_path / folder).iterdir()}
+
+    for ident in [*old, elsewhere]:
+        owners.record("response", ident, "team-a")
+    owners.record("conversation", "conv_1", "team-a")
+    now[0] = 8.0
+    owners.record("response", fresh, "team-a")
+    now[0] = 12.0
+    owners.record("response", new, "team-b")
+    assert left() == set(map(name, [*old, fresh, new]))  # recording sweeps nothing itself
+    assert Owners(DiskRecords(tmp_path), clock=lambda: now[0]).sweep_beside(new) == 0  # no keep
+    assert owners.sweep_beside("") == owners.sweep_beside("r" * (MAX_ID_CHARS + 1)) == 0
+    assert len(left()) == SWEEP_READS + 3
+    owners.sweep_beside(new)
+    # The folder's first SWEEP_READS names were read: the expired among them went.
+    names = sorted(map(name, [*old, fresh, new]))
+    alive = {name(fresh), name(new)}
+    assert left() == set(names[SWEEP_READS:]) | alive
+    # Other folders, and conversations, were not read.
+    assert owners.owner("conversation", "conv_1") == "team-a"
+    assert owners.owner("response", elsewhere) is None  # expired, but its record not swept
+    assert (tmp_path / record_key("response", elsewhere)).exists()
+    # The next sweep of the folder takes the rest.
+    waiting = left() - alive
+    assert waiting and owners.sweep("response", folder) == len(waiting)
+    assert left() == alive
+    # A record that is not JSON is left to whoever reads it.
+    (tmp_path / folder / "zz.json").write_bytes(b"{not json")
+    assert owners.sweep("response", folder) == 0
+    assert "zz.json" in left()
+
+
+def test_an_expired_response_is_an_unknown_one(
+    make_proxy: Callable[..., str], upstream: FakeUpstream, tmp_path: Path
+) -> None:
+    base = make_proxy(
+        server={"api_keys": KEYS},
+        upstream={"responses": "native", "responses_keep_days": 1e-6},  # 0.0864 s
+    )
+    a = sdk(base, KEY_A)
+    a.responses.create(model="m", input="Say hi")
+    conversation = a.conversations.create()
+    time.sleep(0.2)
+    before = len(upstream.requests)
+    with pytest.raises(openai.NotFoundError) as chained:
+        a.responses.create(model="m", input="And then?", previous_response_id="resp_up")
+    assert chained.value.body["code"] == "response_not_found"  # type: ignore[index]
+    with pytest.raises(openai.NotFoundError):
+        a.responses.retrieve("resp_up")
+    assert len(upstream.requests) == before
+    # Conversations are kept until deleted.
+    upstream.response_id = "resp_in_conversation"
+    a.responses.create(model="m", input="hi", conversation=conversation.id)
+    assert upstream.last_to("/v1/responses").json["conversation"] == conversation.id
+    # A new response sweeps expired records beside its own, after it is answered.
+    *old, new = same_folder(4)
+    for ident in old:
+        upstream.response_id = ident
+        a.responses.create(model="m", input="hi")
+    folder = tmp_path / "data" / "responses" / record_key("response", new).rsplit("/", 1)[0]
+    assert len(list(folder.iterdir())) == 3
+    time.sleep(0.2)
+    upstream.response_id = new
+    a.responses.create(model="m", input="hi")
+    expired_names = {record_key("response", ident).rsplit("/", 1)[1] for ident in old}
+    deadline = time.monotonic() + 10
+    while expired_names & {p.name for p in folder.iterdir()} and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert not expired_names & {p.name for p in folder.iterdir()}
+
+
+def test_a_sweep_that_fails_is_logged_and_let_go() -> None:
+    async def run() -> tuple[list[MutableMapping[str, Any]], bool]:
+        async def sweep() -> int:
+            raise OSError("the bucket is away")
+
+        task = asyncio.create_task(sweep())
+        SWEEPS.add(task)
+        task.add_done_callback(_swept)
+        with capture_logs() as logs:
+            await asyncio.gather(task, return_exceptions=True)
+            await asyncio.sleep(0)
+        return logs, task in SWEEPS
+
+    logs, held = asyncio.run(run())
+    assert not held
+    assert [(e["event"], e["log_level"], e["error"]) for e in logs] == [
+        ("expired response records not swept", "warning", "the bucket is away")
+    ]
