@@ -42,8 +42,10 @@ tables, asserts nothing.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import os
+import random
 import shutil
 import statistics
 import sys
@@ -244,6 +246,43 @@ def load_conversations(
     if unknown:
         raise SystemExit(f"conversations about documents with no entry: {len(unknown)}")
     return conversations, documents
+
+
+REFUSALS = {
+    "en": "I'm sorry, I can't find that in the document.",
+    "de": "Das steht leider nicht im Dokument.",
+    "fr": "Désolé, je ne trouve pas cela dans le document.",
+    "es": "Lo siento, no encuentro eso en el documento.",
+    "it": "Mi dispiace, non lo trovo nel documento.",
+    "ru": "Извините, в документе этого нет.",
+}
+"""A last answer that helps nothing, in each conversation's language (`--replies refusal`)."""
+
+
+def with_replies(conversations: list[Conversation], kind: str) -> list[Conversation]:
+    """The conversations with every assistant answer as written (`true`), replaced by one from
+    a conversation about another document in the same language (`wrong`: fluent, confident,
+    off the subject; a fixed draw) or by a refusal (`refusal`): how much the search of a
+    follow-up leans on a last answer the model got right."""
+    if kind == "true":
+        return conversations
+    pool = [(c.docs, c.lang, t.reply) for c in conversations for t in c.turns if t.reply]
+    draw = random.Random(7)
+
+    def replaced(conversation: Conversation, turn: Turn) -> Turn:
+        if not turn.reply:
+            return turn
+        if kind == "refusal":
+            return dataclasses.replace(turn, reply=REFUSALS.get(conversation.lang, REFUSALS["en"]))
+        others = [r for docs, lang, r in pool if docs != conversation.docs]
+        alike = [
+            r for docs, lang, r in pool if docs != conversation.docs and lang == conversation.lang
+        ]
+        return dataclasses.replace(turn, reply=draw.choice(alike or others))
+
+    return [
+        dataclasses.replace(c, turns=tuple(replaced(c, t) for t in c.turns)) for c in conversations
+    ]
 
 
 def messages(
@@ -742,6 +781,12 @@ def main() -> None:
         "--conditions",
         help=f"only these, joined by commas (of {','.join(CONDITIONS)}; e.g. follow-up,ceiling)",
     )
+    parser.add_argument(
+        "--replies",
+        default="true",
+        choices=("true", "wrong", "refusal"),
+        help="the assistant answers resent: as written, another document's, or a refusal",
+    )
     parser.add_argument("--json", type=Path, help="write the results here")
     parser.add_argument("--verbose", action="store_true", help="the proxy's own log lines")
     parser.add_argument(
@@ -779,7 +824,10 @@ def evaluate(args: argparse.Namespace) -> None:
     os.environ.setdefault("TIKTOKEN_CACHE_DIR", str(Path.home() / ".cache" / "tiktoken"))
 
     conversations, documents = load_conversations(halves, args.round)
+    conversations = with_replies(conversations, args.replies)
     rounds = f", round {'+'.join(map(str, sorted(set(args.round))))}" if args.round else ""
+    if args.replies != "true":
+        rounds += f", replies {args.replies}"
     needed = {doc: documents[doc] for c in conversations for doc in c.docs}
     try:
         fetched = ensure(needed.values(), args.cache or default_cache())

@@ -333,3 +333,24 @@ def test_follow_ups_only_asks_each_follow_up_as_written_alone(tmp_path: Path, cl
     run = ce.run_method("default", [found], {"handbook": path}, "fake", None, None, ("follow-up",))
     assert [(row.turn, row.condition) for row in run.rows] == [(1, "follow-up")]
     assert run.rows[0].hit and run.rows[0].error is None
+
+
+def test_the_replies_can_be_replaced_by_another_documents_or_a_refusal() -> None:
+    first = conversation()
+    other = conversation(doc="other", cid="c-2")
+    other = ce.dataclasses.replace(
+        other, turns=tuple(ce.dataclasses.replace(t, reply=f"Other {t.reply}") for t in other.turns)
+    )
+    french = ce.dataclasses.replace(conversation(doc="third", cid="c-3"), lang="fr")
+    assert ce.with_replies([first, other], "true") == [first, other]
+    wrong = ce.with_replies([first, other, french], "wrong")
+    # Another document's answers, in the same language when there is one; the rest unchanged.
+    assert {t.reply for t in wrong[0].turns} <= {"Other Pepper.", "Other Saffron."}
+    assert {t.reply for t in wrong[1].turns} <= {"Pepper.", "Saffron."}
+    assert [t.q for t in wrong[0].turns] == [t.q for t in first.turns]
+    assert wrong[0].turns[1].standalone == first.turns[1].standalone
+    assert all(t.reply for c in wrong for t in c.turns)
+    assert ce.with_replies([first, other, french], "wrong") == wrong  # a fixed draw
+    refused = ce.with_replies([first, french], "refusal")
+    assert {t.reply for t in refused[0].turns} == {ce.REFUSALS["en"]}
+    assert {t.reply for t in refused[1].turns} == {ce.REFUSALS["fr"]}
