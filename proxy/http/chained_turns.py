@@ -87,16 +87,22 @@ class ChainedTurn:
         if self.chained is None:
             return
         kind, ident, _ = self.chained
-        self.earlier = await asyncio.to_thread(self.owners.chain, kind, ident)
-        for file_id in dict.fromkeys(self.earlier.file_ids):
-            try:
-                await asyncio.to_thread(self.services.files.get, file_id, self.caller.scope)
-            except FileNotFound:
-                self.gone.append(file_id)
+        self.earlier, self.gone = await asyncio.to_thread(self._earlier, kind, ident)
         if self.gone:
             self.earlier = self.earlier.without(set(self.gone))
         if any(message.get("role") == "user" for message in messages):
             self.history = self.earlier.messages
+
+    def _earlier(self, kind: Kind, ident: str) -> tuple[Chain, list[str]]:
+        """The chain kept of the earlier turns, and its file ids deleted since (blocking)."""
+        earlier = self.owners.chain(kind, ident)
+        gone = []
+        for file_id in dict.fromkeys(earlier.file_ids):
+            try:
+                self.services.files.get(file_id, self.caller.scope)
+            except FileNotFound:
+                gone.append(file_id)
+        return earlier, gone
 
     def origins(self, origins: list[int]) -> list[int]:
         """The input item each chat message came from, the earlier turns' from none (-1)."""
@@ -124,17 +130,12 @@ class ChainedTurn:
             header = warnings_header(exchange.decision.warnings)
             exchange.response_headers["X-Enrich-Warnings"] = header
 
-    def _created(self, ident: str) -> None:
-        self.owners.record("response", ident, self.caller.name)
-        if self.keeping:  # the question already: a turn chained to an answer cut short has it
-            self.owners.keep_chain(
-                "response", ident, lambda _: extended(self.earlier, self.turn, "")
-            )
-
     async def created(self, ident: str) -> None:
-        """The upstream named the response: its owner, and the chain up to its question; then,
-        not waited for, expired records beside its own swept."""
-        await asyncio.to_thread(self._created, ident)
+        """The upstream named the response: its owner, and the chain up to its question (a turn
+        chained to an answer cut short has it), in one write; then, not waited for, expired
+        records beside its own swept."""
+        chain = extended(self.earlier, self.turn, "") if self.keeping else None
+        await asyncio.to_thread(self.owners.record, "response", ident, self.caller.name, chain)
         sweep = asyncio.create_task(
             asyncio.to_thread(self.owners.sweep_beside, ident), context=contextvars.Context()
         )

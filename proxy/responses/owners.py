@@ -45,6 +45,15 @@ def expired(found: dict[str, Any], kind: Kind, now: float, keep_s: float | None)
     return now - created > keep_s
 
 
+def encoded(found: dict[str, Any]) -> bytes:
+    """A record as UTF-8 JSON, readable as it is; escaped where a string holds half of a
+    surrogate pair (an upstream's text may), which UTF-8 cannot hold."""
+    try:
+        return json.dumps(found, ensure_ascii=False).encode()
+    except UnicodeEncodeError:
+        return json.dumps(found).encode()
+
+
 def not_found(kind: Kind, ident: str, param: str) -> ProxyError:
     """The answer for an unknown id and for another key's, word for word the same."""
     shown = ident if len(ident) <= 64 else ident[:61] + "..."
@@ -72,12 +81,15 @@ class Owners:
         self.keep_s = keep_s
         self.pick = pick
 
-    def record(self, kind: Kind, ident: str, owner: str) -> None:
-        """`owner` created `ident`. An id already recorded keeps its first owner (an expired
-        record is a new one)."""
+    def record(self, kind: Kind, ident: str, owner: str, chain: Chain | None = None) -> None:
+        """`owner` created `ident` (with the `chain` up to it, in the same write). An id already
+        recorded keeps its first owner and chain (an expired record is a new one)."""
         if not ident or len(ident) > MAX_ID_CHARS:
             return
-        data = json.dumps({"id": ident, "owner": owner, "created": self.clock()}).encode()
+        found: dict[str, Any] = {"id": ident, "owner": owner, "created": self.clock()}
+        if chain is not None:
+            found["chain"] = chain.to_json()
+        data = encoded(found)
         key = record_key(kind, ident)
 
         def change(current: bytes | None) -> bytes | None:
@@ -141,7 +153,7 @@ class Owners:
             if found is None:
                 return None
             found["chain"] = change(read_chain(found.get("chain"))).to_json()
-            return json.dumps(found, ensure_ascii=False).encode()
+            return encoded(found)
 
         if ident and len(ident) <= MAX_ID_CHARS:
             self.backend.update(record_key(kind, ident), update)

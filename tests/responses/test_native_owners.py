@@ -455,3 +455,36 @@ def test_an_id_with_a_lone_surrogate_is_refused_before_any_record(
     assert answer.status_code == 400, answer.text
     assert answer.json()["error"]["code"] == "invalid_json"
     assert len(upstream.requests) == before
+
+
+class Counted(DiskRecords):
+    """Counts the writes (`update`)."""
+
+    updates = 0
+
+    def update(self, key: str, change: Any) -> bytes | None:
+        self.updates += 1
+        return super().update(key, change)
+
+
+def test_an_owner_and_its_chain_are_one_write_and_a_lone_surrogate_is_kept(
+    tmp_path: Path,
+) -> None:
+    backend = Counted(tmp_path)
+    owners = Owners(backend, clock=lambda: 0.0)
+    turn = this_turn([{"role": "user", "content": "Hi?"}])
+    owners.record("response", "resp_1", "team-a", extended(this_turn([]), turn, ""))
+    assert backend.updates == 1
+    assert owners.chain("response", "resp_1").messages == turn.messages
+    # Recorded again (another owner, another chain): the first owner and chain stay.
+    owners.record("response", "resp_1", "team-b", extended(this_turn([]), turn, "Hello."))
+    assert owners.owner("response", "resp_1") == "team-a"
+    assert len(owners.chain("response", "resp_1").messages) == 1
+    # An upstream's answer may hold half a surrogate pair: kept (escaped), read back whole.
+    owners.keep_chain("response", "resp_1", lambda chain: extended(chain, turn, "x\ud800y"))
+    assert owners.chain("response", "resp_1").messages[-1]["content"] == "x\ud800y"
+    written = (tmp_path / record_key("response", "resp_1")).read_bytes()
+    assert b"\\ud800" in written
+    # Otherwise UTF-8 as it is.
+    owners.record("response", "resp_2", "team-a", extended(this_turn([]), turn, "naïve"))
+    assert "naïve".encode() in (tmp_path / record_key("response", "resp_2")).read_bytes()
